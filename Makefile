@@ -1,0 +1,41 @@
+# The two commands the README promises: `make demo` and `make test`.
+SHELL := /bin/bash
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+UV := $(shell command -v uv 2>/dev/null)
+
+.PHONY: setup demo test lint lock bench clean
+
+$(BIN)/tokokita-etl: requirements.txt constraints.txt pyproject.toml
+ifdef UV
+	uv venv -q --allow-existing -p $(PY) $(VENV)
+	uv pip install -q -p $(BIN)/python -r requirements.txt -c constraints.txt
+	uv pip install -q -p $(BIN)/python --no-deps -e .
+else
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q -r requirements.txt -c constraints.txt
+	$(BIN)/pip install -q --no-deps -e .
+endif
+	touch $@
+
+setup: $(BIN)/tokokita-etl
+
+demo: setup
+	$(BIN)/python -m tokokita_etl.demo
+
+test: setup
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: setup
+	$(BIN)/ruff check .
+
+lock:
+	uv pip compile -q -p $(PY) requirements.txt -o constraints.txt
+
+bench: setup
+	$(BIN)/python -m bench --all
+
+clean:
+	rm -rf data/warehouse data/gold data/quarantine data/state data/staging airflow_home
