@@ -1,0 +1,149 @@
+"""Command line: `tokokita-etl run|due|status|cron` (also `python -m tokokita_etl`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Callable
+from datetime import datetime
+
+from tokokita_etl.config import Settings, load_settings
+from tokokita_etl.errors import EXIT_USAGE, EtlError
+from tokokita_etl.pipeline import run_for_date, state_store, utc_now
+from tokokita_etl.schedule import due_runs, parse_now, parse_run_date
+
+
+def _parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--config", help="YAML config file (default: $TOKOKITA_CONFIG or "
+                        "config/pipeline.yaml)")
+    common.add_argument("--raw-dir")
+    common.add_argument("--gold-dir")
+    common.add_argument("--quarantine-dir")
+    common.add_argument("--state-dir")
+    common.add_argument("--staging-dir")
+    common.add_argument("--warehouse-url")
+    common.add_argument("--timezone")
+
+    parser = argparse.ArgumentParser(prog="tokokita-etl", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", parents=[common], help="process one partition date")
+    run.add_argument("--date", required=True, help="YYYY-MM-DD, 'yesterday' or 'today' "
+                     "(in the pipeline time zone)")
+    run.add_argument("--force", action="store_true", help="reprocess a date that succeeded")
+    run.add_argument("--reset-attempts", action="store_true",
+                     help="unblock a date that reached max attempts")
+    run.add_argument("--max-attempts", type=int)
+
+    due = sub.add_parser("due", parents=[common], help="list the due partition dates")
+    due.add_argument("--now", required=True, help="ISO 8601 clock (no offset: pipeline zone)")
+    due.add_argument("--lookback-days", type=int)
+    due.add_argument("--max-attempts", type=int)
+    due.add_argument("--json", action="store_true")
+
+    status = sub.add_parser("status", parents=[common], help="per-date watermark status")
+    status.add_argument("--json", action="store_true")
+
+    sub.add_parser("cron", add_help=False, help="validate, explain and preview a cron expression")
+    return parser
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    names = ("raw_dir", "gold_dir", "quarantine_dir", "state_dir", "staging_dir",
+             "warehouse_url", "timezone", "lookback_days", "max_attempts")
+    return load_settings(args.config, overrides={n: getattr(args, n, None) for n in names})
+
+
+def cmd_run(args: argparse.Namespace, now: Callable[[], datetime]) -> int:
+    """`run --date D`."""
+    settings = _settings(args)
+    day = parse_run_date(args.date, now(), settings.timezone)
+    outcome = run_for_date(settings, day, force=args.force, reset_attempts=args.reset_attempts,
+                           now=now, log=lambda line: print(line, flush=True))
+    return outcome.exit_code
+
+
+def cmd_due(args: argparse.Namespace) -> int:
+    """`due --now T`."""
+    settings = _settings(args)
+    clock = parse_now(args.now, settings.timezone)
+    dates = due_runs(state_store(settings).read(), clock, settings.raw_dir,
+                     settings.lookback_days, settings.max_attempts, tz=settings.timezone)
+    if args.json:
+        print(json.dumps([d.isoformat() for d in dates]))
+    else:
+        for day in dates:
+            print(day.isoformat())
+    return 0
+
+
+def status_rows(settings: Settings) -> list[dict]:
+    """One row per known date: status, attempts, rows, blocked."""
+    rows = []
+    for day, entry in state_store(settings).read().runs.items():
+        attempts = int(entry.get("attempt", 0))
+        rows.append({
+            "date": day,
+            "status": entry.get("status", "never"),
+            "attempt": attempts,
+            "rows": entry.get("rows", {}),
+            "blocked": entry.get("status") != "success" and attempts >= settings.max_attempts,
+            "gold": entry.get("gold", ""),
+            "updated_at": entry.get("updated_at", ""),
+        })
+    return rows
+
+
+def format_status(rows: list[dict]) -> str:
+    """The status table as text."""
+    header = f"{'date':<10}  {'status':<8} {'attempt':>7}  {'extracted':>9} {'karantina':>9} " \
+             f"{'duplikat':>8} {'fact':>8} {'summary':>7}  blocked"
+    lines = [header]
+    for r in rows:
+        n = r["rows"]
+        lines.append(
+            f"{r['date']:<10}  {r['status']:<8} {r['attempt']:>7}  {n.get('extracted', '-'):>9} "
+            f"{n.get('karantina', '-'):>9} {n.get('duplikat', '-'):>8} {n.get('fact', '-'):>8} "
+            f"{n.get('summary', '-'):>7}  {'yes' if r['blocked'] else 'no'}")
+    return "\n".join(lines)
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    """`status`."""
+    rows = status_rows(_settings(args))
+    print(json.dumps(rows, indent=2) if args.json else format_status(rows))
+    return 0
+
+
+def main(argv: list[str] | None = None, *, now: Callable[[], datetime] = utc_now) -> int:
+    """Entry point; returns the exit code."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    logging.basicConfig(level=logging.INFO, format="[%(levelname)s] %(message)s")
+    if argv and argv[0] == "cron":
+        from tokokita_etl import cron
+
+        try:
+            zone = load_settings().timezone
+        except EtlError:
+            zone = "Asia/Jakarta"
+        return cron.main(argv[1:], default_tz=zone)
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return EXIT_USAGE if exc.code else 0
+    try:
+        if args.command == "run":
+            return cmd_run(args, now)
+        if args.command == "due":
+            return cmd_due(args)
+        return cmd_status(args)
+    except EtlError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,31 @@
+"""Names fixed by the data contract: columns, reason codes, staging file names."""
+
+from __future__ import annotations
+
+REQUIRED_COLUMNS = (
+    "order_id", "order_ts", "customer_id", "kota", "produk", "qty", "harga_satuan", "diskon",
+)
+
+#: reason codes, in the order the rules are checked
+ROW_REASONS = (
+    "missing_order_id", "bad_order_ts", "wrong_date", "missing_kota", "bad_qty", "bad_price",
+    "bad_discount",
+)
+MALFORMED = "malformed_row"
+DUPLICATE = "duplicate"
+OTHER_PARTITION = "order_id_in_other_partition"
+ALL_REASONS = (MALFORMED, *ROW_REASONS, DUPLICATE, OTHER_PARTITION)
+
+FACT_COLUMNS = (
+    "order_id", "order_date", "order_ts", "customer_id", "kota", "produk", "qty",
+    "harga_satuan", "diskon", "bruto", "bersih",
+)
+SUMMARY_COLUMNS = ("order_date", "kota", "jumlah_pesanan", "total_qty", "bruto", "bersih")
+QUARANTINE_COLUMNS = ("order_date", "line", "reason", *REQUIRED_COLUMNS, "raw")
+
+# staging files written by one stage and read by the next (in another process)
+EXTRACT_ROWS = "extract.parquet"
+EXTRACT_MALFORMED = "malformed.parquet"
+VALID_ROWS = "valid.parquet"
+REJECTED_ROWS = "rejected.parquet"
+STAGED_GOLD_PREFIX = ".staged-"

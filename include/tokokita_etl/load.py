@@ -1,0 +1,128 @@
+"""Load: one transaction per date: fact upsert, removal of vanished rows, summary, quarantine."""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import asdict, dataclass, field
+from datetime import date
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from sqlalchemy import text
+
+from tokokita_etl.contract import (
+    EXTRACT_ROWS,
+    FACT_COLUMNS,
+    OTHER_PARTITION,
+    QUARANTINE_COLUMNS,
+    REJECTED_ROWS,
+    REQUIRED_COLUMNS,
+    VALID_ROWS,
+)
+from tokokita_etl.files import atomic_writer
+from tokokita_etl.warehouse import Warehouse
+
+STAGE_FACT = "stage_fact"
+STAGE_KARANTINA = "stage_karantina"
+BATCH_ROWS = 65_536
+
+
+@dataclass
+class LoadResult:
+    """What load wrote."""
+
+    fact: int
+    summary: int
+    karantina: int
+    removed: int
+    conflicts: list[dict] = field(default_factory=list)  # {line, order_id, kota, other_date}
+
+    def to_dict(self) -> dict:
+        """JSON-ready form."""
+        return asdict(self)
+
+
+def load(warehouse: Warehouse, day: date, staging: Path, quarantine_file: Path) -> LoadResult:
+    """Load staged rows of `day` in one transaction, then publish its quarantine file."""
+    warehouse.ensure_schema()
+    stage_columns = [*FACT_COLUMNS, "line"]
+    d = warehouse.day_param(day)
+    money = {c: f"CAST({c} AS NUMERIC(18, 2))" for c in ("harga_satuan", "diskon", "bruto", "bersih")}
+    cast = {c: c for c in FACT_COLUMNS} if warehouse.is_sqlite else {
+        **{c: c for c in FACT_COLUMNS}, **money,
+        "order_date": "CAST(order_date AS DATE)", "order_ts": "CAST(order_ts AS TIMESTAMPTZ)",
+    }
+    with atomic_writer(quarantine_file, newline="") as qfile, warehouse.begin() as conn:
+        if not warehouse.is_sqlite:
+            # serialise loads so the cross-date order_id check cannot race another date's load
+            conn.exec_driver_sql("LOCK TABLE fact_pesanan IN SHARE ROW EXCLUSIVE MODE")
+        warehouse.create_stage_table(conn, STAGE_FACT, stage_columns)
+        valid = pq.ParquetFile(staging / VALID_ROWS)
+        warehouse.bulk_insert(conn, STAGE_FACT, stage_columns,
+                              valid.iter_batches(batch_size=BATCH_ROWS, columns=stage_columns))
+        conflicts = [dict(r._mapping) for r in conn.execute(text(
+            f"SELECT s.line, s.order_id, s.kota, f.order_date AS other_date FROM {STAGE_FACT} s "
+            "JOIN fact_pesanan f ON f.order_id = s.order_id WHERE f.order_date <> :d "
+            "ORDER BY s.line"), {"d": d})]
+        for conflict in conflicts:
+            conflict["other_date"] = str(conflict["other_date"])
+        if conflicts:
+            conn.execute(text(
+                f"DELETE FROM {STAGE_FACT} WHERE EXISTS (SELECT 1 FROM fact_pesanan f "
+                f"WHERE f.order_id = {STAGE_FACT}.order_id AND f.order_date <> :d)"), {"d": d})
+        removed = conn.execute(text(
+            f"DELETE FROM fact_pesanan WHERE order_date = :d AND NOT EXISTS "
+            f"(SELECT 1 FROM {STAGE_FACT} s WHERE s.order_id = fact_pesanan.order_id)"),
+            {"d": d}).rowcount
+        updates = ", ".join(f"{c} = excluded.{c}" for c in FACT_COLUMNS if c != "order_id")
+        fact = conn.execute(text(
+            f"INSERT INTO fact_pesanan ({', '.join(FACT_COLUMNS)}) "
+            f"SELECT {', '.join(cast[c] for c in FACT_COLUMNS)} FROM {STAGE_FACT} WHERE true "
+            f"ON CONFLICT (order_id) DO UPDATE SET {updates}")).rowcount
+        conn.execute(text("DELETE FROM summary_harian WHERE order_date = :d"), {"d": d})
+        summary = conn.execute(text(
+            "INSERT INTO summary_harian (order_date, kota, jumlah_pesanan, total_qty, bruto, bersih) "
+            f"SELECT order_date, kota, COUNT(*), SUM(qty), {warehouse.money_sum('bruto')}, "
+            f"{warehouse.money_sum('bersih')} FROM fact_pesanan WHERE order_date = :d "
+            "GROUP BY order_date, kota"), {"d": d}).rowcount
+
+        rejected = _quarantine_table(staging, day, conflicts)
+        conn.execute(text("DELETE FROM karantina WHERE order_date = :d"), {"d": d})
+        warehouse.create_stage_table(conn, STAGE_KARANTINA, QUARANTINE_COLUMNS)
+        warehouse.bulk_insert(conn, STAGE_KARANTINA, list(QUARANTINE_COLUMNS),
+                              rejected.to_batches(max_chunksize=BATCH_ROWS))
+        q_cast = ", ".join("CAST(order_date AS DATE)" if c == "order_date" and
+                           not warehouse.is_sqlite else c for c in QUARANTINE_COLUMNS)
+        conn.execute(text(f"INSERT INTO karantina ({', '.join(QUARANTINE_COLUMNS)}) "
+                          f"SELECT {q_cast} FROM {STAGE_KARANTINA}"))
+        _write_quarantine_csv(qfile, rejected)
+    return LoadResult(fact=fact, summary=summary, karantina=rejected.num_rows, removed=removed,
+                      conflicts=conflicts)
+
+
+def _quarantine_table(staging: Path, day: date, conflicts: list[dict]) -> pa.Table:
+    """Rejected rows from transform plus the cross-partition conflicts, sorted by line."""
+    rejected = pq.read_table(staging / REJECTED_ROWS).select(list(QUARANTINE_COLUMNS))
+    if not conflicts:
+        return rejected
+    lines = pa.array([c["line"] for c in conflicts], pa.int64())
+    raw = pq.read_table(staging / EXTRACT_ROWS)
+    raw = raw.filter(pc.is_in(raw["line"], value_set=lines))
+    extra = pa.table({
+        "order_date": [day.isoformat()] * raw.num_rows,
+        "line": raw["line"],
+        "reason": [OTHER_PARTITION] * raw.num_rows,
+        **{c: raw[c] for c in REQUIRED_COLUMNS},
+        "raw": [""] * raw.num_rows,
+    }).cast(rejected.schema)
+    return pa.concat_tables([rejected, extra]).sort_by("line")
+
+
+def _write_quarantine_csv(handle, table: pa.Table) -> None:
+    writer = csv.writer(handle, lineterminator="\n")
+    writer.writerow(QUARANTINE_COLUMNS)
+    for batch in table.to_batches(max_chunksize=BATCH_ROWS):
+        writer.writerows(zip(*(batch.column(c).to_pylist() for c in QUARANTINE_COLUMNS),
+                             strict=True))

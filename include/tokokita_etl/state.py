@@ -1,0 +1,138 @@
+"""The JSON watermark (`state.json`): one entry per partition date, locked and atomic."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import fcntl
+import json
+from collections.abc import Callable, Iterator
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any
+
+from tokokita_etl.errors import StateError
+from tokokita_etl.files import write_text_atomic
+
+SUCCESS = "success"
+FAILED = "failed"
+
+
+class Watermark:
+    """A read-only snapshot of the watermark document."""
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self.data = data
+
+    @property
+    def runs(self) -> dict[str, dict[str, Any]]:
+        """Entries by ISO date."""
+        return self.data["runs"]
+
+    def entry(self, day: date | str) -> dict[str, Any]:
+        """The entry for `day` (empty when unknown)."""
+        return self.runs.get(str(day), {})
+
+    def has_success(self, day: date | str) -> bool:
+        """Whether `day`'s last recorded outcome is a success."""
+        return self.entry(day).get("status") == SUCCESS
+
+    def attempts(self, day: date | str) -> int:
+        """Recorded attempts for `day` (successes and failures; skips do not count)."""
+        return int(self.entry(day).get("attempt", 0))
+
+
+class StateStore:
+    """The watermark file with an exclusive lock around every read-modify-write."""
+
+    def __init__(self, path: Path, pipeline: str = "etl-pesanan-tokokita") -> None:
+        self.path = Path(path)
+        self.lock_path = self.path.with_name(self.path.name + ".lock")
+        self.pipeline = pipeline
+
+    def read(self) -> Watermark:
+        """Load the current watermark (an empty one when the file does not exist yet)."""
+        return Watermark(self._load())
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.lock_path, "a+") as lock:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+
+    def _load(self) -> dict[str, Any]:
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return {"pipeline": self.pipeline, "runs": {}}
+        except (OSError, UnicodeDecodeError) as exc:
+            raise StateError(f"{self.path}: cannot read the watermark: {exc}") from None
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise StateError(
+                f"{self.path}: corrupt watermark (invalid JSON at line {exc.lineno}, "
+                f"column {exc.colno}: {exc.msg}); fix or restore it by hand, "
+                "it is never reset automatically"
+            ) from None
+        if not isinstance(data, dict) or not isinstance(data.get("runs"), dict):
+            raise StateError(f"{self.path}: corrupt watermark: expected an object with 'runs'")
+        for key, entry in data["runs"].items():
+            try:
+                date.fromisoformat(key)
+            except ValueError:
+                raise StateError(f"{self.path}: corrupt watermark: bad date key {key!r}") from None
+            if not isinstance(entry, dict) or not isinstance(entry.get("attempt", 0), int):
+                raise StateError(f"{self.path}: corrupt watermark: bad entry for {key}")
+        return data
+
+    def update(self, mutate: Callable[[dict[str, Any]], Any]) -> Any:
+        """Apply `mutate` to the document under the lock and save it atomically."""
+        with self._locked():
+            data = self._load()
+            before = copy.deepcopy(data)
+            result = mutate(data)
+            if data != before:
+                write_text_atomic(
+                    self.path, json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False)
+                    + "\n"
+                )
+            return result
+
+    def record(self, day: date, status: str, payload: dict[str, Any], now: datetime) -> int:
+        """Record a success or failure for `day`: attempt += 1. Returns the new attempt."""
+
+        def mutate(data: dict[str, Any]) -> int:
+            entry = data["runs"].setdefault(day.isoformat(), {})
+            entry["attempt"] = int(entry.get("attempt", 0)) + 1
+            entry["status"] = status
+            entry["updated_at"] = now.isoformat(timespec="seconds")
+            for key, value in payload.items():
+                if key != "attempt":
+                    entry[key] = value
+            if status == SUCCESS:
+                entry.pop("error", None)
+            data["runs"] = dict(sorted(data["runs"].items()))
+            return entry["attempt"]
+
+        return self.update(mutate)
+
+    def reset_attempts(self, day: date, *, now: datetime, by: str) -> int:
+        """Set `day`'s attempts to 0, recording when and by whom. Returns the previous count."""
+
+        def mutate(data: dict[str, Any]) -> int:
+            entry = data["runs"].setdefault(day.isoformat(), {})
+            previous = int(entry.get("attempt", 0))
+            entry["attempt"] = 0
+            entry.setdefault("resets", []).append(
+                {"at": now.isoformat(timespec="seconds"), "by": by, "previous_attempt": previous}
+            )
+            entry["updated_at"] = now.isoformat(timespec="seconds")
+            data["runs"] = dict(sorted(data["runs"].items()))
+            return previous
+
+        return self.update(mutate)

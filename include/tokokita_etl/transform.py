@@ -1,0 +1,176 @@
+"""Transform: apply the row rules, normalise, de-duplicate (vectorised in DuckDB)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from datetime import date
+from pathlib import Path
+
+import duckdb
+
+from tokokita_etl.contract import (
+    ALL_REASONS,
+    DUPLICATE,
+    EXTRACT_MALFORMED,
+    EXTRACT_ROWS,
+    MALFORMED,
+    REJECTED_ROWS,
+    REQUIRED_COLUMNS,
+    VALID_ROWS,
+)
+from tokokita_etl.files import atomic_path
+
+WS = " \t\r\n\f\v"
+# ISO 8601 as decided in docs/decisions.md; calendar validity is checked by the cast
+TS_RE = (
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}[T ]([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]"
+    r"(\.[0-9]{1,6})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])?"
+)
+MONEY_RE = r"[0-9]{1,16}(\.[0-9]{1,2})?"
+MAX_BRUTO = 10**16
+
+
+@dataclass
+class TransformResult:
+    """What transform produced."""
+
+    rows: int
+    valid: int
+    karantina: int
+    duplikat: int
+    reasons: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        """JSON-ready form."""
+        return asdict(self)
+
+
+def title_kota(text: str) -> str:
+    """Collapse whitespace runs and title-case a city name."""
+    return " ".join(text.split()).title()
+
+
+def _checked_sql(day: date, tz: str) -> str:
+    """One row per well-formed record: trimmed fields, parsed values and its reason (or NULL)."""
+    trimmed = ",\n".join(f"trim({c}, '{WS}') AS t_{c}" for c in REQUIRED_COLUMNS)
+    return f"""
+    WITH src AS (
+        SELECT line, {", ".join(REQUIRED_COLUMNS)}, {trimmed}
+        FROM read_parquet($rows)
+    ), parsed AS (
+        SELECT *,
+            CASE WHEN regexp_full_match(t_order_ts, '{TS_RE}') THEN
+                CASE WHEN regexp_matches(t_order_ts, '(Z|[+-][0-9]{{2}}:[0-9]{{2}})$')
+                     THEN try_cast(t_order_ts AS TIMESTAMPTZ)
+                     ELSE timezone('{tz}', try_cast(t_order_ts AS TIMESTAMP))
+                END
+            END AS ts,
+            CASE WHEN regexp_full_match(t_qty, '[0-9]{{1,10}}')
+                 THEN try_cast(t_qty AS BIGINT) END AS n_qty,
+            CASE WHEN regexp_full_match(t_harga_satuan, '{MONEY_RE}')
+                 THEN CAST(t_harga_satuan AS DECIMAL(18, 2)) END AS n_harga,
+            CASE WHEN t_diskon = '' THEN 0::DECIMAL(18, 2)
+                 WHEN regexp_full_match(t_diskon, '{MONEY_RE}')
+                 THEN CAST(t_diskon AS DECIMAL(18, 2)) END AS n_diskon
+        FROM src
+    ), valued AS (
+        SELECT *, timezone('{tz}', ts) AS local_ts,
+            CAST(round(epoch(timezone('{tz}', ts)) - epoch(ts)) AS BIGINT) AS off_s,
+            CAST(n_qty AS DECIMAL(38, 2)) * n_harga AS n_bruto
+        FROM parsed
+    )
+    SELECT *,
+        CASE
+            WHEN t_order_id = '' THEN 'missing_order_id'
+            WHEN ts IS NULL THEN 'bad_order_ts'
+            WHEN CAST(local_ts AS DATE) <> DATE '{day.isoformat()}' THEN 'wrong_date'
+            WHEN t_kota = '' THEN 'missing_kota'
+            WHEN n_qty IS NULL OR n_qty < 1 OR n_qty > 2147483647 THEN 'bad_qty'
+            WHEN n_harga IS NULL OR n_bruto >= {MAX_BRUTO} THEN 'bad_price'
+            WHEN n_diskon IS NULL OR n_diskon > n_bruto THEN 'bad_discount'
+        END AS reason
+    FROM valued
+    """
+
+
+def transform(day: date, staging: Path, *, tz: str = "Asia/Jakarta") -> TransformResult:
+    """Read `extract.parquet`; write `valid.parquet` (de-duplicated) and `rejected.parquet`."""
+    con = duckdb.connect()
+    try:
+        con.execute("SET TimeZone = 'UTC'")
+        con.execute("SET preserve_insertion_order = false")
+        rows_file = str(staging / EXTRACT_ROWS)
+        con.execute(
+            f"CREATE TEMP TABLE checked AS {_checked_sql(day, tz)}", {"rows": rows_file}
+        )
+        # kota has few distinct values: title-case them in Python, exactly as documented
+        kotas = [r[0] for r in con.execute(
+            "SELECT DISTINCT t_kota FROM checked WHERE reason IS NULL").fetchall()]
+        con.execute("CREATE TEMP TABLE kota_map (t_kota VARCHAR, kota_norm VARCHAR)")
+        if kotas:
+            con.executemany("INSERT INTO kota_map VALUES (?, ?)",
+                            [(k, title_kota(k)) for k in kotas])
+        con.execute("""
+            CREATE TEMP TABLE ranked AS
+            SELECT c.*, m.kota_norm,
+                row_number() OVER (PARTITION BY t_order_id ORDER BY line DESC) AS rank_in_id
+            FROM checked c LEFT JOIN kota_map m USING (t_kota)
+            WHERE reason IS NULL
+        """)
+        offset = """(CASE WHEN off_s >= 0 THEN '+' ELSE '-' END)
+            || lpad(CAST(abs(off_s) // 3600 AS VARCHAR), 2, '0') || ':'
+            || lpad(CAST((abs(off_s) % 3600) // 60 AS VARCHAR), 2, '0')"""
+        with atomic_path(staging / VALID_ROWS) as out:
+            con.execute(f"""
+                COPY (
+                    SELECT t_order_id AS order_id,
+                        CAST(CAST(local_ts AS DATE) AS VARCHAR) AS order_date,
+                        strftime(local_ts, '%Y-%m-%dT%H:%M:%S')
+                            || CASE WHEN microsecond(local_ts) <> 0
+                                    THEN '.' || lpad(CAST(microsecond(local_ts) AS VARCHAR), 6, '0')
+                                    ELSE '' END
+                            || {offset} AS order_ts,
+                        t_customer_id AS customer_id, kota_norm AS kota, t_produk AS produk,
+                        CAST(n_qty AS INTEGER) AS qty,
+                        CAST(n_harga AS VARCHAR) AS harga_satuan,
+                        CAST(n_diskon AS VARCHAR) AS diskon,
+                        CAST(CAST(n_bruto AS DECIMAL(18, 2)) AS VARCHAR) AS bruto,
+                        CAST(CAST(n_bruto - n_diskon AS DECIMAL(18, 2)) AS VARCHAR) AS bersih,
+                        line
+                    FROM ranked WHERE rank_in_id = 1 ORDER BY order_id
+                ) TO '{_sql_path(out)}' (FORMAT parquet)
+            """)
+        raw = ", ".join(REQUIRED_COLUMNS)
+        with atomic_path(staging / REJECTED_ROWS) as out:
+            con.execute(f"""
+                COPY (
+                    SELECT '{day.isoformat()}' AS order_date, line, reason, {raw}, '' AS raw
+                    FROM checked WHERE reason IS NOT NULL
+                    UNION ALL
+                    SELECT '{day.isoformat()}', line, '{DUPLICATE}', {raw}, ''
+                    FROM ranked WHERE rank_in_id > 1
+                    UNION ALL
+                    SELECT '{day.isoformat()}', line, '{MALFORMED}',
+                        {", ".join("''" for _ in REQUIRED_COLUMNS)}, raw
+                    FROM read_parquet($malformed)
+                    ORDER BY line
+                ) TO '{_sql_path(out)}' (FORMAT parquet)
+            """, {"malformed": str(staging / EXTRACT_MALFORMED)})
+        counts = dict(con.execute(
+            f"SELECT reason, count(*) FROM read_parquet('{_sql_path(staging / REJECTED_ROWS)}') "
+            "GROUP BY reason").fetchall())
+        total = con.execute("SELECT count(*) FROM checked").fetchone()[0]
+        valid = con.execute("SELECT count(*) FROM ranked WHERE rank_in_id = 1").fetchone()[0]
+    finally:
+        con.close()
+    reasons = {r: int(counts.get(r, 0)) for r in ALL_REASONS if counts.get(r)}
+    malformed = reasons.get(MALFORMED, 0)
+    return TransformResult(
+        rows=int(total) + malformed, valid=int(valid),
+        karantina=sum(n for r, n in reasons.items() if r != DUPLICATE),
+        duplikat=reasons.get(DUPLICATE, 0), reasons=reasons,
+    )
+
+
+def _sql_path(path: Path | str) -> str:
+    return str(path).replace("'", "''")

@@ -1,0 +1,129 @@
+"""Validate: reconcile per kota, daily aggregates, and the staged gold file; checksums."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from datetime import date
+from decimal import Decimal
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from sqlalchemy import text
+
+from tokokita_etl.contract import VALID_ROWS
+from tokokita_etl.errors import ValidationError
+from tokokita_etl.gold import read_gold, staged_gold_path, write_gold
+from tokokita_etl.warehouse import RowDigest, Warehouse
+
+
+def rupiah(amount: Decimal) -> str:
+    """`Rp3,542,000.00`."""
+    return f"Rp{amount:,.2f}"
+
+
+@dataclass
+class Check:
+    """One validation check."""
+
+    name: str
+    ok: bool
+    detail: str
+
+
+@dataclass
+class ValidateResult:
+    """The three checks and the checksums of date D."""
+
+    checks: list[Check]
+    checksums: dict[str, str]
+    fact_rows: int
+    summary_rows: int
+    bruto: str
+    bersih: str
+    staged_gold: str
+    source_per_kota: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        """Whether every check passed."""
+        return all(c.ok for c in self.checks)
+
+    def to_dict(self) -> dict:
+        """JSON-ready form."""
+        return asdict(self)
+
+
+def source_counts(staging: Path, excluded_lines: list[int]) -> dict[str, int]:
+    """Valid de-duplicated source rows per kota, minus rows the load quarantined."""
+    table = pq.read_table(staging / VALID_ROWS, columns=["kota", "line"])
+    if excluded_lines:
+        table = table.filter(pc.invert(pc.is_in(table["line"], value_set=pa.array(
+            excluded_lines, type=table["line"].type))))
+    grouped = table.group_by("kota").aggregate([("line", "count")])
+    return dict(zip(grouped["kota"].to_pylist(), grouped["line_count"].to_pylist(), strict=True))
+
+
+def validate(warehouse: Warehouse, day: date, staging: Path, gold_dir: Path,
+             excluded_lines: list[int]) -> ValidateResult:
+    """Run the three checks for `day`; raise ValidationError (after writing nothing) on failure."""
+    source = source_counts(staging, excluded_lines)
+    fact_digest, summary_digest = RowDigest(), RowDigest()
+    fact_n, fact_bruto, fact_bersih = 0, Decimal(0), Decimal(0)
+    summary: list[list] = []
+    with warehouse.begin() as conn:
+        target = dict(conn.execute(text(
+            "SELECT kota, COUNT(*) FROM fact_pesanan WHERE order_date = :d GROUP BY kota"),
+            {"d": warehouse.day_param(day)}).all())
+        for row in warehouse.fact_rows(conn, day):
+            fact_digest.add(row)
+            fact_n += 1
+            fact_bruto += Decimal(row[9])
+            fact_bersih += Decimal(row[10])
+        for row in warehouse.summary_rows(conn, day):
+            summary_digest.add(row)
+            summary.append(row)
+    sum_n = sum(int(r[2]) for r in summary)
+    sum_bruto = sum((Decimal(r[4]) for r in summary), Decimal(0))
+    sum_bersih = sum((Decimal(r[5]) for r in summary), Decimal(0))
+
+    checks = []
+    mismatched = sorted(k for k in set(source) | set(target) if source.get(k, 0) != target.get(k, 0))
+    checks.append(Check(
+        "reconcile kota", not mismatched,
+        f"{fact_n} rows in {len(target)} kota (source total {sum(source.values())} = target "
+        f"total {sum(target.values())})" if not mismatched else
+        "per-kota counts differ: " + ", ".join(
+            f"{k}: source {source.get(k, 0)} vs fact {target.get(k, 0)}" for k in mismatched)))
+    same = (fact_n, fact_bruto, fact_bersih) == (sum_n, sum_bruto, sum_bersih)
+    checks.append(Check(
+        "daily aggregates", same,
+        f"fact: {fact_n} rows, {rupiah(fact_bruto)} bruto, {rupiah(fact_bersih)} bersih; "
+        f"summary: {sum_n} rows, {rupiah(sum_bruto)} bruto, {rupiah(sum_bersih)} bersih"))
+
+    staged = staged_gold_path(gold_dir, day)
+    write_gold(staged, summary)
+    gold_rows = read_gold(staged)
+    gold_same = (
+        len(gold_rows) == len(summary)
+        and sum(int(r["jumlah_pesanan"]) for r in gold_rows) == sum_n
+        and sum(Decimal(r["bruto"]) for r in gold_rows) == sum_bruto
+        and sum(Decimal(r["bersih"]) for r in gold_rows) == sum_bersih
+    )
+    checks.append(Check("gold csv", gold_same,
+                        f"{len(gold_rows)} gold rows vs {len(summary)} summary rows"))
+    result = ValidateResult(
+        checks=checks,
+        checksums={f"fact_{day}": fact_digest.hexdigest(),
+                   f"summary_{day}": summary_digest.hexdigest()},
+        fact_rows=fact_n, summary_rows=len(summary), bruto=f"{fact_bruto:.2f}",
+        bersih=f"{fact_bersih:.2f}", staged_gold=str(staged), source_per_kota=source,
+    )
+    if not result.ok:
+        staged.unlink(missing_ok=True)
+        failed = "; ".join(f"{c.name}: {c.detail}" for c in checks if not c.ok)
+        raise ValidationError(f"validation failed for {day}: {failed}")
+    return result
+
+

@@ -1,0 +1,245 @@
+"""The warehouse: schema, connections and the few dialect differences (SQLite, PostgreSQL)."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+from collections.abc import Iterable, Iterator
+from datetime import date, datetime
+from decimal import Decimal
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import pyarrow as pa
+import pyarrow.csv as pacsv
+from sqlalchemy import (
+    TIMESTAMP,
+    BigInteger,
+    Column,
+    Date,
+    Integer,
+    MetaData,
+    Numeric,
+    PrimaryKeyConstraint,
+    Table,
+    Text,
+    create_engine,
+    event,
+    text,
+)
+from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+from sqlalchemy.pool import NullPool
+
+from tokokita_etl.contract import (
+    FACT_COLUMNS,
+    QUARANTINE_COLUMNS,
+    REQUIRED_COLUMNS,
+    SUMMARY_COLUMNS,
+)
+from tokokita_etl.errors import ConfigError, WarehouseError
+
+# SQLite has no exact decimal or zoned timestamp: money is stored as text with exactly two
+# decimals (summed as integer cents), dates and timestamps as ISO 8601 text.
+Money = Text().with_variant(Numeric(18, 2), "postgresql")
+Day = Text().with_variant(Date(), "postgresql")
+Timestamp = Text().with_variant(TIMESTAMP(timezone=True), "postgresql")
+
+metadata = MetaData()
+fact_pesanan = Table(
+    "fact_pesanan", metadata,
+    Column("order_id", Text, primary_key=True),
+    Column("order_date", Day, nullable=False, index=True),
+    Column("order_ts", Timestamp, nullable=False),
+    Column("customer_id", Text, nullable=False),
+    Column("kota", Text, nullable=False),
+    Column("produk", Text, nullable=False),
+    Column("qty", Integer, nullable=False),
+    Column("harga_satuan", Money, nullable=False),
+    Column("diskon", Money, nullable=False),
+    Column("bruto", Money, nullable=False),
+    Column("bersih", Money, nullable=False),
+)
+summary_harian = Table(
+    "summary_harian", metadata,
+    Column("order_date", Day, nullable=False),
+    Column("kota", Text, nullable=False),
+    Column("jumlah_pesanan", BigInteger, nullable=False),
+    Column("total_qty", BigInteger, nullable=False),
+    Column("bruto", Money, nullable=False),
+    Column("bersih", Money, nullable=False),
+    PrimaryKeyConstraint("order_date", "kota"),
+)
+karantina = Table(
+    "karantina", metadata,
+    Column("order_date", Day, nullable=False),
+    Column("line", BigInteger, nullable=False),
+    Column("reason", Text, nullable=False),
+    *[Column(name, Text) for name in REQUIRED_COLUMNS],
+    Column("raw", Text),
+    PrimaryKeyConstraint("order_date", "line"),
+)
+
+
+class Warehouse:
+    """One warehouse URL: connections, schema and dialect-specific SQL fragments."""
+
+    def __init__(self, url: str, tz: str = "Asia/Jakarta") -> None:
+        try:
+            self.url = make_url(url)
+        except ArgumentError:
+            raise ConfigError(f"warehouse_url: not a valid SQLAlchemy URL: {url!r}") from None
+        self.tz = ZoneInfo(tz)
+        self.dialect = self.url.get_backend_name()
+        if self.dialect not in ("sqlite", "postgresql"):
+            raise ConfigError(
+                f"warehouse_url: backend {self.dialect!r} is not supported (sqlite, postgresql)"
+            )
+        self.display_url = self.url.render_as_string(hide_password=True)
+        self._engine: Engine | None = None
+
+    @property
+    def is_sqlite(self) -> bool:
+        """Whether this is the embedded SQLite backend."""
+        return self.dialect == "sqlite"
+
+    @property
+    def engine(self) -> Engine:
+        """The engine, made on first use (no pool: every stage is a short-lived process)."""
+        if self._engine is None:
+            if self.is_sqlite:
+                database = self.url.database
+                if database and database != ":memory:":
+                    Path(database).parent.mkdir(parents=True, exist_ok=True)
+                engine = create_engine(self.url, poolclass=NullPool,
+                                       connect_args={"timeout": 120})
+
+                @event.listens_for(engine, "connect")
+                def _autocommit_driver(dbapi_connection, _record):
+                    dbapi_connection.isolation_level = None  # we issue BEGIN ourselves
+
+                @event.listens_for(engine, "begin")
+                def _begin_immediate(conn):
+                    conn.exec_driver_sql("BEGIN IMMEDIATE")  # one writer at a time, no upgrade
+
+            else:
+                engine = create_engine(self.url, poolclass=NullPool)
+            self._engine = engine
+        return self._engine
+
+    @contextlib.contextmanager
+    def begin(self) -> Iterator[Connection]:
+        """One transaction; connection failures become a WarehouseError naming the URL."""
+        try:
+            with self.engine.begin() as conn:
+                yield conn
+        except SQLAlchemyError as exc:
+            reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+            raise WarehouseError(f"warehouse {self.display_url}: {reason}") from None
+
+    def ensure_schema(self) -> None:
+        """Create the warehouse tables when missing."""
+        with self.begin() as conn:
+            metadata.create_all(conn, checkfirst=True)
+
+    def day_param(self, day: date) -> date | str:
+        """The bound value for an `order_date` comparison."""
+        return day.isoformat() if self.is_sqlite else day
+
+    def money_sum(self, column: str) -> str:
+        """An exact SUM over a money column, as the column's own type."""
+        if self.is_sqlite:
+            cents = f"SUM(CAST(replace({column}, '.', '') AS INTEGER))"
+            return f"printf('%d.%02d', {cents} / 100, {cents} % 100)"
+        return f"SUM({column})"
+
+    @property
+    def byte_order(self) -> str:
+        """Collation clause that sorts by code point on both backends."""
+        return "" if self.is_sqlite else ' COLLATE "C"'
+
+    def create_stage_table(self, conn: Connection, name: str, columns: Iterable[str]) -> None:
+        """A temporary, all-text staging table living until the transaction ends."""
+        cols = ", ".join(f"{c} {'BIGINT' if c in ('line', 'qty') else 'TEXT'}" for c in columns)
+        if self.is_sqlite:
+            conn.exec_driver_sql(f"DROP TABLE IF EXISTS temp.{name}")
+            conn.exec_driver_sql(f"CREATE TEMP TABLE {name} ({cols})")
+        else:
+            conn.exec_driver_sql(f"CREATE TEMP TABLE {name} ({cols}) ON COMMIT DROP")
+
+    def bulk_insert(self, conn: Connection, table: str, columns: list[str],
+                    batches: Iterable[pa.RecordBatch]) -> int:
+        """Insert Arrow batches into `table` fast: COPY on PostgreSQL, executemany on SQLite."""
+        driver = conn.connection.driver_connection
+        count = 0
+        if self.is_sqlite:
+            sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+            cursor = driver.cursor()
+            for batch in batches:
+                cols = [batch.column(c).to_pylist() for c in columns]
+                cursor.executemany(sql, zip(*cols, strict=True))
+                count += batch.num_rows
+            return count
+        copy_sql = f"COPY {table} ({', '.join(columns)}) FROM STDIN WITH (FORMAT csv)"
+        with driver.cursor() as cursor, cursor.copy(copy_sql) as copy:
+            for batch in batches:
+                buffer = io.BytesIO()
+                pacsv.write_csv(batch.select(columns), buffer,
+                                pacsv.WriteOptions(include_header=False))
+                copy.write(buffer.getvalue())
+                count += batch.num_rows
+        return count
+
+    def _render(self, value: object) -> object:
+        if isinstance(value, datetime):
+            return value.astimezone(self.tz).isoformat()
+        if isinstance(value, date):
+            return value.isoformat()
+        if isinstance(value, Decimal):
+            return f"{value:.2f}"
+        return value
+
+    def fact_rows(self, conn: Connection, day: date) -> Iterator[list]:
+        """Canonical fact rows of `day`, sorted by order_id in code-point order."""
+        sql = (f"SELECT {', '.join(FACT_COLUMNS)} FROM fact_pesanan WHERE order_date = :d "
+               f"ORDER BY order_id{self.byte_order}")
+        yield from self._canonical(conn, sql, day)
+
+    def summary_rows(self, conn: Connection, day: date) -> Iterator[list]:
+        """Canonical summary rows of `day`, sorted by kota in code-point order."""
+        sql = (f"SELECT {', '.join(SUMMARY_COLUMNS)} FROM summary_harian WHERE order_date = :d "
+               f"ORDER BY kota{self.byte_order}")
+        yield from self._canonical(conn, sql, day)
+
+    def _canonical(self, conn: Connection, sql: str, day: date) -> Iterator[list]:
+        result = conn.execution_options(stream_results=True, yield_per=20_000).execute(
+            text(sql), {"d": self.day_param(day)})
+        render = self._render
+        for partition in result.partitions():
+            for row in partition:
+                yield [render(v) for v in row]
+
+
+def canonical_line(row: list) -> str:
+    """The canonical text of one row for checksums."""
+    return json.dumps(row, ensure_ascii=False, separators=(",", ":")) + "\n"
+
+
+class RowDigest:
+    """SHA-256 over canonical lines."""
+
+    def __init__(self) -> None:
+        self._hash = hashlib.sha256()
+
+    def add(self, row: list) -> None:
+        """Add one row."""
+        self._hash.update(canonical_line(row).encode("utf-8"))
+
+    def hexdigest(self) -> str:
+        """The checksum."""
+        return self._hash.hexdigest()
+
+
+QUARANTINE_INSERT_COLUMNS = list(QUARANTINE_COLUMNS)
