@@ -58,7 +58,7 @@ def load(warehouse: Warehouse, day: date, staging: Path, quarantine_file: Path) 
         if not warehouse.is_sqlite:
             # serialise loads so the cross-date order_id check cannot race another date's load
             conn.exec_driver_sql("LOCK TABLE fact_pesanan IN SHARE ROW EXCLUSIVE MODE")
-        warehouse.create_stage_table(conn, STAGE_FACT, stage_columns)
+        warehouse.create_stage_table(conn, STAGE_FACT, stage_columns, integers=("line", "qty"))
         valid = pq.ParquetFile(staging / VALID_ROWS)
         warehouse.bulk_insert(conn, STAGE_FACT, stage_columns,
                               valid.iter_batches(batch_size=BATCH_ROWS, columns=stage_columns))

@@ -6,12 +6,14 @@ import contextlib
 import hashlib
 import io
 import json
+import sqlite3
 from collections.abc import Iterable, Iterator
 from datetime import date, datetime
 from decimal import Decimal
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
+import psycopg
 import pyarrow as pa
 import pyarrow.csv as pacsv
 from sqlalchemy import (
@@ -135,7 +137,7 @@ class Warehouse:
         try:
             with self.engine.begin() as conn:
                 yield conn
-        except SQLAlchemyError as exc:
+        except (SQLAlchemyError, sqlite3.Error, psycopg.Error) as exc:
             reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
             raise WarehouseError(f"warehouse {self.display_url}: {reason}") from None
 
@@ -160,9 +162,11 @@ class Warehouse:
         """Collation clause that sorts by code point on both backends."""
         return "" if self.is_sqlite else ' COLLATE "C"'
 
-    def create_stage_table(self, conn: Connection, name: str, columns: Iterable[str]) -> None:
-        """A temporary, all-text staging table living until the transaction ends."""
-        cols = ", ".join(f"{c} {'BIGINT' if c in ('line', 'qty') else 'TEXT'}" for c in columns)
+    def create_stage_table(self, conn: Connection, name: str, columns: Iterable[str],
+                           integers: Iterable[str] = ("line",)) -> None:
+        """A temporary staging table (text columns but `integers`) living until commit."""
+        integers = set(integers)
+        cols = ", ".join(f"{c} {'BIGINT' if c in integers else 'TEXT'}" for c in columns)
         if self.is_sqlite:
             conn.exec_driver_sql(f"DROP TABLE IF EXISTS temp.{name}")
             conn.exec_driver_sql(f"CREATE TEMP TABLE {name} ({cols})")
