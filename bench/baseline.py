@@ -16,7 +16,7 @@ import re
 import sqlite3
 import tempfile
 from collections.abc import Iterator
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta, timezone
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -152,7 +152,7 @@ def parse_order_ts(text: str) -> datetime | None:
     if offset is None:
         tz: Any = JAKARTA
     elif offset == "Z":
-        tz = timezone.utc
+        tz = UTC
     else:
         off_h, off_m = int(offset[1:3]), int(offset[4:6])
         if off_m > 59:
