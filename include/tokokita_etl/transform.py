@@ -126,8 +126,8 @@ def transform(day: date, staging: Path, *, tz: str = "Asia/Jakarta") -> Transfor
                     SELECT t_order_id AS order_id,
                         CAST(CAST(local_ts AS DATE) AS VARCHAR) AS order_date,
                         strftime(local_ts, '%Y-%m-%dT%H:%M:%S')
-                            || CASE WHEN microsecond(local_ts) <> 0
-                                    THEN '.' || lpad(CAST(microsecond(local_ts) AS VARCHAR), 6, '0')
+                            || CASE WHEN microsecond(local_ts) % 1000000 <> 0
+                                    THEN '.' || lpad(CAST(microsecond(local_ts) % 1000000 AS VARCHAR), 6, '0')
                                     ELSE '' END
                             || {offset} AS order_ts,
                         t_customer_id AS customer_id, kota_norm AS kota, t_produk AS produk,
