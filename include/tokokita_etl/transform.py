@@ -26,7 +26,7 @@ TS_RE = (
     r"[0-9]{4}-[0-9]{2}-[0-9]{2}[T ]([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]"
     r"(\.[0-9]{1,6})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])?"
 )
-MONEY_RE = r"[0-9]{1,16}(\.[0-9]{1,2})?"
+MONEY_RE = r"[0-9]+(\.[0-9]{1,2})?"
 MAX_BRUTO = 10**16
 
 
@@ -65,13 +65,13 @@ def _checked_sql(day: date, tz: str) -> str:
                      ELSE timezone('{tz}', try_cast(t_order_ts AS TIMESTAMP))
                 END
             END AS ts,
-            CASE WHEN regexp_full_match(t_qty, '[0-9]{{1,10}}')
+            CASE WHEN regexp_full_match(t_qty, '[0-9]+')
                  THEN try_cast(t_qty AS BIGINT) END AS n_qty,
             CASE WHEN regexp_full_match(t_harga_satuan, '{MONEY_RE}')
-                 THEN CAST(t_harga_satuan AS DECIMAL(18, 2)) END AS n_harga,
+                 THEN try_cast(t_harga_satuan AS DECIMAL(18, 2)) END AS n_harga,
             CASE WHEN t_diskon = '' THEN 0::DECIMAL(18, 2)
                  WHEN regexp_full_match(t_diskon, '{MONEY_RE}')
-                 THEN CAST(t_diskon AS DECIMAL(18, 2)) END AS n_diskon
+                 THEN try_cast(t_diskon AS DECIMAL(18, 2)) END AS n_diskon
         FROM src
     ), valued AS (
         SELECT *, timezone('{tz}', ts) AS local_ts,
