@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
 from datetime import date
 from pathlib import Path
@@ -46,8 +47,8 @@ class TransformResult:
 
 
 def title_kota(text: str) -> str:
-    """Collapse whitespace runs and title-case a city name."""
-    return " ".join(text.split()).title()
+    """Collapse ASCII whitespace runs and title-case a city name."""
+    return re.sub(f"[{WS}]+", " ", text.strip(WS)).title()
 
 
 def _checked_sql(day: date, tz: str) -> str:
