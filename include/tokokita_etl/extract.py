@@ -39,9 +39,12 @@ class ExtractResult:
 
 
 def _read_header(reader, path: Path) -> list[str]:
-    for header in reader:
-        if header:
-            return [name.strip() for name in header]
+    try:
+        for header in reader:
+            if header:
+                return [name.strip() for name in header]
+    except csv.Error as exc:
+        raise DataError(f"{path}: header line has broken quoting ({exc})") from None
     raise DataError(f"{path}: no header row (the file has no records)")
 
 
