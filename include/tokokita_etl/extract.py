@@ -51,7 +51,7 @@ def _read_header(reader, path: Path) -> list[str]:
 def _column_indexes(header: list[str], path: Path) -> tuple[list[int], list[str]]:
     seen: set[str] = set()
     for name in header:
-        if name in seen and name in REQUIRED_COLUMNS:
+        if name in seen:
             raise DataError(f"{path}: header names column {name!r} twice")
         seen.add(name)
     missing = [c for c in REQUIRED_COLUMNS if c not in header]
