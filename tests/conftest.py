@@ -1,0 +1,201 @@
+"""Shared fixtures: sample data, isolated work directories, and a PostgreSQL schema per test.
+
+PostgreSQL comes from ``TOKOKITA_TEST_PG_URL`` (default: the local trust server). Each test
+that asks for ``pg_url`` gets a fresh schema selected through the URL query
+``?options=-csearch_path=<schema>``; the schema is dropped afterwards. An unreachable server
+FAILS the test (CI has PostgreSQL), it never skips.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE_RAW = REPO / "data" / "raw"
+SAMPLE_DATES = (date(2026, 11, 2), date(2026, 11, 3), date(2026, 11, 4))
+BIN = Path(sys.executable).parent
+CLI = BIN / "tokokita-etl"
+DEFAULT_PG_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/tokokita_test"
+PG_URL = os.environ.get("TOKOKITA_TEST_PG_URL") or DEFAULT_PG_URL
+HEADER = "order_id,order_ts,customer_id,kota,produk,qty,harga_satuan,diskon"
+
+
+def _pg_admin_conninfo(url: str) -> str:
+    """A libpq conninfo for the server of a SQLAlchemy PostgreSQL URL."""
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)
+    return parsed.set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+def _pg_connect(url: str):
+    import psycopg
+
+    try:
+        return psycopg.connect(_pg_admin_conninfo(url), autocommit=True, connect_timeout=5)
+    except psycopg.OperationalError as exc:
+        pytest.fail(f"PostgreSQL is unreachable at {url} (set TOKOKITA_TEST_PG_URL): {exc}",
+                    pytrace=False)
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    """A SQLAlchemy URL whose search_path is a fresh, empty schema (dropped afterwards)."""
+    from sqlalchemy.engine import make_url
+
+    schema = f"t_{uuid.uuid4().hex[:16]}"
+    with _pg_connect(PG_URL) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    url = make_url(PG_URL).update_query_dict({"options": f"-csearch_path={schema}"})
+    try:
+        yield url.render_as_string(hide_password=False)
+    finally:
+        with _pg_connect(PG_URL) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def backend(request) -> str:
+    """The warehouse backend name; pipeline tests run on both."""
+    return request.param
+
+
+@dataclass
+class Workspace:
+    """An isolated project directory: raw/gold/quarantine/state/staging and a warehouse URL."""
+
+    root: Path
+    warehouse_url: str
+
+    @property
+    def raw(self) -> Path:
+        return self.root / "data" / "raw"
+
+    @property
+    def gold(self) -> Path:
+        return self.root / "data" / "gold"
+
+    @property
+    def quarantine(self) -> Path:
+        return self.root / "data" / "quarantine"
+
+    @property
+    def state_dir(self) -> Path:
+        return self.root / "data" / "state"
+
+    @property
+    def state_file(self) -> Path:
+        return self.state_dir / "state.json"
+
+    @property
+    def runs(self) -> Path:
+        return self.state_dir / "runs"
+
+    @property
+    def staging(self) -> Path:
+        return self.root / "data" / "staging"
+
+    def env(self, **extra: str) -> dict[str, str]:
+        """TOKOKITA_* settings pointing into this workspace (absolute paths)."""
+        values = {
+            "TOKOKITA_RAW_DIR": str(self.raw),
+            "TOKOKITA_GOLD_DIR": str(self.gold),
+            "TOKOKITA_QUARANTINE_DIR": str(self.quarantine),
+            "TOKOKITA_STATE_DIR": str(self.state_dir),
+            "TOKOKITA_STAGING_DIR": str(self.staging),
+            "TOKOKITA_WAREHOUSE_URL": self.warehouse_url,
+        }
+        values.update(extra)
+        return values
+
+    def settings(self, **overrides):
+        """Resolved settings for this workspace (defaults < env mapping < overrides)."""
+        from tokokita_etl.config import load_settings
+
+        return load_settings(env=self.env(), overrides=overrides, cwd=self.root)
+
+    def copy_samples(self, *days: date) -> None:
+        """Copy the bundled sample partitions (all three by default) into raw/."""
+        self.raw.mkdir(parents=True, exist_ok=True)
+        for day in days or SAMPLE_DATES:
+            name = f"pesanan_{day.isoformat()}.csv"
+            shutil.copyfile(SAMPLE_RAW / name, self.raw / name)
+
+    def write_partition(self, day: date, text: str | bytes) -> Path:
+        """Write raw partition `day` (text is written as UTF-8, bytes as is)."""
+        self.raw.mkdir(parents=True, exist_ok=True)
+        path = self.raw / f"pesanan_{day.isoformat()}.csv"
+        data = text.encode("utf-8") if isinstance(text, str) else text
+        path.write_bytes(data)
+        return path
+
+    def gold_file(self, day: date) -> Path:
+        return self.gold / f"summary_harian_{day.isoformat()}.csv"
+
+    def quarantine_file(self, day: date) -> Path:
+        return self.quarantine / f"karantina_{day.isoformat()}.csv"
+
+    def manifests(self, day: date | None = None) -> list[Path]:
+        pattern = f"run-{day.isoformat()}-*.json" if day else "run-*.json"
+        return sorted(self.runs.glob(pattern)) if self.runs.exists() else []
+
+    def leftovers(self) -> list[Path]:
+        """Temporary files anywhere in the workspace (there must never be any after a run)."""
+        return sorted(p for pattern in ("*.tmp", "*.part") for p in self.root.rglob(pattern)
+                      if p.parent != self.raw)
+
+
+@pytest.fixture
+def workspace(tmp_path: Path, backend: str, request) -> Workspace:
+    """A workspace on the parametrised backend (SQLite file or a fresh PostgreSQL schema)."""
+    if backend == "postgresql":
+        url = request.getfixturevalue("pg_url")
+    else:
+        url = f"sqlite:///{tmp_path / 'warehouse' / 'tokokita.db'}"
+    return Workspace(tmp_path, url)
+
+
+@pytest.fixture
+def sqlite_workspace(tmp_path: Path) -> Workspace:
+    """A workspace on an SQLite file warehouse."""
+    return Workspace(tmp_path, f"sqlite:///{tmp_path / 'warehouse' / 'tokokita.db'}")
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """The current environment without any TOKOKITA_* variable, plus `extra`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOKOKITA_")}
+    env.update(extra)
+    return env
+
+
+def run_cli(args: list[str], *, cwd: Path, env: dict[str, str] | None = None,
+            module: bool = False, timeout: float = 120) -> subprocess.CompletedProcess:
+    """Run the real command line (`tokokita-etl ...` or `python -m tokokita_etl ...`)."""
+    command = [sys.executable, "-m", "tokokita_etl", *args] if module else [str(CLI), *args]
+    return subprocess.run(command, cwd=cwd, env=clean_env(**(env or {})), capture_output=True,
+                          text=True, timeout=timeout, check=False)
+
+
+def read_csv_rows(path: Path) -> list[dict[str, str]]:
+    """A CSV file's rows as dicts."""
+    with open(path, encoding="utf-8", newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def csv_text(rows: list[list[str]], *, header: str = HEADER, line_end: str = "\n") -> str:
+    """A raw partition text from field lists, quoted like a normal CSV writer would."""
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator=line_end).writerows(rows)
+    return header + line_end + buffer.getvalue()

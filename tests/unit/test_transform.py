@@ -1,0 +1,384 @@
+"""Row rules, quarantine reasons, duplicates and normalisation: real files through extract + transform.
+
+Every test writes a real raw partition into tmp_path, runs the real extract and transform stages
+(csv reader + DuckDB) and reads the staged Parquet outputs back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from tests.conftest import HEADER, csv_text
+from tokokita_etl.contract import REJECTED_ROWS, VALID_ROWS
+from tokokita_etl.errors import DataError, MissingPartitionError
+from tokokita_etl.extract import extract
+from tokokita_etl.transform import title_kota, transform
+
+DAY = date(2026, 11, 10)
+GOOD = ["TK-1", "2026-11-10 10:00:00", "CUST-1", "Bandung", "Kaos", "2", "50000.00", "1000"]
+FIELDS = {name: i for i, name in enumerate(HEADER.split(","))}
+
+
+@dataclass
+class Outcome:
+    extracted: int
+    valid: dict[str, dict]
+    rejected: list[dict]
+    result: object
+
+    def reasons(self) -> dict[int, str]:
+        return {r["line"]: r["reason"] for r in self.rejected}
+
+
+def process(tmp_path: Path, text: str | bytes, day: date = DAY) -> Outcome:
+    raw = tmp_path / "raw"
+    raw.mkdir(exist_ok=True)
+    data = text.encode("utf-8") if isinstance(text, str) else text
+    (raw / f"pesanan_{day.isoformat()}.csv").write_bytes(data)
+    staging = tmp_path / "staging"
+    ext = extract(raw, day, staging)
+    result = transform(day, staging)
+    valid = {r["order_id"]: r for r in pq.read_table(staging / VALID_ROWS).to_pylist()}
+    rejected = pq.read_table(staging / REJECTED_ROWS).to_pylist()
+    assert ext.rows == result.rows
+    return Outcome(ext.rows, valid, rejected, result)
+
+
+def row(**changes: str) -> list[str]:
+    values = list(GOOD)
+    for name, value in changes.items():
+        values[FIELDS[name]] = value
+    return values
+
+
+def one_row_reason(tmp_path: Path, **changes: str) -> str | None:
+    out = process(tmp_path, csv_text([row(**changes)]))
+    assert out.extracted == 1
+    if out.valid:
+        assert not out.rejected
+        return None
+    assert len(out.rejected) == 1
+    return out.rejected[0]["reason"]
+
+
+# -- each rule reason -------------------------------------------------------------------------
+
+REASON_CASES = [
+    ("missing_order_id", {"order_id": ""}),
+    ("missing_order_id", {"order_id": "   "}),
+    ("missing_order_id", {"order_id": "\t \t"}),
+    ("bad_order_ts", {"order_ts": "10/11/2026 10:00"}),
+    ("bad_order_ts", {"order_ts": "2026-11-31 12:00:00"}),  # impossible date
+    ("bad_order_ts", {"order_ts": "2026-02-29 10:00:00"}),  # 2026 is not a leap year
+    ("bad_order_ts", {"order_ts": "2026-11-10"}),  # date only
+    ("bad_order_ts", {"order_ts": "2026-11-10 10:00"}),  # no seconds
+    ("bad_order_ts", {"order_ts": "2026-11-10 24:00:00"}),
+    ("bad_order_ts", {"order_ts": "2026-11-10 10:00:60"}),
+    ("bad_order_ts", {"order_ts": "2026-11-10 10:00:00.1234567"}),  # 7 fraction digits
+    ("bad_order_ts", {"order_ts": "2026-11-10T10:00:00+0700"}),  # offset without colon
+    ("bad_order_ts", {"order_ts": "2026-11-10t10:00:00"}),
+    ("bad_order_ts", {"order_ts": ""}),
+    ("wrong_date", {"order_ts": "2026-11-09 23:59:59"}),
+    ("wrong_date", {"order_ts": "2026-11-11 00:00:00"}),
+    ("wrong_date", {"order_ts": "2026-11-10T17:00:00Z"}),  # = 11-11 00:00 Jakarta
+    ("wrong_date", {"order_ts": "2026-11-10 00:30:00+08:00"}),  # = 11-09 23:30 Jakarta
+    ("missing_kota", {"kota": ""}),
+    ("missing_kota", {"kota": "   "}),
+    ("missing_kota", {"kota": "\t"}),
+    ("bad_qty", {"qty": "0"}),
+    ("bad_qty", {"qty": "-1"}),
+    ("bad_qty", {"qty": "2.5"}),
+    ("bad_qty", {"qty": "1.0"}),
+    ("bad_qty", {"qty": "abc"}),
+    ("bad_qty", {"qty": ""}),
+    ("bad_qty", {"qty": "+1"}),
+    ("bad_qty", {"qty": "1e3"}),
+    ("bad_qty", {"qty": "2147483648"}),
+    ("bad_price", {"harga_satuan": "-15000"}),
+    ("bad_price", {"harga_satuan": "12500.505"}),  # 3 decimals: never rounded silently
+    ("bad_price", {"harga_satuan": "Rp10.000"}),
+    ("bad_price", {"harga_satuan": "38,000"}),
+    ("bad_price", {"harga_satuan": ""}),
+    ("bad_price", {"harga_satuan": ".5"}),
+    ("bad_price", {"harga_satuan": "5."}),
+    ("bad_price", {"harga_satuan": "1e5"}),
+    ("bad_price", {"qty": "2", "harga_satuan": "5000000000000000"}),  # bruto 10^16
+    ("bad_discount", {"diskon": "-5000"}),
+    ("bad_discount", {"diskon": "10%"}),
+    ("bad_discount", {"diskon": "1.005"}),
+    ("bad_discount", {"diskon": "abc"}),
+    ("bad_discount", {"diskon": "100000.01"}),  # > bruto 2 * 50000.00
+]
+
+
+@pytest.mark.parametrize(("reason", "changes"), REASON_CASES,
+                         ids=[f"{r}-{next(iter(c.values()))!r}" for r, c in REASON_CASES])
+def test_a_row_breaking_one_rule_is_quarantined_with_that_reason(tmp_path, reason, changes):
+    assert one_row_reason(tmp_path, **changes) == reason
+
+
+@pytest.mark.parametrize("changes", [
+    {"diskon": "100000.00"},  # diskon == bruto is allowed
+    {"diskon": ""},
+    {"diskon": "   "},
+    {"harga_satuan": "0", "diskon": ""},  # free gift
+    {"qty": "2147483647", "harga_satuan": "1"},
+    {"qty": "1", "harga_satuan": "9999999999999999.99"},  # largest bruto that fits NUMERIC(18,2)
+    {"order_ts": "2026-11-10T00:00:00+07:00"},
+    {"order_ts": "2026-11-09T17:00:00Z"},  # = 11-10 00:00 Jakarta
+    {"order_ts": "2026-11-10 23:59:59.999999"},
+])
+def test_boundary_values_that_are_still_valid_reach_the_fact_rows(tmp_path, changes):
+    assert one_row_reason(tmp_path, **changes) is None
+
+
+@pytest.mark.parametrize(("changes", "reason"), [
+    ({"order_id": "", "order_ts": "nope", "qty": "0"}, "missing_order_id"),
+    ({"order_ts": "nope", "kota": ""}, "bad_order_ts"),
+    ({"order_ts": "2026-11-11 08:00:00", "kota": "", "qty": "0"}, "wrong_date"),
+    ({"kota": " ", "qty": "0", "harga_satuan": "x"}, "missing_kota"),
+    ({"qty": "abc", "harga_satuan": "Rp38.000"}, "bad_qty"),
+    ({"harga_satuan": "-1", "diskon": "10%"}, "bad_price"),
+])
+def test_the_first_broken_rule_in_the_documented_order_is_the_reason(tmp_path, changes, reason):
+    assert one_row_reason(tmp_path, **changes) == reason
+
+
+def test_quarantined_rule_rows_keep_their_raw_untrimmed_fields_and_line(tmp_path):
+    text = csv_text([GOOD, ["  TK-2 ", " 2026-11-10 10:00:00", "CUST-2", " ", " Kaos ", " 1", "5", ""]])
+    out = process(tmp_path, text)
+    [rejected] = out.rejected
+    assert rejected["line"] == 3
+    assert rejected["reason"] == "missing_kota"
+    assert rejected["order_id"] == "  TK-2 "
+    assert rejected["kota"] == " "
+    assert rejected["produk"] == " Kaos "
+    assert rejected["raw"] == ""
+
+
+# -- malformed rows ---------------------------------------------------------------------------
+
+def test_malformed_rows_of_every_kind_are_quarantined_with_their_raw_text(tmp_path):
+    lines = [
+        HEADER,
+        ",".join(GOOD),  # 2 ok
+        ",".join([*row(order_id="TK-9"), "extra"]),  # 3: 9 fields
+        ",".join(row(order_id="TK-7")[:-1]),  # 4: 7 fields
+        'TK-Q,2026-11-10 10:00:00,CUST-1,"Bandung"x,Kaos,1,5,0',  # 5: broken quoting
+        "",  # 6: blank line, not a row
+        ",".join(row(order_id="TK-3")),  # 7 ok
+        'TK-U,2026-11-10 11:00:00,CUST-1,Medan,"Kemeja Flanel,,1,120000,0',  # 8: unterminated
+    ]
+    out = process(tmp_path, "\r\n".join(lines) + "\r\n")
+    assert out.extracted == 6
+    assert sorted(out.valid) == ["TK-1", "TK-3"]
+    malformed = [r for r in out.rejected if r["reason"] == "malformed_row"]
+    assert [r["line"] for r in malformed] == [3, 4, 5, 8]
+    assert [r["raw"] for r in malformed] == [lines[2], lines[3], lines[4], lines[7]]
+    for r in malformed:  # field columns stay empty, the raw text has no line end
+        assert all(r[c] == "" for c in FIELDS)
+        assert not r["raw"].endswith(("\r", "\n"))
+    assert out.result.reasons == {"malformed_row": 4}
+    assert out.result.karantina == 4
+
+
+def test_a_quoted_multiline_field_keeps_physical_line_numbers_of_later_rows(tmp_path):
+    text = (HEADER + "\n"
+            + 'TK-1,2026-11-10 10:00:00,CUST-1,Bandung,"Kaos\ndua baris",1,5,0\n'
+            + "TK-2,2026-11-10 10:00:00,CUST-1,,Kaos,1,5,0\n")
+    out = process(tmp_path, text)
+    assert out.valid["TK-1"]["produk"] == "Kaos\ndua baris"
+    assert out.valid["TK-1"]["line"] == 2
+    assert out.reasons() == {4: "missing_kota"}
+
+
+def test_blank_lines_are_not_rows_and_line_numbers_stay_physical(tmp_path):
+    text = HEADER + "\n\n" + ",".join(GOOD) + "\n\n\n" + ",".join(row(order_id="TK-2", kota="")) + "\n"
+    out = process(tmp_path, text)
+    assert out.extracted == 2
+    assert out.valid["TK-1"]["line"] == 3
+    assert out.reasons() == {6: "missing_kota"}
+
+
+# -- duplicates -------------------------------------------------------------------------------
+
+def test_duplicates_the_last_valid_row_in_file_order_wins_the_others_are_kept(tmp_path):
+    text = csv_text([
+        row(order_id="TK-D", kota="Bandung", qty="1"),  # 2 dup
+        row(order_id="TK-D", kota="Medan", qty="2"),  # 3 dup
+        row(order_id="TK-D", qty="0"),  # 4 invalid: never a duplicate
+        row(order_id="TK-D", kota="jakarta selatan", qty="3"),  # 5 winner
+        row(order_id="TK-E", qty="0"),  # 6 invalid
+        row(order_id="TK-E"),  # 7 loaded although the same id was invalid above
+    ])
+    out = process(tmp_path, text)
+    assert sorted(out.valid) == ["TK-D", "TK-E"]
+    assert out.valid["TK-D"]["kota"] == "Jakarta Selatan"
+    assert out.valid["TK-D"]["qty"] == 3
+    assert out.valid["TK-D"]["line"] == 5
+    assert out.reasons() == {2: "duplicate", 3: "duplicate", 4: "bad_qty", 6: "bad_qty"}
+    assert out.result.duplikat == 2
+    assert out.result.karantina == 2
+    dup = next(r for r in out.rejected if r["line"] == 2)
+    assert dup["kota"] == "Bandung"
+    assert dup["qty"] == "1"
+
+
+# -- normalisation ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("raw", "expected"), [
+    (" jakarta  selatan", "Jakarta Selatan"),
+    ("MEDAN", "Medan"),
+    ("  surabaya ", "Surabaya"),
+    ("kota\t \tbaru", "Kota Baru"),
+    ("bandung barat", "Bandung Barat"),
+])
+def test_kota_is_trimmed_whitespace_collapsed_and_title_cased(tmp_path, raw, expected):
+    out = process(tmp_path, csv_text([row(kota=raw)]))
+    assert out.valid["TK-1"]["kota"] == expected
+    assert title_kota(raw.strip()) == expected
+
+
+def test_every_field_is_trimmed_of_ascii_whitespace(tmp_path):
+    values = ["  TK-1 ", "\t2026-11-10T09:05:44 ", " CUST-13022 ", " Bandung ", " Kaos Polos Hitam ",
+              " 3 ", " 59000.50 ", " 10000 "]
+    out = process(tmp_path, csv_text([values]))
+    valid = out.valid["TK-1"]
+    assert valid["customer_id"] == "CUST-13022"
+    assert valid["produk"] == "Kaos Polos Hitam"
+    assert (valid["qty"], valid["harga_satuan"], valid["diskon"]) == (3, "59000.50", "10000.00")
+    assert (valid["bruto"], valid["bersih"]) == ("177001.50", "167001.50")
+
+
+@pytest.mark.parametrize(("raw", "expected"), [
+    ("2026-11-10 10:00:00", "2026-11-10T10:00:00+07:00"),
+    ("2026-11-10T14:05:07", "2026-11-10T14:05:07+07:00"),
+    ("2026-11-10T03:05:07Z", "2026-11-10T10:05:07+07:00"),
+    ("2026-11-10T05:30:15+02:00", "2026-11-10T10:30:15+07:00"),
+    ("2026-11-09T20:15:09-05:00", "2026-11-10T08:15:09+07:00"),
+    ("2026-11-10T12:00:01+07:00", "2026-11-10T12:00:01+07:00"),
+    ("2026-11-10 10:22:10.250", "2026-11-10T10:22:10.250000+07:00"),
+    ("2026-11-10 10:22:10.000", "2026-11-10T10:22:10+07:00"),
+    ("2026-11-10 23:59:59.999999", "2026-11-10T23:59:59.999999+07:00"),
+    ("2026-11-10T00:00:00.000001Z", "2026-11-10T07:00:00.000001+07:00"),
+    ("2026-11-10 10:00:09.5+05:30", "2026-11-10T11:30:09.500000+07:00"),
+])
+def test_order_ts_is_normalised_to_jakarta_iso_with_microseconds_only_when_nonzero(
+        tmp_path, raw, expected):
+    """Regression for the DuckDB `microsecond()` bug: it returns sub-minute microseconds
+    (seconds * 10^6 + µs), so every timestamp with non-zero seconds got a wrong fraction
+    (`07:12:05` became `07:12:05.500000`)."""
+    out = process(tmp_path, csv_text([row(order_ts=raw)]))
+    assert out.valid["TK-1"]["order_ts"] == expected
+    assert out.valid["TK-1"]["order_date"] == "2026-11-10"
+
+
+@pytest.mark.parametrize(("qty", "harga", "diskon", "expected"), [
+    ("02", "89500.5", "", (2, "89500.50", "0.00", "179001.00", "179001.00")),
+    ("1", "0", "0", (1, "0.00", "0.00", "0.00", "0.00")),
+    ("3", "0.10", "0.30", (3, "0.10", "0.30", "0.30", "0.00")),
+    ("7", "12345.67", "0.01", (7, "12345.67", "0.01", "86419.69", "86419.68")),
+])
+def test_money_is_exact_decimal_with_two_places(tmp_path, qty, harga, diskon, expected):
+    out = process(tmp_path, csv_text([row(qty=qty, harga_satuan=harga, diskon=diskon)]))
+    v = out.valid["TK-1"]
+    assert (v["qty"], v["harga_satuan"], v["diskon"], v["bruto"], v["bersih"]) == expected
+
+
+def test_qty_and_money_with_many_leading_zeros_are_valid_numbers(tmp_path):
+    """Regression: qty was limited to 10 digits and money to 16 integer digits by the regular
+    expressions, so `00000000002` or a zero-padded price was `bad_qty`/`bad_price` although
+    docs/decisions.md allows any `[0-9]+` within range."""
+    out = process(tmp_path, csv_text([row(qty="00000000002", harga_satuan="000000000000000050000.00",
+                                          diskon="00000000000000000001000")]))
+    v = out.valid["TK-1"]
+    assert (v["qty"], v["harga_satuan"], v["diskon"], v["bruto"]) == (2, "50000.00", "1000.00",
+                                                                       "100000.00")
+
+
+def test_huge_numbers_are_rejected_not_crashing_the_partition(tmp_path):
+    text = csv_text([
+        row(order_id="TK-1", qty="99999999999999999999999"),
+        row(order_id="TK-2", harga_satuan="12345678901234567890"),
+        row(order_id="TK-3", diskon="12345678901234567890"),
+        row(order_id="TK-4"),
+    ])
+    out = process(tmp_path, text)
+    assert out.reasons() == {2: "bad_qty", 3: "bad_price", 4: "bad_discount"}
+    assert list(out.valid) == ["TK-4"]
+
+
+def test_kota_of_only_non_ascii_spaces_never_reaches_the_fact_rows_as_an_empty_kota(tmp_path):
+    """Regression: kota `\\u00a0` (a no-break space) passed missing_kota (only ASCII whitespace
+    is trimmed) but `str.split()` then collapsed it to an empty kota in the fact rows."""
+    out = process(tmp_path, csv_text([row(kota="\u00a0")]))
+    for v in out.valid.values():
+        assert v["kota"] != ""
+
+
+# -- file level -------------------------------------------------------------------------------
+
+def test_bom_crlf_reordered_and_extra_columns_are_accepted(tmp_path):
+    header = "kota, diskon ,catatan,order_id,qty,harga_satuan,produk,order_ts,customer_id"
+    body = "Medan,500,ini diabaikan,TK-1,2,1000,Teh,2026-11-10 10:00:00,CUST-1"
+    out = process(tmp_path, "\ufeff" + header + "\r\n" + body + "\r\n")
+    v = out.valid["TK-1"]
+    assert (v["kota"], v["qty"], v["bruto"], v["bersih"], v["customer_id"]) == (
+        "Medan", 2, "2000.00", "1500.00", "CUST-1")
+
+
+@pytest.mark.parametrize(("content", "fragment"), [
+    (HEADER.replace("diskon", "discount") + "\n" + ",".join(GOOD) + "\n", "diskon"),
+    (HEADER.replace(",qty,", ",jumlah,") + "\n", "qty"),
+    (HEADER + ",order_id\n", "order_id"),
+    (HEADER + ",catatan,catatan\n", "catatan"),
+    ("\n\n  \n", "header"),
+    ("\n\n\n", "header"),
+])
+def test_a_bad_header_fails_the_partition_naming_the_file_and_problem(tmp_path, content, fragment):
+    """Includes the regression that a duplicated *extra* column name was accepted although
+    docs/decisions.md says any duplicated header name fails the partition."""
+    with pytest.raises(DataError) as err:
+        process(tmp_path, content)
+    assert "pesanan_2026-11-10.csv" in str(err.value)
+    assert fragment in str(err.value)
+
+
+def test_a_header_with_broken_quoting_fails_naming_the_file(tmp_path):
+    """Regression: a csv.Error in the header escaped as a bare `Error('unexpected end of data')`
+    without the file name instead of a DataError naming the file."""
+    with pytest.raises(DataError) as err:
+        process(tmp_path, 'order_id,"order_ts,customer_id,kota,produk,qty,harga_satuan,diskon\n')
+    assert "pesanan_2026-11-10.csv" in str(err.value)
+
+
+def test_undecodable_bytes_fail_the_partition_naming_the_file_and_line(tmp_path):
+    data = (HEADER + "\n" + ",".join(GOOD) + "\n").encode() + b"TK-2,\xff\xfe,x\n"
+    with pytest.raises(DataError) as err:
+        process(tmp_path, data)
+    assert "pesanan_2026-11-10.csv" in str(err.value)
+    assert "UTF-8" in str(err.value)
+
+
+def test_a_header_only_file_is_a_valid_empty_partition(tmp_path):
+    out = process(tmp_path, HEADER + "\n")
+    assert out.extracted == 0
+    assert out.valid == {}
+    assert out.rejected == []
+
+
+@pytest.mark.parametrize("content", [None, b""])
+def test_a_missing_or_zero_byte_file_is_not_a_partition(tmp_path, content):
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    if content is not None:
+        (raw / f"pesanan_{DAY}.csv").write_bytes(content)
+    with pytest.raises(MissingPartitionError) as err:
+        extract(raw, DAY, tmp_path / "staging")
+    assert f"pesanan_{DAY}.csv" in str(err.value)
+    assert not (tmp_path / "staging").exists()
