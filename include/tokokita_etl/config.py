@@ -172,3 +172,13 @@ def _absolute_sqlite_url(url: str, cwd: Path) -> str:
         if rel != ":memory:":
             return prefix + str(cwd / rel)
     return url
+
+
+def schedule_from_env(env: Mapping[str, str] | None = None) -> tuple[str, str]:
+    """(cron, timezone) for the DAG at parse time: environment only, no file read.
+
+    `TOKOKITA_CRON` / `TOKOKITA_TIMEZONE` override the defaults, which equal
+    config/pipeline.yaml (a DAG integrity test checks that they agree).
+    """
+    env = os.environ if env is None else env
+    return env.get("TOKOKITA_CRON") or Settings.cron, env.get("TOKOKITA_TIMEZONE") or Settings.timezone

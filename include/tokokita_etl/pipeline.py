@@ -141,6 +141,20 @@ def claim_date(settings: Settings, day: date, owner: str, now: datetime) -> None
     )
 
 
+def claim_started(settings: Settings, day: date, owner: str, default: datetime) -> datetime:
+    """When `owner` claimed `day` (the run's start), or `default`."""
+    try:
+        held = json.loads(_claim_path(settings, day).read_text(encoding="utf-8"))
+    except (FileNotFoundError, json.JSONDecodeError):
+        return default
+    return datetime.fromisoformat(held["since"]) if held.get("owner") == owner else default
+
+
+def may_retry(settings: Settings, day: date) -> bool:
+    """Whether `day` still has attempts left (a retry can never exceed max attempts)."""
+    return state_store(settings).read().attempts(day) < settings.max_attempts
+
+
 def release_date(settings: Settings, day: date, owner: str) -> None:
     """Release `owner`'s claim on `day` (no-op when it holds none)."""
     path = _claim_path(settings, day)

@@ -89,3 +89,27 @@ def parse_now(text: str, tz: str = DEFAULT_TZ) -> datetime:
     except ValueError:
         raise ConfigError(f"--now: expected an ISO 8601 date-time, got {text!r}") from None
     return value if value.tzinfo else value.replace(tzinfo=ZoneInfo(tz))
+
+
+def partition_date_for_run(anchor: datetime, tz: str = DEFAULT_TZ,
+                           override: str | date | None = None) -> date:
+    """The partition a run processes: the day before its fire time's local date, unless given.
+
+    `anchor` is the run's scheduled fire time (its logical date) or, for a run without one,
+    the time it was queued; `override` is an explicit `YYYY-MM-DD` (manual runs).
+    """
+    if override:
+        if isinstance(override, date):
+            return override
+        try:
+            return date.fromisoformat(str(override).strip())
+        except ValueError:
+            raise ConfigError(f"partition_date: expected YYYY-MM-DD, got {override!r}") from None
+    if anchor.tzinfo is None:
+        raise ValueError("anchor must be time-zone aware")
+    return anchor.astimezone(ZoneInfo(tz)).date() - timedelta(days=1)
+
+
+def outside_lookback(day: date, now: datetime, lookback_days: int, tz: str = DEFAULT_TZ) -> bool:
+    """Whether `day` is older than the lookback window at `now` (due_runs would not list it)."""
+    return day < local_today(now, tz) - timedelta(days=lookback_days)

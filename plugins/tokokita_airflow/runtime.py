@@ -1,0 +1,57 @@
+"""What every TokoKita task needs from its context: settings, partition date, run identity."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from datetime import date, datetime
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+    from tokokita_etl.config import Settings
+
+#: the project root: where config/ lives and relative paths resolve in Airflow tasks
+PROJECT_ROOT = Path(os.environ.get("TOKOKITA_HOME") or Path(__file__).resolve().parents[2])
+
+
+@cache
+def pipeline_settings() -> Settings:
+    """Pipeline settings, with relative paths resolved against the project root."""
+    from tokokita_etl.config import load_settings
+
+    return load_settings(cwd=PROJECT_ROOT)
+
+
+def run_anchor(context: Context) -> datetime:
+    """The run's scheduled fire time (logical date), or when it was queued if it has none."""
+    dag_run = context["dag_run"]
+    return dag_run.logical_date or dag_run.run_after
+
+
+def partition_date_of(dag_run: Any, params: Mapping[str, Any] | None = None) -> date:
+    """Partition date D of a DAG run: the `partition_date` param, else from its fire time."""
+    from tokokita_etl.schedule import partition_date_for_run
+
+    anchor = dag_run.logical_date or dag_run.run_after
+    override = (params or {}).get("partition_date")
+    return partition_date_for_run(anchor, pipeline_settings().timezone, override)
+
+
+def partition_date(context: Context) -> date:
+    """Partition date D of the running task's DAG run."""
+    return partition_date_of(context["dag_run"], context.get("params"))
+
+
+def run_owner(context: Context) -> str:
+    """Who holds the partition claim: this DAG run."""
+    dag_run = context["dag_run"]
+    return f"airflow:{dag_run.dag_id}:{dag_run.run_id}"
+
+
+def run_type(context: Context) -> str:
+    """`scheduled`, `manual`, `backfill` or `asset_triggered`."""
+    value = context["dag_run"].run_type
+    return getattr(value, "value", value)

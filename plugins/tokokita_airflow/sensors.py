@@ -1,0 +1,64 @@
+"""`RawPartitionSensor`: wait (without a worker slot) for partition D, or skip when it is not due."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
+
+from airflow.sdk import BaseSensorOperator
+from airflow.sdk.exceptions import AirflowSkipException
+
+from tokokita_airflow.runtime import partition_date, pipeline_settings, run_anchor, run_type
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+
+class RawPartitionSensor(BaseSensorOperator):
+    """Succeed when partition D exists; keep waiting only for the current scheduled run.
+
+    A scheduled run waits in reschedule mode (no worker slot held) until `wait_window` after
+    its fire time. Past the window, and at once for catch-up, backfill and manual runs of a
+    date whose file is missing, the run ends *skipped*: no file is not our job.
+
+    :param wait_window: how long after the scheduled fire time the file may still arrive.
+    :param raw_dir: folder of the raw partitions (templated); default from the pipeline config.
+    """
+
+    template_fields: Sequence[str] = ("raw_dir",)
+    ui_color = "#e8f4fd"
+
+    def __init__(self, *, wait_window: timedelta = timedelta(hours=6), raw_dir: str | None = None,
+                 **kwargs) -> None:
+        kwargs.setdefault("mode", "reschedule")
+        kwargs.setdefault("poke_interval", 300)
+        kwargs.setdefault("timeout", wait_window.total_seconds())
+        kwargs.setdefault("soft_fail", True)  # a timeout means "no file": skipped, never failed
+        super().__init__(**kwargs)
+        self.wait_window = wait_window
+        self.raw_dir = raw_dir
+
+    def poke(self, context: Context) -> bool:
+        """Check partition D; raise skip when waiting longer is pointless."""
+        from pathlib import Path
+
+        from tokokita_etl.config import partition_exists, partition_path
+
+        day = partition_date(context)
+        raw_dir = Path(self.raw_dir) if self.raw_dir else pipeline_settings().raw_dir
+        if partition_exists(raw_dir, day):
+            self.log.info("Partition %s is present: %s", day, partition_path(raw_dir, day))
+            return True
+        kind = run_type(context)
+        deadline = run_anchor(context) + self.wait_window
+        now = datetime.now(UTC)
+        if kind != "scheduled" or now >= deadline:
+            reason = (f"{kind} run" if kind != "scheduled"
+                      else f"wait window ended at {deadline.isoformat()}")
+            raise AirflowSkipException(
+                f"Partition {day} is missing ({partition_path(raw_dir, day)}); {reason}: "
+                "skipping, no file is not our job")
+        self.log.info("Partition %s not there yet (%s); waiting until %s", day,
+                      partition_path(raw_dir, day), deadline.isoformat())
+        return False
