@@ -110,7 +110,6 @@ _PRODUCTS = (
 _QTY = (1,) * 60 + (2,) * 22 + (3,) * 9 + (4,) * 4 + (5,) * 3 + (6, 12)
 _DISCOUNT_PCT = (5, 10, 10, 15, 20, 25)
 _CHUNK = 8192
-_RING = 4096
 _CENT = Decimal("0.01")
 _NEEDS_QUOTES = re.compile(r'[,"\r\n]').search
 
