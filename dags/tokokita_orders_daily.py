@@ -22,8 +22,9 @@ import os
 from datetime import timedelta
 
 import pendulum
-from airflow.sdk import DAG, Asset, Param
+from airflow.sdk import DAG, Asset, Param, chain
 from airflow.timetables.trigger import CronTriggerTimetable
+
 from tokokita_airflow.operators import EtlStageOperator, WatermarkGateOperator
 from tokokita_airflow.sensors import RawPartitionSensor
 from tokokita_etl.config import schedule_from_env
@@ -71,6 +72,4 @@ with DAG(
                          outlets=[GOLD_ASSET] if stage == "publish_gold" else [])
         for stage in ("extract", "transform", "load", "validate", "publish_gold")
     ]
-    wait >> gate >> stages[0]
-    for upstream, downstream in zip(stages, stages[1:], strict=False):
-        upstream >> downstream
+    chain(wait, gate, *stages)

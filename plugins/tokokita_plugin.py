@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from airflow.plugins_manager import AirflowPlugin
 
 
@@ -16,4 +18,4 @@ class TokokitaPlugin(AirflowPlugin):
     """The TokoKita orders ETL plugin."""
 
     name = "tokokita"
-    macros = [partition_date]
+    macros: ClassVar[list] = [partition_date]

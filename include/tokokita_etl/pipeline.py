@@ -30,7 +30,7 @@ from tokokita_etl.extract import extract
 from tokokita_etl.files import write_new_atomic, write_text_atomic
 from tokokita_etl.gold import publish_gold
 from tokokita_etl.load import load
-from tokokita_etl.schedule import decide
+from tokokita_etl.schedule import gate_decision
 from tokokita_etl.state import FAILED, SUCCESS, StateStore
 from tokokita_etl.transform import transform
 from tokokita_etl.validate import rupiah, validate
@@ -185,11 +185,13 @@ class GateResult:
 
 
 def gate(settings: Settings, day: date, *, force: bool, reset_attempts: bool, now: datetime,
-         by: str) -> GateResult:
+         by: str, run_type: str = "manual") -> GateResult:
     """Apply the watermark rules for `day`; perform and record a requested attempts reset."""
     store = state_store(settings)
-    decision = decide(store.read(), day, max_attempts=settings.max_attempts, force=force,
-                      reset_attempts=reset_attempts)
+    decision = gate_decision(store.read(), day, run_type=run_type, now=now,
+                             lookback_days=settings.lookback_days,
+                             max_attempts=settings.max_attempts, force=force,
+                             reset_attempts=reset_attempts, tz=settings.timezone)
     reset_from = None
     if decision.action == "run" and reset_attempts:
         reset_from = store.reset_attempts(day, now=now, by=by)

@@ -113,3 +113,24 @@ def partition_date_for_run(anchor: datetime, tz: str = DEFAULT_TZ,
 def outside_lookback(day: date, now: datetime, lookback_days: int, tz: str = DEFAULT_TZ) -> bool:
     """Whether `day` is older than the lookback window at `now` (due_runs would not list it)."""
     return day < local_today(now, tz) - timedelta(days=lookback_days)
+
+
+def sensor_decision(*, present: bool, run_type: str, fire_time: datetime, now: datetime,
+                    wait_window: timedelta) -> str:
+    """`present`, `wait` (only a scheduled run inside its window) or `skip` (no file: not our job)."""
+    if present:
+        return "present"
+    if run_type == "scheduled" and now < fire_time + wait_window:
+        return "wait"
+    return "skip"
+
+
+def gate_decision(state: Watermark, day: date, *, run_type: str, now: datetime,
+                  lookback_days: int, max_attempts: int, force: bool = False,
+                  reset_attempts: bool = False, tz: str = DEFAULT_TZ) -> Decision:
+    """The gate's rule for one run: the lookback applies to scheduled runs, then `decide`."""
+    if run_type == "scheduled" and outside_lookback(day, now, lookback_days, tz):
+        return Decision("skip", f"{day} is older than lookback_days={lookback_days}: a scheduled "
+                                "catch-up does not process it (use a backfill or a manual trigger)")
+    return decide(state, day, max_attempts=max_attempts, force=force,
+                  reset_attempts=reset_attempts)

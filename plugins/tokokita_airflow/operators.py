@@ -55,19 +55,14 @@ class WatermarkGateOperator(BaseOperator):
         """Apply the watermark rules for D."""
         from tokokita_etl.errors import BlockedError, ConcurrentRunError
         from tokokita_etl.pipeline import claim_date, finish_failure, finish_skip, gate
-        from tokokita_etl.schedule import outside_lookback
 
         settings = pipeline_settings()
         day = partition_date(context)
         now = datetime.now(UTC)
         owner = run_owner(context)
-        if run_type(context) == "scheduled" and outside_lookback(
-                day, now, settings.lookback_days, settings.timezone):
-            raise AirflowSkipException(
-                f"{day} is older than lookback_days={settings.lookback_days}: a scheduled "
-                "catch-up does not process it (use a backfill or a manual trigger)")
         decision = gate(settings, day, force=_flag(self.force),
-                        reset_attempts=_flag(self.reset_attempts), now=now, by=owner)
+                        reset_attempts=_flag(self.reset_attempts), now=now, by=owner,
+                        run_type=run_type(context))
         if decision.reset_from is not None:
             self.log.info("Attempts of %s reset from %d to 0 by %s", day, decision.reset_from, owner)
         if decision.action == "skip":

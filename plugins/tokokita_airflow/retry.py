@@ -18,9 +18,8 @@ class WatermarkRetryPolicy(RetryPolicy):
         """Decide on the worker, after the stage recorded its failed attempt."""
         if context is None:
             return RetryDecision.default()
-        from tokokita_etl.pipeline import may_retry, state_store
-
         from tokokita_airflow.runtime import partition_date, pipeline_settings
+        from tokokita_etl.pipeline import may_retry, state_store
 
         settings = pipeline_settings()
         day = partition_date(context)

@@ -5,24 +5,24 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from datetime import date, datetime
-from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
+
     from tokokita_etl.config import Settings
 
-#: the project root: where config/ lives and relative paths resolve in Airflow tasks
-PROJECT_ROOT = Path(os.environ.get("TOKOKITA_HOME") or Path(__file__).resolve().parents[2])
+def project_root() -> Path:
+    """Where config/ lives and relative paths resolve in Airflow tasks: $TOKOKITA_HOME or the repo."""
+    return Path(os.environ.get("TOKOKITA_HOME") or Path(__file__).resolve().parents[2])
 
 
-@cache
 def pipeline_settings() -> Settings:
-    """Pipeline settings, with relative paths resolved against the project root."""
+    """Pipeline settings (config file + TOKOKITA_* env), relative paths against the project root."""
     from tokokita_etl.config import load_settings
 
-    return load_settings(cwd=PROJECT_ROOT)
+    return load_settings(cwd=project_root())
 
 
 def run_anchor(context: Context) -> datetime:

@@ -50,10 +50,13 @@ class RawPartitionSensor(BaseSensorOperator):
         if partition_exists(raw_dir, day):
             self.log.info("Partition %s is present: %s", day, partition_path(raw_dir, day))
             return True
+        from tokokita_etl.schedule import sensor_decision
+
         kind = run_type(context)
         deadline = run_anchor(context) + self.wait_window
-        now = datetime.now(UTC)
-        if kind != "scheduled" or now >= deadline:
+        decision = sensor_decision(present=False, run_type=kind, fire_time=run_anchor(context),
+                                   now=datetime.now(UTC), wait_window=self.wait_window)
+        if decision == "skip":
             reason = (f"{kind} run" if kind != "scheduled"
                       else f"wait window ended at {deadline.isoformat()}")
             raise AirflowSkipException(

@@ -1,0 +1,38 @@
+"""Airflow for tests: a throw-away AIRFLOW_HOME with SQLite metadata, set before airflow is imported."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+_home = os.environ.get("TOKOKITA_TEST_AIRFLOW_HOME") or tempfile.mkdtemp(prefix="tokokita-airflow-")
+AIRFLOW_ENV = {
+    "AIRFLOW_HOME": _home,
+    "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+    "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
+    "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
+    "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{_home}/airflow.db",
+    "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
+    "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",
+}
+for _key, _value in AIRFLOW_ENV.items():
+    os.environ.setdefault(_key, _value)
+for _path in (REPO / "plugins", REPO / "dags"):
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
+
+_migrated = False
+
+
+def ensure_metadata_db() -> None:
+    """Create the Airflow metadata database once per test session."""
+    global _migrated
+    if _migrated:
+        return
+    subprocess.run([str(Path(sys.executable).with_name("airflow")), "db", "migrate"],
+                   check=True, capture_output=True, env={**os.environ})
+    _migrated = True
