@@ -152,6 +152,7 @@ class CronSchedule:
     dows: tuple[int, ...]
     dom_star: bool
     dow_star: bool
+    every_hour: bool  # Airflow's fold-hour switch, see _airflow_every_hour
     _dom_ok: tuple[bool, ...] = field(init=False, repr=False, compare=False)
     _month_ok: tuple[bool, ...] = field(init=False, repr=False, compare=False)
     _dow_ok: tuple[bool, ...] = field(init=False, repr=False, compare=False)
@@ -165,11 +166,6 @@ class CronSchedule:
     def day_or(self) -> bool:
         """True when a day matches on day-of-month OR day-of-week (both restricted)."""
         return not (self.dom_star or self.dow_star)
-
-    @property
-    def every_hour(self) -> bool:
-        """True when the hour field covers all 24 hours (Airflow's fold-hour case)."""
-        return len(self.hours) == 24
 
     def fields(self) -> dict[str, list[int]]:
         """The expanded sets keyed minute, hour, dom, month, dow (Sunday 0)."""
@@ -304,12 +300,24 @@ def parse(expr: str) -> CronSchedule:
         dows=tuple(sorted({d % 7 for d in dows})),
         dom_star=parts[2].startswith("*"),
         dow_star=parts[4].startswith("*"),
+        every_hour=_airflow_every_hour(parts[1]),
     )
     _check_runs(schedule)
     return schedule
 
 
 _LAYOUT = "(minute hour day-of-month month day-of-week)"
+
+
+def _airflow_every_hour(text: str) -> bool:
+    # Airflow switches DST handling on croniter's expanded hour field being ['*']:
+    # croniter collapses a field to '*' when its items number 24, and a bare '*' list
+    # item counts as one item ("*,5" stays a two-item list).
+    items = text.split(",")
+    if items == ["*"]:
+        return True
+    rest = [item for item in items if item != "*"]
+    return len(_parse_field(",".join(rest), _SPECS[1])) + (len(rest) < len(items)) == 24
 
 
 def _expand_macro(text: str) -> str:
@@ -623,10 +631,18 @@ def _dst_warnings(schedule: CronSchedule, after: datetime, zone: ZoneInfo, tz: s
         end = local.replace(year=local.year + 1)
     except ValueError:  # 29 February, or year 9999
         end = local + timedelta(days=365)
+    changes = list(_transitions(zone, after, end.astimezone(_UTC)))
     warnings: list[CronWarning] = []
-    seen_starts: set[datetime] = set()
-    for change, before, now in _transitions(zone, after, end.astimezone(_UTC)):
-        drift = _drift_warning(schedule, change, before, zone, tz, seen_starts)
+    seen: set[tuple] = set()
+    if schedule.every_hour and changes:
+        # Airflow's first run after a start date is computed from that arbitrary instant.
+        warnings.extend(_drift_warning(schedule, after, zone, tz, seen))
+    for change, before, now in changes:
+        drift = []
+        if schedule.every_hour:
+            last = _last_run_before(schedule, change, before, zone)
+            if last is not None:
+                drift = _drift_warning(schedule, last, zone, tz, seen)
         who = (
             "This preview (not Airflow, see airflow_dst_drift)"
             if drift
@@ -689,38 +705,41 @@ def _overlap_warning(schedule, change, before, now, tz, who) -> list[CronWarning
     return [CronWarning("dst_overlap", text)]
 
 
-def _drift_warning(schedule, change, before, zone, tz, seen) -> list[CronWarning]:
-    """Compare Airflow's delta arithmetic with the preview around one clock change."""
-    edge = _local(change, before)  # wall clock at the change, old offset
+def _last_run_before(schedule, change, before, zone) -> datetime | None:
+    edge = _local(change, before)  # the wall clock at the change, old offset
     last = schedule.prev_wall(edge, edge.date() - timedelta(days=400))
     if last is None:
-        return []
+        return None
     first, second = _offsets(last, zone)
-    candidates = (
-        [_instant(last, first)]
-        if first <= second
-        else [t for t in (_instant(last, first), _instant(last, second)) if t < change]
-    )
-    start = max(candidates)
-    if start in seen:
-        return []
-    seen.add(start)
+    if first <= second:
+        return _instant(last, first)
+    return max(t for t in (_instant(last, first), _instant(last, second)) if t < change)
+
+
+def _drift_warning(schedule, start, zone, tz, seen) -> list[CronWarning]:
+    """Compare Airflow's delta arithmetic with the preview for a few runs after `start`."""
     ours, airflow = [], []
-    a = b = start
+    a: datetime | None = start
+    b: datetime | None = start
     for _ in range(8):
         a = _airflow_next(schedule, a, zone) if a is not None else None
         b = _next_run(schedule, b, zone) if b is not None else None
-        if a is not None:
-            airflow.append(a)
-        if b is not None:
-            ours.append(b)
+        if a is None or b is None:
+            break
+        airflow.append(a)
+        ours.append(b)
+    split = next((i for i, (x, y) in enumerate(zip(airflow, ours, strict=True)) if x != y), None)
+    if split is None:
+        return []
+    airflow, ours = airflow[split:], ours[split:]
     ours_set, airflow_set = set(ours), set(airflow)
     merge = next((t for t in airflow if t in ours_set), None)
-    limit = merge if merge is not None else min(airflow[-1:] + ours[-1:], default=start)
-    extra = [t for t in airflow if t < limit and t not in ours_set]
-    missed = [t for t in ours if t < limit and t not in airflow_set]
-    if not extra and not missed:
+    limit = merge if merge is not None else min(airflow[-1], ours[-1])
+    extra = tuple(t for t in airflow if t < limit and t not in ours_set)
+    missed = tuple(t for t in ours if t < limit and t not in airflow_set)
+    if (not extra and not missed) or (extra, missed) in seen:
         return []
+    seen.add((extra, missed))
     when = min(extra + missed).astimezone(zone)
     parts = []
     if extra:
@@ -734,6 +753,57 @@ def _drift_warning(schedule, change, before, zone, tz, seen) -> list[CronWarning
             "CronTriggerTimetable adds the wall-clock distance to the previous run in "
             f"absolute time, so across this clock change in {tz} it "
             f"{' and '.join(parts)}, unlike this preview.",
+        )
+    ]
+
+
+def _croniter_warning(schedule: CronSchedule) -> list[CronWarning]:
+    """Flag expressions that croniter, which Airflow uses, expands differently."""
+    try:
+        from importlib.metadata import version
+
+        from croniter import croniter
+    except ImportError:  # croniter is optional here: the reader never depends on it
+        return []
+    who = f"Airflow's croniter {version('croniter')}"
+    try:
+        expanded = croniter(schedule.expression).expanded
+    except Exception as exc:  # croniter raises several unrelated exception classes
+        return [CronWarning("croniter_differs", f"{who} rejects this expression: {exc}")]
+    theirs = []
+    for values, spec in zip(expanded, _SPECS, strict=False):
+        full = range(spec.lo, spec.hi + 1)
+        found = set(full) if "*" in values else {int(v) for v in values}
+        theirs.append(tuple(sorted({v % 7 for v in found} if spec.key == "dow" else found)))
+    ours = (schedule.minutes, schedule.hours, schedule.doms, schedule.months, schedule.dows)
+    tokens = schedule.expression.split(" ")
+    details = [
+        f"{spec.label} '{token}' as {_compress(t, str)} (standard cron: {_compress(o, str)})"
+        for spec, token, t, o in zip(_SPECS, tokens, theirs, ours, strict=True)
+        if t != o and spec.key not in ("dom", "dow")
+    ]
+    their_or = expanded[2][0] != "*" and expanded[4][0] != "*"
+    dom_ok, dow_ok = set(theirs[2]), set(theirs[4])
+
+    def their_day(d: int, w: int) -> bool:
+        return (d in dom_ok or w in dow_ok) if their_or else (d in dom_ok and w in dow_ok)
+
+    combos = [(d, w) for d in range(1, 32) for w in range(7)]
+    if any(their_day(d, w) != schedule._combine(schedule._dom_ok[d], schedule._dow_ok[w]) for d, w in combos):
+        word = "OR" if their_or else "AND"
+        details.append(
+            f"the days as day-of-month {_compress(theirs[2], str)} {word} day-of-week "
+            f"{_dows_phrase(theirs[4])} (standard cron: {_compress(schedule.doms, str)} "
+            f"{'OR' if schedule.day_or else 'AND'} {_dows_phrase(schedule.dows)})"
+        )
+    if not details:
+        return []
+    return [
+        CronWarning(
+            "croniter_differs",
+            f"{who} reads {'; '.join(details)}, so Airflow would not run this schedule at the "
+            "times previewed here. Rewrite it without equal ranges like 3-3, and with each day "
+            "field either '*' or free of '*'.",
         )
     ]
 
@@ -822,7 +892,8 @@ def _every(values: tuple[int, ...], size: int) -> int | None:
 
 def _time_phrase(s: CronSchedule) -> str:
     minutes, hours = s.minutes, s.hours
-    if len(minutes) * len(hours) <= 4 and not s.every_hour:
+    every_hour = len(hours) == 24
+    if len(minutes) * len(hours) <= 4 and not every_hour:
         return "at " + _join([f"{h:02d}:{m:02d}" for h in hours for m in minutes])
     if len(minutes) == 60:
         what = "every minute"
@@ -831,7 +902,7 @@ def _time_phrase(s: CronSchedule) -> str:
     else:
         what = f"at {_plural(minutes, 'minute', 'minutes')} {_compress(minutes, str)}"
     fixed = what.startswith("at")
-    if s.every_hour:
+    if every_hour:
         return f"{what} past every hour" if fixed else what
     if step := _every(hours, 24):
         return f"{what} {'past' if fixed else 'during'} every {_ordinal(step)} hour"
@@ -907,6 +978,7 @@ def explain(expr: str, *, after: datetime, count: int = 6, tz: str = "Asia/Jakar
     start = _to_utc(after, zone)
     warnings = [_dom_dow_warning(schedule)] if schedule.day_or else []
     warnings += _month_warnings(schedule)
+    warnings += _croniter_warning(schedule)
     warnings += _dst_warnings(schedule, start, zone, tz)
     return CronReport(
         expression=schedule.expression,
