@@ -1,0 +1,231 @@
+"""due_runs and the run-date rules, on real raw directories and real watermark files."""
+
+from __future__ import annotations
+
+import tempfile
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.conftest import HEADER, SAMPLE_DATES, SAMPLE_RAW
+from tokokita_etl.config import partition_path
+from tokokita_etl.errors import ConfigError
+from tokokita_etl.pipeline import run_for_date
+from tokokita_etl.schedule import decide, due_runs, local_today, parse_now, parse_run_date
+from tokokita_etl.state import FAILED, SUCCESS, StateStore, Watermark
+
+JKT = ZoneInfo("Asia/Jakarta")
+D02, D03, D04 = SAMPLE_DATES
+
+
+def at(text: str) -> datetime:
+    """A Jakarta wall-clock time."""
+    return datetime.fromisoformat(text).replace(tzinfo=JKT)
+
+
+def make_raw(root: Path, *days: date, content: bytes | None = None) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    for day in days:
+        partition_path(root, day).write_bytes((HEADER + "\n").encode() if content is None else content)
+    return root
+
+
+def store(tmp_path: Path) -> StateStore:
+    return StateStore(tmp_path / "state" / "state.json")
+
+
+# -- the three scenarios of the reference document 000, on the sample data --------------------
+
+def test_reference_scenarios_empty_state_then_02_03_done_then_all_done(workspace_samples):
+    raw, st_ = workspace_samples
+    assert due_runs(st_.read(), at("2026-11-05 02:30"), raw) == [D02, D03, D04]
+    for day in (D02, D03):
+        st_.record(day, SUCCESS, {}, datetime.now(UTC))
+    assert due_runs(st_.read(), at("2026-11-06 02:30"), raw) == [D04]
+    st_.record(D04, SUCCESS, {}, datetime.now(UTC))
+    assert due_runs(st_.read(), at("2026-11-06 02:30"), raw) == []
+    assert due_runs(st_.read(), at("2026-11-07 02:30"), raw) == []
+
+
+@pytest.fixture
+def workspace_samples(tmp_path):
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    for day in SAMPLE_DATES:
+        name = f"pesanan_{day.isoformat()}.csv"
+        (raw / name).write_bytes((SAMPLE_RAW / name).read_bytes())
+    return raw, store(tmp_path)
+
+
+def test_reference_scenarios_hold_after_real_pipeline_runs(sqlite_workspace):
+    ws = sqlite_workspace
+    ws.copy_samples()
+    settings_ = ws.settings()
+    state = StateStore(settings_.state_file)
+    assert due_runs(state.read(), at("2026-11-05 02:30"), settings_.raw_dir) == [D02, D03, D04]
+    for day in (D02, D03):
+        assert run_for_date(settings_, day, log=lambda _: None).status == "success"
+    assert due_runs(state.read(), at("2026-11-06 02:30"), settings_.raw_dir) == [D04]
+    assert run_for_date(settings_, D04, log=lambda _: None).status == "success"
+    assert due_runs(state.read(), at("2026-11-06 02:30"), settings_.raw_dir) == []
+
+
+# -- the individual rules ---------------------------------------------------------------------
+
+def test_today_is_never_due_even_when_its_partition_exists(tmp_path):
+    raw = make_raw(tmp_path / "raw", date(2026, 11, 4), date(2026, 11, 5))
+    assert due_runs(Watermark({"runs": {}}), at("2026-11-05 23:59:59"), raw) == [date(2026, 11, 4)]
+    assert due_runs(Watermark({"runs": {}}), at("2026-11-06 00:00"), raw) == [
+        date(2026, 11, 4), date(2026, 11, 5)]
+
+
+@pytest.mark.parametrize("lookback", [1, 3, 7])
+def test_the_lookback_window_includes_today_minus_lookback_and_nothing_older(tmp_path, lookback):
+    today = date(2026, 11, 12)
+    days = [today - timedelta(days=n) for n in range(1, 12)]
+    raw = make_raw(tmp_path / "raw", *days)
+    due = due_runs(Watermark({"runs": {}}), at("2026-11-12 02:30"), raw, lookback_days=lookback)
+    assert due == sorted(today - timedelta(days=n) for n in range(1, lookback + 1))
+    assert due[0] == today - timedelta(days=lookback)
+
+
+def test_dates_at_max_attempts_are_not_due_until_reset(tmp_path):
+    raw = make_raw(tmp_path / "raw", D02, D03, D04)
+    s = store(tmp_path)
+    for _ in range(3):
+        s.record(D02, FAILED, {}, datetime.now(UTC))
+    for _ in range(2):
+        s.record(D03, FAILED, {}, datetime.now(UTC))
+    now = at("2026-11-05 02:30")
+    assert due_runs(s.read(), now, raw, max_attempts=3) == [D03, D04]
+    assert due_runs(s.read(), now, raw, max_attempts=4) == [D02, D03, D04]
+    assert due_runs(s.read(), now, raw, max_attempts=2) == [D04]
+    s.reset_attempts(D02, now=datetime.now(UTC), by="test")
+    assert due_runs(s.read(), now, raw, max_attempts=3) == [D02, D03, D04]
+
+
+def test_a_success_is_not_due_whatever_its_attempt_count(tmp_path):
+    raw = make_raw(tmp_path / "raw", D02)
+    s = store(tmp_path)
+    s.record(D02, FAILED, {}, datetime.now(UTC))
+    assert due_runs(s.read(), at("2026-11-05 02:30"), raw) == [D02]
+    s.record(D02, SUCCESS, {}, datetime.now(UTC))
+    assert due_runs(s.read(), at("2026-11-05 02:30"), raw, max_attempts=99) == []
+
+
+def test_missing_zero_byte_and_in_flight_files_are_not_partitions(tmp_path):
+    raw = make_raw(tmp_path / "raw", D02)
+    (raw / "pesanan_2026-11-03.csv").write_bytes(b"")  # zero bytes: not a partition
+    (raw / "pesanan_2026-11-04.csv.tmp").write_text(HEADER + "\n")
+    (raw / "pesanan_2026-11-04.csv.part").write_text(HEADER + "\n")
+    (raw / ".pesanan_2026-11-04.csv.x1y2.tmp").write_text(HEADER + "\n")
+    (raw / "pesanan_2026-11-01.csv.part").write_text(HEADER + "\n")
+    (raw / "PESANAN_2026-11-01.CSV").write_text(HEADER + "\n")
+    (raw / "pesanan_2026-10-31.csv").mkdir()  # a directory is not a file
+    now = at("2026-11-05 02:30")
+    assert due_runs(Watermark({"runs": {}}), now, raw) == [D02]
+    (raw / "pesanan_2026-11-04.csv.tmp").rename(raw / "pesanan_2026-11-04.csv")  # atomic drop
+    assert due_runs(Watermark({"runs": {}}), now, raw) == [D02, D04]
+    assert due_runs(Watermark({"runs": {}}), now, tmp_path / "no-such-dir") == []
+
+
+def test_the_clock_is_read_in_the_pipeline_time_zone(tmp_path):
+    raw = make_raw(tmp_path / "raw", D02, D03, D04)
+    empty = Watermark({"runs": {}})
+    # 2026-11-04 19:30 UTC is 2026-11-05 02:30 in Jakarta
+    assert due_runs(empty, datetime(2026, 11, 4, 19, 30, tzinfo=UTC), raw) == [D02, D03, D04]
+    # 2026-11-04 16:59 UTC is still 2026-11-04 in Jakarta: 04 is today
+    assert due_runs(empty, datetime(2026, 11, 4, 16, 59, tzinfo=UTC), raw) == [D02, D03]
+    assert due_runs(empty, datetime(2026, 11, 4, 16, 59, tzinfo=UTC), raw, tz="UTC") == [D02, D03]
+    assert due_runs(empty, datetime(2026, 11, 4, 19, 30, tzinfo=UTC), raw, tz="UTC") == [D02, D03]
+    # a naive clock is wall time in the pipeline zone
+    assert due_runs(empty, datetime(2026, 11, 5, 2, 30), raw) == [D02, D03, D04]
+    assert local_today(datetime(2026, 11, 4, 17, 0, tzinfo=UTC)) == date(2026, 11, 5)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    present=st.sets(st.integers(min_value=0, max_value=12)),
+    entries=st.dictionaries(st.integers(min_value=0, max_value=12),
+                            st.tuples(st.sampled_from([SUCCESS, FAILED, "running"]),
+                                      st.integers(min_value=0, max_value=5))),
+    hour=st.integers(min_value=0, max_value=23),
+    lookback=st.integers(min_value=1, max_value=10),
+    max_attempts=st.integers(min_value=1, max_value=4),
+)
+def test_due_runs_is_exactly_the_documented_definition(present, entries, hour, lookback,
+                                                       max_attempts):
+    base = date(2026, 11, 1)
+    now = datetime(2026, 11, 12, hour, 15, tzinfo=JKT)
+    today = now.date()
+    state = Watermark({"runs": {(base + timedelta(days=k)).isoformat():
+                                {"status": status, "attempt": n}
+                                for k, (status, n) in entries.items()}})
+    with tempfile.TemporaryDirectory() as tmp:
+        raw = make_raw(Path(tmp), *(base + timedelta(days=k) for k in present))
+        got = due_runs(state, now, raw, lookback_days=lookback, max_attempts=max_attempts)
+    expected = sorted(
+        base + timedelta(days=k) for k in present
+        if today - timedelta(days=lookback) <= base + timedelta(days=k) < today
+        and entries.get(k, ("", 0))[0] != SUCCESS
+        and entries.get(k, ("", 0))[1] < max_attempts
+    )
+    assert got == expected
+
+
+# -- the gate decision for one date -----------------------------------------------------------
+
+def test_decide_skips_a_success_unless_forced_and_blocks_at_max_attempts():
+    state = Watermark({"runs": {
+        "2026-11-02": {"status": SUCCESS, "attempt": 1},
+        "2026-11-03": {"status": FAILED, "attempt": 3},
+        "2026-11-04": {"status": FAILED, "attempt": 2},
+    }})
+    assert decide(state, D02, max_attempts=3).action == "skip"
+    assert "force" in decide(state, D02, max_attempts=3).reason
+    assert decide(state, D02, max_attempts=3, force=True).action == "run"
+    blocked = decide(state, D03, max_attempts=3)
+    assert blocked.action == "blocked"
+    assert "2026-11-03" in blocked.reason
+    assert "--reset-attempts" in blocked.reason
+    assert "manual intervention" in blocked.reason
+    assert decide(state, D03, max_attempts=3, reset_attempts=True).action == "run"
+    assert decide(state, D03, max_attempts=4).action == "run"
+    assert decide(state, D04, max_attempts=3).action == "run"
+    assert decide(state, date(2026, 11, 6), max_attempts=3).action == "run"
+
+
+# -- naming run dates -------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("now", "word", "expected"), [
+    (datetime(2026, 11, 5, 2, 30, tzinfo=JKT), "yesterday", date(2026, 11, 4)),
+    (datetime(2026, 11, 4, 19, 30, tzinfo=UTC), "yesterday", date(2026, 11, 4)),  # 02:30 Jakarta
+    (datetime(2026, 11, 4, 16, 59, tzinfo=UTC), "yesterday", date(2026, 11, 3)),  # 23:59 Jakarta
+    (datetime(2026, 11, 4, 19, 30, tzinfo=UTC), "today", date(2026, 11, 5)),
+    (datetime(2026, 11, 4, 19, 30, tzinfo=UTC), " Yesterday ", date(2026, 11, 4)),
+    (datetime(2026, 11, 4, 19, 30, tzinfo=UTC), "2026-10-31", date(2026, 10, 31)),
+    (datetime(2027, 1, 1, 3, 0, tzinfo=JKT), "yesterday", date(2026, 12, 31)),
+])
+def test_run_dates_resolve_against_the_jakarta_calendar(now, word, expected):
+    assert parse_run_date(word, now) == expected
+
+
+@pytest.mark.parametrize("bad", ["", "2026-13-01", "2026-11-31", "kemarin", "05/11/2026", "tomorrow"])
+def test_a_bad_run_date_is_a_usage_error(bad):
+    with pytest.raises(ConfigError) as err:
+        parse_run_date(bad, datetime(2026, 11, 5, tzinfo=UTC))
+    assert err.value.exit_code == 2
+    assert "--date" in str(err.value)
+
+
+def test_parse_now_takes_offsets_and_reads_naive_times_as_pipeline_wall_time():
+    assert parse_now("2026-11-05T02:30") == datetime(2026, 11, 5, 2, 30, tzinfo=JKT)
+    assert parse_now("2026-11-05 02:30:00+00:00") == datetime(2026, 11, 5, 2, 30, tzinfo=UTC)
+    assert parse_now("2026-11-05T02:30", tz="UTC").utcoffset() == timedelta(0)
+    with pytest.raises(ConfigError) as err:
+        parse_now("besok pagi")
+    assert "--now" in str(err.value)
