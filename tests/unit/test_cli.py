@@ -1,0 +1,226 @@
+"""The command line: due, status, run (yesterday, blocked, reset), exit codes, `python -m`."""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import UTC, datetime
+
+import pytest
+
+from tests.conftest import HEADER, SAMPLE_DATES, Workspace, run_cli
+from tokokita_etl import cli
+from tokokita_etl.state import StateStore
+
+D02, D03, D04 = SAMPLE_DATES
+CLOCK = datetime(2026, 11, 4, 19, 30, tzinfo=UTC)  # 2026-11-05 02:30 in Jakarta
+
+
+@pytest.fixture
+def call(sqlite_workspace: Workspace, monkeypatch, capsys):
+    """Run cli.main in-process with TOKOKITA_* pointing into the workspace; (code, out, err)."""
+
+    def invoke(*args: str, now: datetime = CLOCK, **env: str) -> tuple[int, str, str]:
+        for name in [k for k in os.environ if k.startswith("TOKOKITA_")]:
+            monkeypatch.delenv(name)
+        for name, value in sqlite_workspace.env(**env).items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.chdir(sqlite_workspace.root)
+        code = cli.main(list(args), now=lambda: now)
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return invoke
+
+
+def test_due_prints_the_due_dates_as_json_and_as_lines(sqlite_workspace, call):
+    sqlite_workspace.copy_samples()
+    assert call("due", "--now", "2026-11-05T02:30", "--json") == (
+        0, '["2026-11-02", "2026-11-03", "2026-11-04"]\n', "")
+    assert call("due", "--now", "2026-11-05T02:30") == (0, "2026-11-02\n2026-11-03\n2026-11-04\n", "")
+    assert call("due", "--now", "2026-11-04T19:30:00+00:00", "--json")[1] == \
+        '["2026-11-02", "2026-11-03", "2026-11-04"]\n'
+    assert call("due", "--now", "2026-11-05T02:30", "--json", "--lookback-days", "2")[1] == \
+        '["2026-11-03", "2026-11-04"]\n'
+    assert call("due", "--now", "2026-11-02T23:00", "--json")[1] == "[]\n"
+
+
+def test_due_follows_the_reference_scenarios_through_real_runs(sqlite_workspace, call):
+    sqlite_workspace.copy_samples()
+    for day in (D02, D03):
+        assert call("run", "--date", day.isoformat())[0] == 0
+    assert json.loads(call("due", "--now", "2026-11-06T02:30", "--json")[1]) == ["2026-11-04"]
+    assert call("run", "--date", "2026-11-04")[0] == 0
+    assert json.loads(call("due", "--now", "2026-11-06T02:30", "--json")[1]) == []
+
+
+def test_status_json_lists_every_known_date_with_rows_attempts_and_blocked(sqlite_workspace, call):
+    sqlite_workspace.copy_samples()
+    assert call("status", "--json") == (0, "[]\n", "")
+    call("run", "--date", "2026-11-02")
+    call("run", "--date", "2026-11-03")
+    code, out, _ = call("status", "--json")
+    assert code == 0
+    rows = json.loads(out)
+    assert [(r["date"], r["status"], r["attempt"], r["blocked"]) for r in rows] == [
+        ("2026-11-02", "success", 1, False), ("2026-11-03", "success", 1, False)]
+    assert rows[1]["rows"] == {"extracted": 36, "karantina": 23, "duplikat": 3, "fact": 10,
+                               "summary": 4}
+    assert rows[0]["gold"].endswith("summary_harian_2026-11-02.csv")
+    code, out, _ = call("status")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].split()[:3] == ["date", "status", "attempt"]
+    assert lines[2].split()[:8] == ["2026-11-03", "success", "1", "36", "23", "3", "10", "4"]
+
+
+@pytest.mark.parametrize(("clock", "expected"), [
+    (datetime(2026, 11, 4, 19, 30, tzinfo=UTC), "2026-11-04"),  # 02:30 on the 5th in Jakarta
+    (datetime(2026, 11, 3, 23, 0, tzinfo=UTC), "2026-11-03"),  # 06:00 on the 4th in Jakarta
+])
+def test_run_date_yesterday_is_the_day_before_today_in_jakarta(sqlite_workspace, call, clock,
+                                                               expected):
+    sqlite_workspace.copy_samples()
+    code, out, _ = call("run", "--date", "yesterday", now=clock)
+    assert code == 0, out
+    assert f"run-{expected}-" in out
+    runs = StateStore(sqlite_workspace.state_file).read().runs
+    assert list(runs) == [expected]
+    assert sqlite_workspace.manifests()[0].name.startswith(f"run-{expected}-")
+
+
+def test_run_date_yesterday_follows_the_configured_time_zone(sqlite_workspace, call):
+    sqlite_workspace.copy_samples()
+    code, out, _ = call("run", "--date", "yesterday", now=datetime(2026, 11, 4, 19, 30, tzinfo=UTC),
+                        TOKOKITA_TIMEZONE="UTC")
+    assert code == 0, out
+    assert list(StateStore(sqlite_workspace.state_file).read().runs) == ["2026-11-03"]
+
+
+@pytest.mark.parametrize("args", [
+    ["run", "--date", "2026-13-01"],
+    ["run", "--date", "kemarin"],
+    ["run"],
+    ["due"],
+    ["due", "--now", "nanti"],
+    ["frobnicate"],
+    [],
+    ["run", "--date", "2026-11-02", "--max-attempts", "0"],
+    ["run", "--date", "2026-11-02", "--lookback-days", "3"],
+])
+def test_usage_errors_exit_2_and_touch_nothing(sqlite_workspace, call, args):
+    sqlite_workspace.copy_samples()
+    code, _, err = call(*args)
+    assert code == 2
+    assert err
+    assert not sqlite_workspace.state_dir.exists()
+    assert not sqlite_workspace.gold.exists()
+
+
+@pytest.mark.parametrize(("url", "fragment"), [
+    ("mysql://x/y", "'mysql' is not supported"),
+    ("::not a url::", "not a valid SQLAlchemy URL"),
+])
+def test_an_unsupported_warehouse_url_exits_2_without_an_attempt_or_outputs(
+        sqlite_workspace, call, url, fragment):
+    ws = sqlite_workspace
+    ws.copy_samples(D02)
+    code, out, err = call("run", "--date", "2026-11-02", "--warehouse-url", url)
+    assert code == 2
+    assert "warehouse_url" in out + err
+    assert fragment in out + err
+    assert StateStore(ws.state_file).read().attempts(D02) == 0
+    assert not ws.gold.exists()
+    assert not ws.quarantine.exists()
+    assert ws.leftovers() == []
+
+
+def test_bad_date_message_names_the_option_and_the_value(call):
+    code, _, err = call("run", "--date", "2026-02-30")
+    assert code == 2
+    assert "--date" in err
+    assert "2026-02-30" in err
+
+
+def test_after_max_attempts_the_date_is_blocked_with_exit_3_until_reset_attempts(
+        sqlite_workspace, call):
+    ws = sqlite_workspace
+    ws.write_partition(D02, HEADER.replace(",diskon", "") + "\nTK-1,2026-11-02 10:00:00,C,Medan,X,1,5\n")
+    for attempt in (1, 2, 3):
+        code, out, _ = call("run", "--date", "2026-11-02")
+        assert code == 1, out
+        assert StateStore(ws.state_file).read().attempts(D02) == attempt
+    state_before = ws.state_file.read_bytes()
+
+    code, out, _ = call("run", "--date", "2026-11-02")
+    assert code == 3
+    assert "blocked after 3 attempts" in out
+    assert "manual intervention" in out
+    assert "--reset-attempts" in out
+    assert ws.state_file.read_bytes() == state_before  # a blocked run records no attempt
+    blocked = json.loads(max(ws.manifests(D02), key=lambda p: p.stat().st_mtime_ns).read_text())
+    bodies = [json.loads(p.read_text()) for p in ws.manifests(D02)]
+    assert sorted(b["status"] for b in bodies) == ["blocked", "failed", "failed", "failed"]
+    assert any(b["status"] == "blocked" and b["exit_code"] == 3 and b["attempt"] == 3 for b in bodies)
+    assert blocked is not None
+    assert json.loads(call("status", "--json")[1])[0]["blocked"] is True
+    assert json.loads(call("due", "--now", "2026-11-03T02:30", "--json")[1]) == []
+
+    # --reset-attempts alone does not help while the partition is still broken: one more attempt
+    code, out, _ = call("run", "--date", "2026-11-02", "--reset-attempts")
+    assert code == 1
+    entry = StateStore(ws.state_file).read().entry(D02)
+    assert entry["attempt"] == 1
+    assert [(r["by"], r["previous_attempt"]) for r in entry["resets"]] == [("cli", 3)]
+
+    ws.copy_samples(D02)  # fix the partition; the date still has attempts left
+    code, out, _ = call("run", "--date", "2026-11-02")
+    assert code == 0, out
+    entry = StateStore(ws.state_file).read().entry(D02)
+    assert (entry["status"], entry["attempt"]) == ("success", 2)
+    assert entry["resets"][0]["previous_attempt"] == 3
+    assert entry["resets"][0]["at"]
+
+
+def test_reset_attempts_unblocks_a_blocked_date_and_is_recorded_in_the_watermark(
+        sqlite_workspace, call):
+    ws = sqlite_workspace
+    ws.write_partition(D02, b"\xff\xfe not utf-8\n")
+    for _ in range(3):
+        assert call("run", "--date", "2026-11-02")[0] == 1
+    assert call("run", "--date", "2026-11-02")[0] == 3
+    ws.copy_samples(D02)
+    assert call("run", "--date", "2026-11-02")[0] == 3  # fixing the file is not enough
+    code, out, _ = call("run", "--date", "2026-11-02", "--reset-attempts",
+                        now=datetime(2026, 11, 5, 1, 2, 3, tzinfo=UTC))
+    assert code == 0, out
+    assert "reset from 3 to 0" in out
+    entry = StateStore(ws.state_file).read().entry(D02)
+    assert (entry["status"], entry["attempt"]) == ("success", 1)
+    assert entry["resets"] == [{"at": "2026-11-05T01:02:03+00:00", "by": "cli", "previous_attempt": 3}]
+    assert ws.gold_file(D02).is_file()
+
+
+def test_max_attempts_flag_raises_the_limit_for_one_run(sqlite_workspace, call):
+    ws = sqlite_workspace
+    ws.write_partition(D02, b"\n\n")
+    for _ in range(3):
+        call("run", "--date", "2026-11-02")
+    assert call("run", "--date", "2026-11-02")[0] == 3
+    assert call("run", "--date", "2026-11-02", "--max-attempts", "4")[0] == 1
+    assert call("run", "--date", "2026-11-02", "--max-attempts", "4")[0] == 3
+
+
+# -- the real executables ----------------------------------------------------------------------
+
+def test_python_dash_m_and_the_console_script_run_the_same_command_line(sqlite_workspace):
+    ws = sqlite_workspace
+    ws.copy_samples()
+    module = run_cli(["due", "--now", "2026-11-05T02:30", "--json"], cwd=ws.root, env=ws.env(),
+                     module=True)
+    assert (module.returncode, module.stdout) == (0, '["2026-11-02", "2026-11-03", "2026-11-04"]\n')
+    bad = run_cli(["run", "--date", "02-11-2026"], cwd=ws.root, env=ws.env())
+    assert bad.returncode == 2
+    assert "--date" in bad.stderr
+    # `run` through the console script is exercised by test_pipeline_rerun.py (parallel runs)
+    # and test_bad_input.py
