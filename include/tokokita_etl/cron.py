@@ -288,8 +288,8 @@ def parse(expr: str) -> CronSchedule:
             "field_count",
             f"expected 5 fields {_LAYOUT}, got {len(parts)}: '{text}'",
         )
-    parts = [p.upper() for p in parts]
     sets = [_parse_field(p, spec) for p, spec in zip(parts, _SPECS, strict=True)]
+    parts = [p.upper() for p in parts]
     minutes, hours, doms, months, dows = sets
     schedule = CronSchedule(
         expression=" ".join(parts),
@@ -314,9 +314,9 @@ def _airflow_every_hour(text: str) -> bool:
     # croniter collapses a field to '*' when its items number 24, and a bare '*' list
     # item counts as one item ("*,5" stays a two-item list).
     items = text.split(",")
-    if items == ["*"]:
-        return True
     rest = [item for item in items if item != "*"]
+    if not rest:
+        return True
     return len(_parse_field(",".join(rest), _SPECS[1])) + (len(rest) < len(items)) == 24
 
 
@@ -416,19 +416,20 @@ def _value(spec: _Spec, text: str, item: str, token: str) -> int:
         if not spec.lo <= number <= spec.hi:
             raise _field_error(spec, text, item, f"{number} is out of range")
         return number
-    if token in spec.names:
-        return spec.names.index(token) + spec.first_name
+    name = token.upper()
+    if name in spec.names:
+        return spec.names.index(name) + spec.first_name
     if not token:
         raise _field_error(spec, text, item, "missing number")
-    if len(token) > 3 and token[:3] in spec.names:
-        raise _field_error(spec, text, item, f"'{token}': use three-letter names like {token[:3]}")
+    if len(name) > 3 and name[:3] in spec.names:
+        raise _field_error(spec, text, item, f"'{token}': use three-letter names like {name[:3]}")
     kind = {"month": "month name", "dow": "day name"}.get(spec.key)
     what = f"a number or {kind}" if kind else "a number"
     raise _field_error(spec, text, item, f"'{token}' is not {what}")
 
 
 def _check_extension(spec: _Spec, text: str, item: str) -> None:
-    stripped = item
+    stripped = item.upper()
     for name in _MONTHS + _DAYS:
         stripped = stripped.replace(name, "")
     for mark in ("?", "#", "L", "W", "H"):
