@@ -21,21 +21,24 @@ turned into instants with the rule Airflow 3's ``CronTriggerTimetable`` uses
   02:15 -> 02:45 on Lord Howe Island).  The search then resumes after that shifted
   time, so other scheduled times inside (and just after) the gap are skipped.
 * A wall time repeated by a DST overlap runs once, at its second (post-transition)
-  occurrence, unless the hour field covers all 24 hours: then it runs at both
+  occurrence -- unless croniter collapses the hour field to ``*`` (all 24 hours, where a
+  ``*`` mixed into a list such as ``*,5`` does not count): then it runs at both
   occurrences (Airflow's "fold hour" fix).
 
-This equals Airflow's output wherever every Airflow run is a time the expression matches.
-For schedules whose hour field covers every hour, Airflow moves from one run to the next
-by adding the naive wall-clock difference in absolute time; across a DST change that
-lands on times the expression does not match (``45 * * * *`` runs at 03:15 on Lord Howe
-Island, ``0 * * * 1`` runs on a Sunday at 23:00 in New York).  The preview keeps the
-cron times and reports what Airflow actually does as an ``airflow_dst_drift`` warning.
-Airflow's croniter also applies the day-of-month/day-of-week OR rule to fields starting
-with ``*`` other than ``*`` itself (``0 0 */2 * 1``); this module follows Vixie cron.
+This equals Airflow's output wherever every Airflow run is a time the expression matches
+(tested against the installed Airflow).  For schedules whose hour field is ``*``, Airflow
+moves from one run to the next by adding the naive wall-clock difference in absolute
+time; across a DST change that can land on times the expression does not match
+(``45 * * * *`` runs at 03:15 on Lord Howe Island, ``0 * * * 1`` on a Sunday at 23:00 in
+New York).  The preview keeps the cron times and reports what Airflow actually does in
+an ``airflow_dst_drift`` warning.  croniter 7, Airflow's parser, also reads some
+expressions differently from Vixie cron (``3-3`` as the whole cycle, the day OR rule for
+``0 0 */2 * 1``); those get a ``croniter_differs`` warning and this module follows Vixie.
 
 A naive ``after`` is read as a wall time in the zone (``fold=0``: the first occurrence
 of a repeated time).  Returned datetimes are aware, in the zone, with ``fold`` set so
-that ``isoformat()`` shows the right offset.
+that ``isoformat()`` shows the right offset; compare them as instants (``timestamp()``),
+because Python compares datetimes that share a tzinfo by wall time, ignoring ``fold``.
 """
 
 from __future__ import annotations
@@ -63,7 +66,6 @@ __all__ = [
     "parse",
 ]
 
-_UTC = UTC
 _TINY = timedelta(microseconds=1)
 _MONTHS = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
 _DAYS = ("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT")
@@ -474,7 +476,7 @@ def _zone(tz: str) -> ZoneInfo:
 def _to_utc(moment: datetime, zone: ZoneInfo) -> datetime:
     if moment.tzinfo is None or moment.utcoffset() is None:
         moment = moment.replace(tzinfo=zone)
-    return moment.astimezone(_UTC)
+    return moment.astimezone(UTC)
 
 
 def _wall(instant: datetime, zone: ZoneInfo) -> datetime:
@@ -490,7 +492,7 @@ def _offsets(wall: datetime, zone: ZoneInfo) -> tuple[timedelta, timedelta]:
 
 
 def _instant(wall: datetime, offset: timedelta) -> datetime:
-    return (wall - offset).replace(tzinfo=_UTC)
+    return (wall - offset).replace(tzinfo=UTC)
 
 
 def _local(instant: datetime, offset: timedelta) -> datetime:
@@ -507,11 +509,11 @@ def _transition_in(lo: datetime, hi: datetime, zone: ZoneInfo) -> datetime:
     lo_s, hi_s = int(lo.timestamp()), -int(-hi.timestamp() // 1)
     while hi_s - lo_s > 1:
         mid = (lo_s + hi_s) // 2
-        if _offset_at(datetime.fromtimestamp(mid, _UTC), zone) == before:
+        if _offset_at(datetime.fromtimestamp(mid, UTC), zone) == before:
             lo_s = mid
         else:
             hi_s = mid
-    return datetime.fromtimestamp(hi_s, _UTC)
+    return datetime.fromtimestamp(hi_s, UTC)
 
 
 def _next_run(schedule: CronSchedule, current: datetime, zone: ZoneInfo) -> datetime | None:
@@ -632,7 +634,7 @@ def _dst_warnings(schedule: CronSchedule, after: datetime, zone: ZoneInfo, tz: s
         end = local.replace(year=local.year + 1)
     except ValueError:  # 29 February, or year 9999
         end = local + timedelta(days=365)
-    changes = list(_transitions(zone, after, end.astimezone(_UTC)))
+    changes = list(_transitions(zone, after, end.astimezone(UTC)))
     warnings: list[CronWarning] = []
     seen: set[tuple] = set()
     if schedule.every_hour and changes:
@@ -1042,7 +1044,7 @@ def main(
     except SystemExit as exc:  # argparse exits 2 on bad usage, 0 on --help
         return exc.code if isinstance(exc.code, int) else 2
     if args.after is None:
-        after = (now or (lambda: datetime.now(_UTC)))()
+        after = (now or (lambda: datetime.now(UTC)))()
     else:
         try:
             after = datetime.fromisoformat(args.after)

@@ -725,6 +725,8 @@ def test_reference_outputs_agree_with_airflows_next_dagrun_info(airflow):
         ("0,30 2 * * *", NY, datetime(2027, 3, 13, 12)),
         ("30 1 * * *", NY, datetime(2026, 10, 31, 12)),
         ("30 * * * *", NY, datetime(2026, 11, 1, 0, 0)),
+        ("30 *,5 * * *", NY, datetime(2026, 11, 1, 0, 0)),  # croniter: not '*', runs once
+        ("30 0-23 * * *", NY, datetime(2026, 11, 1, 0, 0)),
         ("*/20 * * * *", NY, datetime(2027, 3, 14, 1, 0)),
         ("30 2 * * *", BERLIN, datetime(2026, 10, 24, 12)),
         ("30 2 * * *", BERLIN, datetime(2027, 3, 27, 12)),
