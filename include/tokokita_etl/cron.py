@@ -630,10 +630,9 @@ def _transitions(zone: ZoneInfo, start: datetime, end: datetime):
 
 def _dst_warnings(schedule: CronSchedule, after: datetime, zone: ZoneInfo, tz: str) -> list[CronWarning]:
     local = after.astimezone(zone)
-    try:
-        end = local.replace(year=local.year + 1)
-    except ValueError:  # 29 February, or year 9999
-        end = local + timedelta(days=365)
+    if local.year >= 9998:
+        return []  # the calendar ends before a year has passed
+    end = local.replace(year=local.year + 1, day=min(local.day, 28 if local.month == 2 else 31))
     changes = list(_transitions(zone, after, end.astimezone(UTC)))
     warnings: list[CronWarning] = []
     seen: set[tuple] = set()

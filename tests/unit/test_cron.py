@@ -546,6 +546,13 @@ def test_next_runs_are_strictly_after_including_seconds():
         next_runs("* * * * *", datetime(2026, 1, 1), -1, JKT)
 
 
+def test_explain_near_the_end_of_the_calendar_does_not_overflow():
+    report = explain("0 0 * * *", after=datetime(9999, 12, 30, 12), count=5, tz=NY)
+    assert iso(report.next) == ["9999-12-31T00:00:00-05:00"]
+    leap = explain("30 2 * * *", after=datetime(2028, 2, 29, 12), tz=NY)
+    assert "2028-03-12" in messages(leap, "dst_gap")[0]
+
+
 def test_next_runs_stop_at_the_end_of_the_calendar():
     assert iso(next_runs("0 0 31 12 *", datetime(9998, 6, 1), 5, "UTC")) == [
         "9998-12-31T00:00:00+00:00",
