@@ -64,6 +64,20 @@ def _column_indexes(header: list[str], path: Path) -> tuple[list[int], list[str]
     return [header.index(c) for c in REQUIRED_COLUMNS], extra
 
 
+def _bad_utf8_location(path: Path) -> str:
+    """`line N, byte offset X` of the first invalid UTF-8 byte (text is decoded in chunks, so
+    the csv reader's line number is not where the bad byte is)."""
+    offset = 0
+    with open(path, "rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            try:
+                raw.decode("utf-8")  # a newline byte never occurs inside a UTF-8 sequence
+            except UnicodeDecodeError as exc:
+                return f"line {number}, byte offset {offset + exc.start}"
+            offset += len(raw)
+    return f"byte offset {offset}"
+
+
 def _raw_lines(path: Path, wanted: list[tuple[int, int]]) -> dict[int, str]:
     """Re-read the physical lines of the malformed records (rare, so a second pass is cheap)."""
     spans = dict(wanted)
@@ -134,7 +148,7 @@ def extract(raw_dir: Path, day: date, staging: Path) -> ExtractResult:
             writer.close()
         except UnicodeDecodeError as exc:
             raise DataError(
-                f"{path}: not valid UTF-8 near line {reader.line_num + 1} ({exc.reason}); "
+                f"{path}: not valid UTF-8 at {_bad_utf8_location(path)} ({exc.reason}); "
                 "nothing was loaded"
             ) from None
     malformed_count = len(malformed)
