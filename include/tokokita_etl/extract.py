@@ -112,6 +112,7 @@ def extract(raw_dir: Path, day: date, staging: Path) -> ExtractResult:
     with open(path, encoding="utf-8-sig", newline="") as handle, \
             atomic_writer(staging / EXTRACT_ROWS, mode="wb") as out:
         reader = csv.reader(handle, strict=True)
+        writer = None
         try:
             header = _read_header(reader, path)
             indexes, extra = _column_indexes(header, path)
@@ -147,6 +148,8 @@ def extract(raw_dir: Path, day: date, staging: Path) -> ExtractResult:
                 writer.write_table(_table(lines, batch))
             writer.close()
         except UnicodeDecodeError as exc:
+            if writer is not None:
+                writer.close()  # before its file goes; a later close from __del__ would fail
             raise DataError(
                 f"{path}: not valid UTF-8 at {_bad_utf8_location(path)} ({exc.reason}); "
                 "nothing was loaded"

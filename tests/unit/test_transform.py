@@ -6,6 +6,8 @@ Every test writes a real raw partition into tmp_path, runs the real extract and 
 
 from __future__ import annotations
 
+import gc
+import sys
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -377,6 +379,20 @@ def test_undecodable_bytes_are_located_by_their_real_line_and_byte_offset(tmp_pa
     line = good_rows + 2
     offset = 3 + len(head) + len("TK-X,2026-11-10 10:00:00,CUST-1,Band")
     assert f"line {line}, byte offset {offset}" in str(err.value)
+
+
+def test_a_late_undecodable_byte_leaves_no_half_closed_parquet_writer(tmp_path, monkeypatch):
+    """Regression: when the bad byte came after the first 8 KiB, extract raised with its
+    ParquetWriter still open on the deleted temporary file; its __del__ later failed with
+    'write to closed file' (an unraisable exception)."""
+    unraisable = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    rows = "".join(",".join(row(order_id=f"TK-{i}")) + "\n" for i in range(500))
+    with pytest.raises(DataError):
+        process(tmp_path, (HEADER + "\n" + rows).encode() + b"TK-X,\xff\n")
+    gc.collect()
+    assert unraisable == []
+    assert list((tmp_path / "staging").iterdir()) == []
 
 
 def test_a_header_only_file_is_a_valid_empty_partition(tmp_path):
