@@ -28,7 +28,9 @@ SAMPLE_DATES = (date(2026, 11, 2), date(2026, 11, 3), date(2026, 11, 4))
 BIN = Path(sys.executable).parent
 CLI = BIN / "tokokita-etl"
 DEFAULT_PG_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/tokokita_test"
-PG_URL = os.environ.get("TOKOKITA_TEST_PG_URL") or DEFAULT_PG_URL
+# defaulted here so every test module (also ones reading the variable directly) gets a server
+os.environ.setdefault("TOKOKITA_TEST_PG_URL", DEFAULT_PG_URL)
+PG_URL = os.environ["TOKOKITA_TEST_PG_URL"] or DEFAULT_PG_URL
 HEADER = "order_id,order_ts,customer_id,kota,produk,qty,harga_satuan,diskon"
 
 
@@ -66,7 +68,7 @@ def pg_url() -> Iterator[str]:
             conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def backend(request) -> str:
     """The warehouse backend name; pipeline tests run on both."""
     return request.param

@@ -11,6 +11,7 @@ from collections import Counter
 from datetime import date
 from decimal import Decimal
 
+import pytest
 from sqlalchemy import text
 
 from tests.conftest import HEADER, SAMPLE_DATES, Workspace, csv_text, read_csv_rows
@@ -218,6 +219,7 @@ def test_quarantine_file_keeps_raw_untrimmed_fields_and_malformed_raw_text(sqlit
     assert not raw_bytes.startswith(b"\xef\xbb\xbf")
 
 
+@pytest.mark.postgres
 def test_sqlite_and_postgresql_give_identical_checksums_gold_and_quarantine_bytes(tmp_path, pg_url):
     spaces = {
         "sqlite": Workspace(tmp_path / "lite", f"sqlite:///{tmp_path / 'lite' / 'wh.db'}"),
