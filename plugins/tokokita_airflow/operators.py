@@ -37,15 +37,14 @@ class WatermarkGateOperator(BaseOperator):
     - `reset_attempts`: set attempts to 0, recorded with when and by which run.
     Then claim D for this run, so two runs of one date never interleave.
 
-    :param force: reprocess a date that already succeeded (templated; default the `force` param).
-    :param reset_attempts: unblock a date at max attempts (templated; default the param).
+    :param force: reprocess a date that already succeeded (templated); None: the `force` param.
+    :param reset_attempts: unblock a date at max attempts (templated); None: the param.
     """
 
     template_fields: Sequence[str] = ("force", "reset_attempts")
     ui_color = "#fff3cd"
 
-    def __init__(self, *, force: Any = "{{ params.force }}",
-                 reset_attempts: Any = "{{ params.reset_attempts }}", **kwargs) -> None:
+    def __init__(self, *, force: Any = None, reset_attempts: Any = None, **kwargs) -> None:
         kwargs.setdefault("retries", 0)
         super().__init__(**kwargs)
         self.force = force
@@ -60,9 +59,11 @@ class WatermarkGateOperator(BaseOperator):
         day = partition_date(context)
         now = datetime.now(UTC)
         owner = run_owner(context)
-        decision = gate(settings, day, force=_flag(self.force),
-                        reset_attempts=_flag(self.reset_attempts), now=now, by=owner,
-                        run_type=run_type(context))
+        params = context.get("params") or {}
+        force = params.get("force") if self.force is None else self.force
+        reset = params.get("reset_attempts") if self.reset_attempts is None else self.reset_attempts
+        decision = gate(settings, day, force=_flag(force), reset_attempts=_flag(reset), now=now,
+                        by=owner, run_type=run_type(context))
         if decision.reset_from is not None:
             self.log.info("Attempts of %s reset from %d to 0 by %s", day, decision.reset_from, owner)
         if decision.action == "skip":

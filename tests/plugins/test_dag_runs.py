@@ -1,0 +1,188 @@
+"""The DAG through real Airflow task execution (`dag.test()`) against a real SQLite warehouse."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+import pendulum
+import pytest
+
+pytestmark = pytest.mark.airflow
+
+JKT = "Asia/Jakarta"
+STAGES = ("extract", "transform", "load", "validate", "publish_gold")
+
+
+def fire_time(day: str):
+    """The scheduled fire time of the run that processes `day`: D+1 02:30 Jakarta."""
+    d = pendulum.parse(day, tz=JKT)
+    return d.add(days=1).replace(hour=2, minute=30)
+
+
+def state_of(project, day: str) -> dict:
+    return json.loads(project.state_file.read_text())["runs"][day]
+
+
+def test_sample_dates_succeed_and_publish_gold(project, run_dag):
+    for day in ("2026-11-02", "2026-11-03", "2026-11-04"):
+        dr, states = run_dag(fire_time(day))
+        assert dr.state == "success", states
+        assert all(states[t][0] == "success" for t in STAGES), states
+        entry = state_of(project, day)
+        assert (entry["status"], entry["attempt"]) == ("success", 1)
+        assert project.gold(day).exists()
+    assert state_of(project, "2026-11-02")["rows"] == {
+        "extracted": 8, "karantina": 0, "duplikat": 0, "fact": 8, "summary": 4}
+    assert state_of(project, "2026-11-02")["bruto"] == "3542000.00"
+
+
+def test_rerun_is_skipped_by_the_gate_and_force_reproduces_checksums(project, run_dag):
+    day = "2026-11-02"
+    run_dag(fire_time(day))
+    first = state_of(project, day)
+
+    dr, states = run_dag(fire_time(day))
+    assert dr.state == "success"
+    assert states["check_watermark"][0] == "skipped"
+    assert all(states[t][0] == "skipped" for t in STAGES)
+    assert state_of(project, day)["attempt"] == 1
+    manifests = [json.loads(p.read_text()) for p in project.manifests(day)]
+    assert [m["status"] for m in manifests] == ["success", "skipped"]
+
+    dr, states = run_dag(fire_time(day), conf={"force": True})
+    assert dr.state == "success" and states["publish_gold"][0] == "success"
+    forced = state_of(project, day)
+    assert forced["attempt"] == 2
+    assert forced["checksums"] == first["checksums"]
+
+
+def test_failing_partition_counts_attempts_across_retries_and_clears_then_blocks(
+        project, run_dag, daily_dag):
+    day = "2026-11-05"
+    (project.raw / f"pesanan_{day}.csv").write_text(
+        "order_id,order_ts,customer_id,kota,produk,qty,harga_satuan\n"
+        "TK-1,2026-11-05 10:00:00,C1,Bandung,Teh,1,1000\n")
+    extract = daily_dag.get_task("extract")
+    assert extract.retries == 2
+
+    # first run: extract fails, retries twice: 3 recorded attempts, then no more retries
+    dr, states = run_dag(fire_time(day))
+    assert dr.state == "failed"
+    assert states["extract"] == ("failed", 3)
+    entry = state_of(project, day)
+    assert (entry["status"], entry["attempt"]) == ("failed", 3)
+    assert "missing required column(s) diskon" in entry["error"]
+
+    # a new run (or a clear): the gate fails at once, without retry, saying how to unblock
+    dr, states = run_dag(fire_time(day))
+    assert dr.state == "failed"
+    assert states["check_watermark"] == ("failed", 1)
+    assert all(states[t][0] == "upstream_failed" for t in STAGES)
+    assert state_of(project, day)["attempt"] == 3
+    blocked = json.loads(project.manifests(day)[-1].read_text())
+    assert blocked["status"] == "blocked" and "reset_attempts" in blocked["error"]
+
+    # fix the partition, trigger with reset_attempts: it succeeds and the reset is recorded
+    (project.raw / f"pesanan_{day}.csv").write_text(
+        "order_id,order_ts,customer_id,kota,produk,qty,harga_satuan,diskon\n"
+        "TK-1,2026-11-05 10:00:00,C1,Bandung,Teh,1,1000,0\n")
+    dr, states = run_dag(fire_time(day), conf={"reset_attempts": True})
+    assert dr.state == "success", states
+    entry = state_of(project, day)
+    assert (entry["status"], entry["attempt"]) == ("success", 1)
+    assert entry["resets"][0]["previous_attempt"] == 3
+    assert entry["resets"][0]["by"].startswith("airflow:tokokita_orders_daily:")
+
+
+def test_more_retries_do_not_unblock_a_date_at_max_attempts(project, run_dag, daily_dag,
+                                                             monkeypatch):
+    """Regression: a rendered `reset_attempts` template stuck on the gate and unblocked dates."""
+    day = "2026-11-06"
+    (project.raw / f"pesanan_{day}.csv").write_bytes(b"order_id,order_ts\n\xff\xfe broken\n")
+    _, states = run_dag(fire_time(day))
+    assert states["extract"] == ("failed", 3)
+    assert state_of(project, day)["attempt"] == 3
+    monkeypatch.setattr(daily_dag.get_task("extract"), "retries", 5)
+    _, states = run_dag(fire_time(day))
+    assert states["check_watermark"] == ("failed", 1)
+    assert state_of(project, day)["attempt"] == 3
+
+
+def test_missing_partition_of_a_past_date_skips_at_once_without_an_attempt(project, run_dag):
+    dr, states = run_dag(fire_time("2026-11-10"))
+    assert dr.state == "success"
+    assert states["wait_for_raw_partition"] == ("skipped", 1)
+    assert all(states[t][0] == "skipped" for t in ("check_watermark", *STAGES))
+    assert not project.state_file.exists() or "2026-11-10" not in project.state_file.read_text()
+
+
+def test_backfill_run_of_a_missing_date_is_skipped_not_failed(project, run_dag):
+    dr, states = run_dag(fire_time("2026-11-11"), run_type="backfill")
+    assert dr.state == "success"
+    assert states["wait_for_raw_partition"][0] == "skipped"
+
+
+def test_scheduled_catchup_older_than_lookback_is_skipped_by_the_gate(project, run_dag):
+    _, states = run_dag(fire_time("2026-11-02"), run_type="scheduled")
+    assert states["wait_for_raw_partition"][0] == "success"
+    assert states["check_watermark"][0] == "skipped"
+    assert not project.gold("2026-11-02").exists()
+
+
+def test_manual_trigger_with_partition_date_param_processes_that_date(project, run_dag):
+    dr, states = run_dag(None, conf={"partition_date": "2026-11-03"})
+    assert dr.state == "success", states
+    assert project.gold("2026-11-03").exists()
+    assert state_of(project, "2026-11-03")["status"] == "success"
+
+
+def test_current_scheduled_run_waits_in_reschedule_mode_until_the_file_lands(
+        project, run_dag, daily_dag, monkeypatch):
+    """The sensor of today's scheduled run gives its slot back while waiting (reschedule)."""
+    import threading
+
+    from airflow.models.taskreschedule import TaskReschedule
+    from airflow.utils.session import create_session
+
+    now = datetime.now(UTC).replace(microsecond=0)
+    logical = pendulum.instance(now - timedelta(minutes=1))
+    day = (logical.in_timezone(JKT).date() - timedelta(days=1)).isoformat()
+    source = project.raw / "pesanan_2026-11-02.csv"
+    target = project.raw / f"pesanan_{day}.csv"
+    sensor = daily_dag.get_task("wait_for_raw_partition")
+    monkeypatch.setattr(sensor, "poke_interval", 1)
+
+    def drop_file():
+        text = source.read_text().replace("2026-11-02", day)
+        tmp = target.with_suffix(".part")
+        tmp.write_text(text)
+        tmp.rename(target)
+
+    timer = threading.Timer(3.0, drop_file)
+    timer.start()
+    try:
+        dr, states = run_dag(logical, run_type="scheduled")
+    finally:
+        timer.cancel()
+    assert states["wait_for_raw_partition"][0] == "success"
+    assert dr.state == "success", states
+    with create_session() as session:
+        reschedules = session.query(TaskReschedule).filter(
+            TaskReschedule.ti_id.in_(
+                [ti.id for ti in dr.get_task_instances() if ti.task_id == sensor.task_id])
+        ).count()
+    assert reschedules >= 1
+
+
+def test_gold_asset_event_carries_the_partition_date(project, run_dag):
+    from airflow.models.asset import AssetEvent
+    from airflow.utils.session import create_session
+
+    dr, _ = run_dag(fire_time("2026-11-02"))
+    with create_session() as session:
+        events = [e for e in session.query(AssetEvent).all()
+                  if e.source_run_id == dr.run_id]
+    assert len(events) == 1
+    assert events[0].extra["partition_date"] == "2026-11-02"
+    assert events[0].extra["gold"].endswith("summary_harian_2026-11-02.csv")
