@@ -46,6 +46,8 @@ from tokokita_etl.errors import ConfigError, WarehouseError
 # SQLite has no exact decimal or zoned timestamp: money is stored as text with exactly two
 # decimals (summed as integer cents), dates and timestamps as ISO 8601 text.
 Money = Text().with_variant(Numeric(18, 2), "postgresql")
+# a day's sum of NUMERIC(18,2) amounts can exceed NUMERIC(18,2): summary columns are wider
+SummaryMoney = Text().with_variant(Numeric(24, 2), "postgresql")
 Day = Text().with_variant(Date(), "postgresql")
 Timestamp = Text().with_variant(TIMESTAMP(timezone=True), "postgresql")
 
@@ -70,8 +72,8 @@ summary_harian = Table(
     Column("kota", Text, nullable=False),
     Column("jumlah_pesanan", BigInteger, nullable=False),
     Column("total_qty", BigInteger, nullable=False),
-    Column("bruto", Money, nullable=False),
-    Column("bersih", Money, nullable=False),
+    Column("bruto", SummaryMoney, nullable=False),
+    Column("bersih", SummaryMoney, nullable=False),
     PrimaryKeyConstraint("order_date", "kota"),
 )
 karantina = Table(
@@ -153,8 +155,10 @@ class Warehouse:
     def money_sum(self, column: str) -> str:
         """An exact SUM over a money column, as the column's own type."""
         if self.is_sqlite:
-            cents = f"SUM(CAST(replace({column}, '.', '') AS INTEGER))"
-            return f"printf('%d.%02d', {cents} / 100, {cents} % 100)"
+            # rupiah and cents summed apart, so 64-bit integers hold far more than a cents sum
+            rupiah = f"SUM(CAST(substr({column}, 1, length({column}) - 3) AS INTEGER))"
+            cents = f"SUM(CAST(substr({column}, -2) AS INTEGER))"
+            return f"printf('%d.%02d', {rupiah} + {cents} / 100, {cents} % 100)"
         return f"SUM({column})"
 
     @property

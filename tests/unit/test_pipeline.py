@@ -305,3 +305,19 @@ def test_manifest_records_status_attempt_rows_checksums_gold_stage_durations_and
     assert set(body["stages_ms"]) == {"extract", "transform", "load", "validate", "publish_gold"}
     assert entry["status"] == "success"
     assert entry["updated_at"]
+
+
+def test_a_daily_sum_beyond_numeric_18_2_loads_on_both_backends(workspace):
+    """Regression: summary_harian.bruto/bersih were NUMERIC(18,2) on PostgreSQL, so a day whose
+    valid rows (each < 10^16) summed past 10^16 failed with 'numeric field overflow' there while
+    SQLite loaded it (and SQLite's integer-cents SUM overflowed past ~9.2 * 10^16)."""
+    day = date(2026, 11, 22)
+    rows = [[f"TK-{i:02d}", "2026-11-22 10:00:00", "CUST-1", "Medan", "Emas", "1",
+             "9999999999999999.99", "0.01"] for i in range(20)]
+    workspace.write_partition(day, csv_text(rows))
+    outcome = run(workspace, day)
+    assert outcome.status == "success", outcome.log
+    assert workspace.gold_file(day).read_text().splitlines()[1] == \
+        "2026-11-22,Medan,20,20,199999999999999999.80,199999999999999999.60"
+    assert (outcome.entry["bruto"], outcome.entry["bersih"]) == (
+        "199999999999999999.80", "199999999999999999.60")
