@@ -321,3 +321,37 @@ def test_a_daily_sum_beyond_numeric_18_2_loads_on_both_backends(workspace):
         "2026-11-22,Medan,20,20,199999999999999999.80,199999999999999999.60"
     assert (outcome.entry["bruto"], outcome.entry["bersih"]) == (
         "199999999999999999.80", "199999999999999999.60")
+
+
+def test_an_order_id_already_loaded_under_another_date_is_quarantined_not_moved(workspace):
+    d1, d2 = date(2026, 11, 23), date(2026, 11, 24)
+
+    def order(order_id: str, day: date, kota: str = "Medan", qty: str = "1") -> list[str]:
+        return [order_id, f"{day} 10:00:00", "CUST-1", kota, "Teh", qty, "1000", ""]
+
+    workspace.write_partition(d1, csv_text([order("TK-A", d1), order("TK-B", d1)]))
+    workspace.write_partition(d2, csv_text([
+        order("TK-A", d2, kota="Bandung"),  # line 2: duplicate, loses to line 4
+        order("TK-C", d2),  # line 3
+        order("TK-A", d2, qty="5"),  # line 4: the winner, but TK-A belongs to 2026-11-23
+    ]))
+    assert run(workspace, d1).status == "success"
+    second = run(workspace, d2)
+    assert second.status == "success", second.log
+    assert second.entry["rows"] == {"extracted": 3, "karantina": 1, "duplikat": 1, "fact": 1,
+                                    "summary": 1}
+    quarantined = read_csv_rows(workspace.quarantine_file(d2))
+    assert [(r["line"], r["reason"], r["order_id"], r["qty"]) for r in quarantined] == [
+        ("2", "duplicate", "TK-A", "1"), ("4", "order_id_in_other_partition", "TK-A", "5")]
+    fact1, _ = canonical(workspace, d1)
+    fact2, _ = canonical(workspace, d2)
+    assert [(r[0], r[1], r[6]) for r in fact1] == [("TK-A", "2026-11-23", 1), ("TK-B", "2026-11-23", 1)]
+    assert [r[0] for r in fact2] == ["TK-C"]
+
+    # once 2026-11-23 no longer holds TK-A, re-running 2026-11-24 loads it there
+    workspace.write_partition(d1, csv_text([order("TK-B", d1)]))
+    assert run(workspace, d1, force=True).status == "success"
+    third = run(workspace, d2, force=True)
+    assert third.entry["rows"]["fact"] == 2
+    assert [(r[0], r[6]) for r in canonical(workspace, d2)[0]] == [("TK-A", 5), ("TK-C", 1)]
+    assert [r["reason"] for r in read_csv_rows(workspace.quarantine_file(d2))] == ["duplicate"]
