@@ -43,6 +43,8 @@ with DAG(
     end_date=(pendulum.parse(os.environ["TOKOKITA_END_DATE"], tz=TIMEZONE)
               if os.environ.get("TOKOKITA_END_DATE") else None),
     catchup=True,
+    # a backfill of a paused DAG never starts: the DAG is active from its first parse
+    is_paused_upon_creation=False,
     # dates run in parallel during a catch-up; loads serialise on the warehouse anyway and
     # three keeps a month of catch-up from starving the pool on a small machine
     max_active_runs=3,
