@@ -60,7 +60,9 @@ def _checked_sql(day: date, tz: str) -> str:
         FROM read_parquet($rows)
     ), parsed AS (
         SELECT *,
-            CASE WHEN regexp_full_match(t_order_ts, '{TS_RE}') THEN
+            -- year 0000 is not a calendar year (Python's datetime, the reference, rejects it)
+            CASE WHEN regexp_full_match(t_order_ts, '{TS_RE}')
+                      AND NOT starts_with(t_order_ts, '0000') THEN
                 CASE WHEN regexp_matches(t_order_ts, '(Z|[+-][0-9]{{2}}:[0-9]{{2}})$')
                      THEN try_cast(t_order_ts AS TIMESTAMPTZ)
                      ELSE timezone('{tz}', try_cast(t_order_ts AS TIMESTAMP))

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.conftest import HEADER, csv_text
 from tokokita_etl.contract import REJECTED_ROWS, VALID_ROWS
@@ -412,3 +414,67 @@ def test_a_missing_or_zero_byte_file_is_not_a_partition(tmp_path, content):
         extract(raw, DAY, tmp_path / "staging")
     assert f"pesanan_{DAY}.csv" in str(err.value)
     assert not (tmp_path / "staging").exists()
+
+
+def test_year_0000_is_not_a_calendar_date_time(tmp_path):
+    """Regression: `0000-01-01 00:00:00` was accepted as a timestamp by DuckDB and quarantined
+    as wrong_date; it is not a real calendar date-time (bad_order_ts), as the baseline says."""
+    assert one_row_reason(tmp_path, order_ts="0000-01-01 00:00:00") == "bad_order_ts"
+    assert one_row_reason(tmp_path, order_ts="0001-01-01 00:00:00") == "wrong_date"
+
+
+# -- differential: the same rows through the plain-Python reference (bench/baseline.py) -------
+
+FIELD_VALUES = {
+    "order_ts": st.sampled_from([
+        "2026-11-10 10:00:00", "2026-11-10T23:59:59.999999", "2026-11-10T00:00:00+07:00",
+        "2026-11-09T17:00:00Z", "2026-11-10T16:59:59Z", "2026-11-10T17:00:00Z",
+        "2026-11-10 10:22:10.25", "2026-11-10T05:30:15+02:00", "2026-11-09T20:15:09-05:00",
+        "2026-11-10 10:00", "2026-11-31 10:00:00", "2026-02-29 10:00:00", "10/11/2026 10:00",
+        "2026-11-10T10:00:00+0700", "2026-11-10 24:00:00", " 2026-11-10 10:00:00\t", "",
+        "2026-11-11 00:00:00", "2026-11-10T10:00:00+14:00", "2026-11-10T10:00:00-12:00",
+        "0000-01-01 00:00:00", "2026-11-10 10:00:00.1234567", "2026-11-10T10:00:00.000000Z",
+    ]),
+    "kota": st.sampled_from(["Bandung", " jakarta  selatan", "MEDAN", "", "  ", "\t",
+                             "kota\tbaru", "o'neil", "ß straße", "\u00a0", "surabaya "]),
+    "qty": st.sampled_from(["1", "02", "0", "-1", "2.5", "", "abc", "2147483647", "2147483648",
+                            " 3 ", "00000000002", "+1", "1e3", "99999999999999999999"]),
+    "harga_satuan": st.sampled_from(["1000", "59000.50", "0", "0.10", "89500.5", "12500.505",
+                                     "Rp10.000", "38,000", "-1", "", ".5", "5.",
+                                     "9999999999999999.99", "5000000000000000", " 12 ",
+                                     "0000000000000000001.25"]),
+    "diskon": st.sampled_from(["", " ", "0", "1000", "0.10", "10%", "-5", "1.005", "100000.01",
+                               "59000.50", "99999999999999999999"]),
+}
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_every_row_gets_the_same_outcome_as_the_reference_implementation(tmp_path_factory, data):
+    from bench.baseline import check_row
+
+    tmp = tmp_path_factory.mktemp("diff")
+    n = data.draw(st.integers(min_value=1, max_value=25))
+    rows = []
+    for i in range(n):
+        values = row(order_id=data.draw(st.sampled_from([f"TK-{i}", f" TK-{i} ", "", "  "])))
+        for name, strategy in FIELD_VALUES.items():
+            if data.draw(st.booleans()):
+                values[FIELDS[name]] = data.draw(strategy)
+        rows.append(values)
+    out = process(tmp, csv_text(rows))
+    reasons = out.reasons()
+    for i, values in enumerate(rows):
+        expected = check_row(values, DAY)
+        line = i + 2
+        if isinstance(expected, str):
+            assert reasons.get(line) == expected, (values, out.valid.get(values[0].strip()))
+            continue
+        assert line not in reasons, (values, reasons[line])
+        got = out.valid[expected[0]]
+        _, ts, customer, kota, produk, qty, price, disc, bruto = expected
+        assert (got["order_ts"], got["customer_id"], got["kota"], got["produk"], got["qty"]) == (
+            ts, customer, kota, produk, qty), values
+        assert (got["harga_satuan"], got["diskon"], got["bruto"], got["bersih"]) == (
+            f"{price:.2f}", f"{disc:.2f}", f"{bruto:.2f}", f"{bruto - disc:.2f}"), values
