@@ -355,3 +355,22 @@ def test_an_order_id_already_loaded_under_another_date_is_quarantined_not_moved(
     assert third.entry["rows"]["fact"] == 2
     assert [(r[0], r[6]) for r in canonical(workspace, d2)[0]] == [("TK-A", 5), ("TK-C", 1)]
     assert [r["reason"] for r in read_csv_rows(workspace.quarantine_file(d2))] == ["duplicate"]
+
+
+@pytest.mark.postgres
+def test_code_point_order_of_ids_and_kota_is_the_same_on_both_backends(tmp_path, pg_url):
+    day = date(2026, 11, 25)
+    rows = [[order_id, "2026-11-25 10:00:00", "C", kota, "Teh", "1", "10", ""] for order_id, kota in [
+        ("TK-b", "zebra"), ("TK-B", "éclair"), ("TK-a", "Zebra"), ("TK-é", "ábc"), ("TK-Z", "a b"),
+        ("TK-10", "medan"), ("TK-9", "Medan")]]
+    results = []
+    for name, url in (("lite", f"sqlite:///{tmp_path / 'lite.db'}"), ("pg", pg_url)):
+        ws = Workspace(tmp_path / name, url)
+        ws.write_partition(day, csv_text(rows))
+        outcome = run(ws, day)
+        assert outcome.status == "success", outcome.log
+        results.append((outcome.entry["checksums"], ws.gold_file(day).read_bytes(), canonical(ws, day)))
+    assert results[0] == results[1]
+    fact, summary = results[0][2]
+    assert [r[0] for r in fact] == ["TK-10", "TK-9", "TK-B", "TK-Z", "TK-a", "TK-b", "TK-é"]
+    assert [r[1] for r in summary] == ["A B", "Medan", "Zebra", "Ábc", "Éclair"]
