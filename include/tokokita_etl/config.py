@@ -10,8 +10,6 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-import yaml
-
 from tokokita_etl.errors import ConfigError
 
 DEFAULT_CONFIG_PATH = Path("config/pipeline.yaml")
@@ -130,6 +128,8 @@ def load_settings(
     if not path.is_absolute():
         path = cwd / path
     if path.exists():
+        import yaml  # only when a file is read: the DAG file imports this module at parse time
+
         try:
             loaded = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
