@@ -8,6 +8,8 @@ FAILS the test (CI has PostgreSQL), it never skips.
 
 from __future__ import annotations
 
+# first: points AIRFLOW_HOME at a throw-away SQLite home before any test module imports airflow
+import tests.airflow_support  # noqa: F401  isort: skip
 import csv
 import io
 import os
