@@ -74,6 +74,25 @@ def test_status_json_lists_every_known_date_with_rows_attempts_and_blocked(sqlit
     assert lines[2].split()[:8] == ["2026-11-03", "success", "1", "36", "23", "3", "10", "4"]
 
 
+def test_run_twice_skips_with_exit_0_and_force_reprocesses_identically(sqlite_workspace, call):
+    ws = sqlite_workspace
+    ws.copy_samples(D02)
+    assert call("run", "--date", "2026-11-02")[0] == 0
+    state = ws.state_file.read_bytes()
+    code, out, _ = call("run", "--date", "2026-11-02")
+    assert code == 0
+    assert "[skip] 2026-11-02 already succeeded (use force to reprocess)" in out
+    assert "status=skipped" in out
+    assert ws.state_file.read_bytes() == state
+    checksums = StateStore(ws.state_file).read().entry(D02)["checksums"]
+    code, out, _ = call("run", "--date", "2026-11-02", "--force")
+    assert code == 0
+    assert "status=success" in out
+    entry = StateStore(ws.state_file).read().entry(D02)
+    assert (entry["attempt"], entry["checksums"]) == (2, checksums)
+    assert len(ws.manifests(D02)) == 3
+
+
 @pytest.mark.parametrize(("clock", "expected"), [
     (datetime(2026, 11, 4, 19, 30, tzinfo=UTC), "2026-11-04"),  # 02:30 on the 5th in Jakarta
     (datetime(2026, 11, 3, 23, 0, tzinfo=UTC), "2026-11-03"),  # 06:00 on the 4th in Jakarta
