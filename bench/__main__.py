@@ -1,0 +1,91 @@
+"""``python -m bench``: the pipeline against the plain-Python baseline, and the other benchmarks.
+
+    python -m bench --rows 1000000 --backend sqlite --json   # one size, one backend
+    python -m bench --dag-parse                              # DAG parse time vs an empty DAG
+    python -m bench --all                                    # everything; writes bench/RESULTS.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line."""
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, help="rows in the generated partition")
+    parser.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--pg-url", default=None,
+                        help="server for PostgreSQL runs (a fresh tokokita_bench_* database "
+                             "is created per side); default TOKOKITA_BENCH_PG_URL or the local "
+                             "trust server")
+    parser.add_argument("--side", choices=("both", "project", "baseline"), default="both")
+    parser.add_argument("--keep", action="store_true", help="keep the run folders in bench/out")
+    parser.add_argument("--dag-parse", action="store_true", help="DAG parse time vs an empty DAG")
+    parser.add_argument("--cron", action="store_true", help="cron preview of 100 runs")
+    parser.add_argument("--all", action="store_true",
+                        help="100k, 1M, 5M rows on both backends, DAG parse, cron; "
+                             "writes bench/RESULTS.md")
+    parser.add_argument("--sizes", default=None,
+                        help="with --all: comma-separated row counts (default 100000,1000000,5000000)")
+    parser.add_argument("--results", type=Path, default=None, help="with --all: output file")
+    args = parser.parse_args(argv)
+
+    if args.all:
+        from bench.report import run_all
+
+        sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else None
+        return run_all(sizes=sizes, pg_url=args.pg_url, results=args.results)
+    if args.dag_parse:
+        from bench.bench_dag import bench_dag_parse
+
+        print(json.dumps(bench_dag_parse(), indent=None if args.json else 2))
+        return 0
+    if args.cron:
+        from bench.bench_cron import bench_cron_preview
+
+        print(json.dumps(bench_cron_preview(), indent=None if args.json else 2))
+        return 0
+    if not args.rows:
+        parser.error("--rows is required (or --all, --dag-parse, --cron)")
+
+    from bench.harness import DEFAULT_PG_URL, bench_once
+
+    pg_url = args.pg_url or os.environ.get("TOKOKITA_BENCH_PG_URL") or DEFAULT_PG_URL
+    sides = ("project", "baseline") if args.side == "both" else (args.side,)
+    backend = "postgresql" if args.backend == "postgres" else "sqlite"
+    report = bench_once(args.rows, backend, seed=args.seed, pg_url=pg_url, keep=args.keep,
+                        sides=sides)
+    report["backend"] = args.backend
+    if args.json:
+        print(json.dumps(report))
+    else:
+        print(format_report(report))
+    return 0 if report.get("identical_output", True) else 1
+
+
+def format_report(report: dict) -> str:
+    """A few human-readable lines."""
+    lines = [f"{report['rows']:,} rows on {report['backend']}"]
+    for side in ("project", "baseline"):
+        if f"{side}_s" in report:
+            lines.append(f"  {side:<9} {report[f'{side}_s']:>8.2f} s   peak RSS "
+                         f"{report[f'{side}_peak_rss_mb']:>7.1f} MB")
+    if "speedup" in report:
+        lines.append(f"  speedup   {report['speedup']:.2f}x   identical output: "
+                     f"{report['identical_output']}")
+    if report.get("project_stages_s"):
+        lines.append("  stages    " + ", ".join(f"{k} {v:.2f}s"
+                                               for k, v in report["project_stages_s"].items()))
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

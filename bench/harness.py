@@ -1,0 +1,167 @@
+"""The pipeline against the plain-Python baseline on one generated partition.
+
+The parent process stays small (standard library, the generator and psycopg for creating
+databases); each side runs in its own child process (``bench._child``) on a fresh warehouse,
+so wall time includes interpreter start and imports, exactly what a user of the command line
+pays, and the peak RSS a child reports is its own.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from datetime import date
+from pathlib import Path
+
+from tokokita_etl.samples import generate_partition
+
+REPO = Path(__file__).resolve().parents[1]
+OUT = REPO / "bench" / "out"
+DAY = date(2026, 11, 10)
+SEED = 0
+DEFAULT_PG_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+PG_DB_PREFIX = "tokokita_bench_"
+
+
+def partition(rows: int, *, seed: int = SEED, day: date = DAY, out: Path = OUT) -> tuple[Path, dict]:
+    """The raw folder holding a generated partition of `rows` rows (generated once, cached)."""
+    raw_dir = out / "data" / f"rows-{rows}-seed-{seed}"
+    raw_file = raw_dir / f"pesanan_{day.isoformat()}.csv"
+    counts_file = raw_dir / "counts.json"
+    if raw_file.exists() and counts_file.exists():
+        return raw_dir, json.loads(counts_file.read_text(encoding="utf-8"))
+    counts = generate_partition(raw_file, day, rows, seed=seed)
+    counts_file.write_text(json.dumps(counts) + "\n", encoding="utf-8")
+    return raw_dir, counts
+
+
+class Warehouses:
+    """Fresh, empty warehouses for one side: an SQLite file, or a new PostgreSQL database."""
+
+    def __init__(self, backend: str, work: Path, pg_url: str) -> None:
+        self.backend, self.work, self.pg_url = backend, work, pg_url
+        self.created: list[str] = []
+
+    def fresh(self, side: str) -> str:
+        if self.backend == "sqlite":
+            path = self.work / side / "warehouse" / "tokokita.db"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            return f"sqlite:///{path}"
+        name = f"{PG_DB_PREFIX}{side}_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+        with self._admin() as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+            conn.execute(f'CREATE DATABASE "{name}"')
+        self.created.append(name)
+        base, _, _ = self.pg_url.rpartition("/")
+        return f"{base}/{name}"
+
+    def _admin(self):
+        import psycopg
+
+        base = self.pg_url.split("://", 1)[1]
+        return psycopg.connect(f"postgresql://{base}", autocommit=True, connect_timeout=10)
+
+    def drop_all(self) -> None:
+        if not self.created:
+            return
+        with self._admin() as conn:
+            for name in self.created:
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        self.created.clear()
+
+
+def run_side(side: str, spec: dict, *, timeout: float | None = None) -> dict:
+    """Run one side in a child process; its JSON result plus the wall time seen from here."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(REPO), str(REPO / "include"), os.environ.get("PYTHONPATH", "")])}
+    env = {k: v for k, v in env.items() if not k.startswith("TOKOKITA_")}
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "bench._child", side, json.dumps(spec)],
+                          cwd=spec["work"], env=env, capture_output=True, text=True,
+                          timeout=timeout, check=False)
+    wall = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise RuntimeError(f"{side} side failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}"
+                           f"\n{proc.stdout[-2000:]}")
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    result["wall_s"] = wall
+    return result
+
+
+def quarantine_counts(path: Path) -> dict[str, int]:
+    """Rows per reason in a quarantine CSV."""
+    with open(path, encoding="utf-8", newline="") as handle:
+        return dict(sorted(Counter(row["reason"] for row in csv.DictReader(handle)).items()))
+
+
+def compare(project: dict, baseline: dict) -> dict:
+    """Same gold file bytes, same quarantine counts per reason (and the same quarantine file)?"""
+    gold_same = Path(project["gold"]).read_bytes() == Path(baseline["gold"]).read_bytes()
+    p_counts = quarantine_counts(Path(project["quarantine"]))
+    b_counts = dict(sorted({**baseline["rows"]["karantina"],
+                            **({"duplicate": baseline["rows"]["duplikat"]}
+                               if baseline["rows"]["duplikat"] else {})}.items()))
+    q_file_same = (Path(project["quarantine"]).read_bytes()
+                   == Path(baseline["quarantine"]).read_bytes())
+    facts_same = project["rows"]["fact"] == baseline["rows"]["fact"]
+    return {
+        "identical_gold": gold_same,
+        "identical_quarantine_counts": p_counts == b_counts,
+        "identical_quarantine_file": q_file_same,
+        "identical_fact_rows": facts_same,
+        "quarantine_counts": p_counts,
+        "baseline_quarantine_counts": b_counts,
+        "identical_output": gold_same and p_counts == b_counts and facts_same,
+    }
+
+
+def bench_once(rows: int, backend: str, *, seed: int = SEED, out: Path = OUT,
+               pg_url: str = DEFAULT_PG_URL, keep: bool = False,
+               sides: tuple[str, ...] = ("project", "baseline")) -> dict:
+    """Generate (or reuse) the partition, run both sides on fresh warehouses, compare."""
+    raw_dir, generated = partition(rows, seed=seed, out=out)
+    work = out / "runs" / f"{backend}-{rows}-{uuid.uuid4().hex[:8]}"
+    warehouses = Warehouses(backend, work, pg_url)
+    results: dict[str, dict] = {}
+    try:
+        for side in sides:
+            side_work = work / side
+            side_work.mkdir(parents=True, exist_ok=True)
+            spec = {"work": str(side_work), "raw_dir": str(raw_dir), "date": DAY.isoformat(),
+                    "warehouse_url": warehouses.fresh(side)}
+            results[side] = run_side(side, spec)
+        report: dict = {"rows": rows, "backend": backend}
+        project, baseline = results.get("project"), results.get("baseline")
+        if project:
+            report["project_s"] = round(project["wall_s"], 3)
+            report["project_peak_rss_mb"] = project["ru_maxrss_mb"]
+        if baseline:
+            report["baseline_s"] = round(baseline["wall_s"], 3)
+            report["baseline_peak_rss_mb"] = baseline["ru_maxrss_mb"]
+        if project and baseline:
+            report["speedup"] = round(baseline["wall_s"] / project["wall_s"], 2)
+            comparison = compare(project, baseline)
+            report["identical_output"] = comparison.pop("identical_output")
+            report["comparison"] = comparison
+        if project:
+            report["project_stages_s"] = {k: round(v, 3) for k, v in project["stages_s"].items()}
+            report["project_run_s"] = round(project["run_s"], 3)
+            report["project_import_s"] = round(project["import_s"], 3)
+            report["project_checksums"] = project["checksums"]
+            report["project_rows"] = project["rows"]
+        if baseline:
+            report["baseline_run_s"] = round(baseline["run_s"], 3)
+        report["generated"] = generated
+        report["raw_bytes"] = (raw_dir / f"pesanan_{DAY.isoformat()}.csv").stat().st_size
+        return report
+    finally:
+        warehouses.drop_all()
+        if not keep:
+            shutil.rmtree(work, ignore_errors=True)
