@@ -143,6 +143,9 @@ class _Records:
             yield start, fields, raw
 
 
+NUL_SUBSTITUTE = "\ufffd"  # PostgreSQL text cannot hold NUL (docs/decisions.md)
+
+
 def parse_order_ts(text: str) -> datetime | None:
     """Parse an order timestamp per the decisions; None when it is not one."""
     m = TS_RE.fullmatch(text)
@@ -293,9 +296,14 @@ def run_baseline(
             extracted += 1
             if fields is None or len(fields) != width:
                 counts["malformed_row"] += 1
-                quarantine.append((line, "malformed_row", None, raw))
+                quarantine.append((line, "malformed_row", None, raw.replace("\x00", NUL_SUBSTITUTE)))
                 continue
             values = [fields[i] for i in index]
+            if any("\x00" in value for value in values):
+                counts["malformed_row"] += 1
+                quarantine.append(
+                    (line, "malformed_row", [v.replace("\x00", NUL_SUBSTITUTE) for v in values], ""))
+                continue
             result = check_row(values, day)
             if isinstance(result, str):
                 counts[result] += 1

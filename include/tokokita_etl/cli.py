@@ -60,8 +60,11 @@ def cmd_run(args: argparse.Namespace, now: Callable[[], datetime]) -> int:
     """`run --date D`."""
     settings = _settings(args)
     day = parse_run_date(args.date, now(), settings.timezone)
+    def log(line: str) -> None:
+        print(line, file=sys.stderr if line.startswith("[error]") else sys.stdout, flush=True)
+
     outcome = run_for_date(settings, day, force=args.force, reset_attempts=args.reset_attempts,
-                           now=now, log=lambda line: print(line, flush=True))
+                           now=now, log=log)
     return outcome.exit_code
 
 

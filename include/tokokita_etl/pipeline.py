@@ -325,6 +325,7 @@ def run_for_date(settings: Settings, day: date, *, force: bool = False,
                  reset_attempts: bool = False, now: Clock = utc_now,
                  log: Log = print) -> RunOutcome:
     """Run every stage for `day` under the watermark rules: the command line's `run`."""
+    Warehouse(settings.warehouse_url, settings.timezone)  # a bad URL is a config error up front
     started = now()
     perf = time.perf_counter()
     owner = f"cli:{started.isoformat(timespec='microseconds')}"

@@ -53,11 +53,16 @@ class Decision:
 
 def decide(state: Watermark, day: date, *, max_attempts: int, force: bool = False,
            reset_attempts: bool = False) -> Decision:
-    """Apply the watermark rules to one date: skip if done, block at max attempts, else run."""
-    if state.has_success(day) and not force:
+    """Apply the watermark rules to one date: skip if done, block at max attempts, else run.
+
+    Max attempts stops retrying a date that keeps failing; a forced re-run of a date whose
+    last run succeeded is a deliberate act and is not blocked by its attempt count.
+    """
+    succeeded = state.has_success(day)
+    if succeeded and not force:
         return Decision("skip", f"{day} already succeeded (use force to reprocess)")
     attempts = 0 if reset_attempts else state.attempts(day)
-    if attempts >= max_attempts:
+    if attempts >= max_attempts and not succeeded:
         return Decision(
             "blocked",
             f"{day} is blocked after {attempts} attempts (max_attempts={max_attempts}) and "

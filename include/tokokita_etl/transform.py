@@ -28,6 +28,7 @@ TS_RE = (
     r"(\.[0-9]{1,6})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])?"
 )
 MONEY_RE = r"[0-9]+(\.[0-9]{1,2})?"
+NUL_SUBSTITUTE = "\ufffd"
 MAX_BRUTO = 10**16
 
 
@@ -54,10 +55,15 @@ def title_kota(text: str) -> str:
 def _checked_sql(day: date, tz: str) -> str:
     """One row per well-formed record: trimmed fields, parsed values and its reason (or NULL)."""
     trimmed = ",\n".join(f"trim({c}, '{WS}') AS t_{c}" for c in REQUIRED_COLUMNS)
+    # PostgreSQL text cannot hold NUL: such a record is malformed, kept with NUL replaced
+    has_nul = " OR ".join(f"contains({c}, chr(0))" for c in REQUIRED_COLUMNS)
+    unnul = ", ".join(f"replace({c}, chr(0), '{NUL_SUBSTITUTE}') AS {c}" for c in REQUIRED_COLUMNS)
     return f"""
-    WITH src AS (
-        SELECT line, {", ".join(REQUIRED_COLUMNS)}, {trimmed}
-        FROM read_parquet($rows)
+    WITH nul AS (
+        SELECT line, {unnul}, ({has_nul}) AS has_nul FROM read_parquet($rows)
+    ), src AS (
+        SELECT line, has_nul, {", ".join(REQUIRED_COLUMNS)}, {trimmed}
+        FROM nul
     ), parsed AS (
         SELECT *,
             -- year 0000 is not a calendar year (Python's datetime, the reference, rejects it)
@@ -84,6 +90,7 @@ def _checked_sql(day: date, tz: str) -> str:
     )
     SELECT *,
         CASE
+            WHEN has_nul THEN 'malformed_row'
             WHEN t_order_id = '' THEN 'missing_order_id'
             WHEN ts IS NULL THEN 'bad_order_ts'
             WHEN CAST(local_ts AS DATE) <> DATE '{day.isoformat()}' THEN 'wrong_date'
@@ -154,7 +161,8 @@ def transform(day: date, staging: Path, *, tz: str = "Asia/Jakarta") -> Transfor
                     FROM ranked WHERE rank_in_id > 1
                     UNION ALL
                     SELECT '{day.isoformat()}', line, '{MALFORMED}',
-                        {", ".join("''" for _ in REQUIRED_COLUMNS)}, raw
+                        {", ".join("''" for _ in REQUIRED_COLUMNS)},
+                        replace(raw, chr(0), '{NUL_SUBSTITUTE}')
                     FROM read_parquet($malformed)
                     ORDER BY line
                 ) TO '{_sql_path(out)}' (FORMAT parquet)

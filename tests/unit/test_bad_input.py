@@ -205,8 +205,8 @@ def test_bad_input_through_the_real_executable(loaded: Workspace, tmp_path: Path
     loaded.write_partition(D02, SAMPLE_02.replace("order_id,", "id_pesanan,", 1))
     proc = run_cli(["run", "--date", "2026-11-02", "--force"], cwd=loaded.root, env=loaded.env())
     assert proc.returncode == 1
-    assert "pesanan_2026-11-02.csv" in proc.stdout
-    assert "order_id" in proc.stdout
+    assert "pesanan_2026-11-02.csv" in proc.stderr  # the [error] line goes to stderr
+    assert "order_id" in proc.stderr
     assert_failed_attempt(loaded, before, "order_id")
     assert_untouched_outputs(loaded, before)
 

@@ -146,8 +146,9 @@ def test_an_unsupported_warehouse_url_exits_2_without_an_attempt_or_outputs(
     ws.copy_samples(D02)
     code, out, err = call("run", "--date", "2026-11-02", "--warehouse-url", url)
     assert code == 2
-    assert "warehouse_url" in out + err
-    assert fragment in out + err
+    assert "warehouse_url" in err
+    assert fragment in err
+    assert "[extract]" not in out  # rejected before any stage ran
     assert StateStore(ws.state_file).read().attempts(D02) == 0
     assert not ws.gold.exists()
     assert not ws.quarantine.exists()

@@ -374,3 +374,18 @@ def test_code_point_order_of_ids_and_kota_is_the_same_on_both_backends(tmp_path,
     fact, summary = results[0][2]
     assert [r[0] for r in fact] == ["TK-10", "TK-9", "TK-B", "TK-Z", "TK-a", "TK-b", "TK-é"]
     assert [r[1] for r in summary] == ["A B", "Medan", "Zebra", "Ábc", "Éclair"]
+
+
+def test_a_record_with_a_nul_character_is_malformed_on_both_backends(workspace):
+    """Regression: a NUL inside a field loaded on SQLite but failed the whole run on PostgreSQL
+    ('invalid byte sequence 0x00'); such a record is now malformed_row, kept with U+FFFD."""
+    day = date(2026, 11, 25)
+    rows = [["TK-1", "2026-11-25 10:00:00", "CUST-1", "Medan", "Te\x00h", "1", "1000", ""],
+            ["TK-2", "2026-11-25 11:00:00", "CUST-2", "Medan", "Kopi", "2", "500", ""]]
+    workspace.write_partition(day, csv_text(rows))
+    outcome = run(workspace, day)
+    assert outcome.status == "success", outcome.log
+    assert outcome.entry["rows"]["fact"] == 1
+    quarantined = read_csv_rows(workspace.quarantine_file(day))
+    assert [(q["order_id"], q["reason"], q["produk"]) for q in quarantined] == [
+        ("TK-1", "malformed_row", "Te\ufffdh")]

@@ -229,3 +229,10 @@ def test_parse_now_takes_offsets_and_reads_naive_times_as_pipeline_wall_time():
     with pytest.raises(ConfigError) as err:
         parse_now("besok pagi")
     assert "--now" in str(err.value)
+
+
+def test_force_on_a_succeeded_date_is_not_blocked_by_its_attempt_count():
+    """Regression: three forced re-runs of a good date (3 recorded successes) blocked it."""
+    state = Watermark({"runs": {"2026-11-02": {"status": SUCCESS, "attempt": 3}}})
+    assert decide(state, D02, max_attempts=3).action == "skip"
+    assert decide(state, D02, max_attempts=3, force=True).action == "run"
