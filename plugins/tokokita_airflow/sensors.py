@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseSensorOperator
 from airflow.sdk.exceptions import AirflowSkipException
@@ -18,19 +18,21 @@ if TYPE_CHECKING:
 class RawPartitionSensor(BaseSensorOperator):
     """Succeed when partition D exists; keep waiting only for the current scheduled run.
 
-    A scheduled run waits in reschedule mode (no worker slot held) until `wait_window` after
-    its fire time. Past the window, and at once for catch-up, backfill and manual runs of a
-    date whose file is missing, the run ends *skipped*: no file is not our job.
+    A scheduled run waits without holding a worker slot, in reschedule mode or, with
+    `deferrable=True`, on the triggerer (`RawPartitionTrigger`), until `wait_window` after its
+    fire time. Past the window, and at once for catch-up, backfill and manual runs of a date
+    whose file is missing, the run ends *skipped*: no file is not our job.
 
     :param wait_window: how long after the scheduled fire time the file may still arrive.
     :param raw_dir: folder of the raw partitions (templated); default from the pipeline config.
+    :param deferrable: wait on the triggerer instead of rescheduling.
     """
 
     template_fields: Sequence[str] = ("raw_dir",)
     ui_color = "#e8f4fd"
 
     def __init__(self, *, wait_window: timedelta = timedelta(hours=6), raw_dir: str | None = None,
-                 **kwargs) -> None:
+                 deferrable: bool = False, **kwargs) -> None:
         kwargs.setdefault("mode", "reschedule")
         kwargs.setdefault("poke_interval", 300)
         kwargs.setdefault("timeout", wait_window.total_seconds())
@@ -38,15 +40,45 @@ class RawPartitionSensor(BaseSensorOperator):
         super().__init__(**kwargs)
         self.wait_window = wait_window
         self.raw_dir = raw_dir
+        self.deferrable = deferrable
+
+    def execute(self, context: Context) -> Any:
+        """Poke once; when deferrable and still waiting, hand the wait to the triggerer."""
+        if not self.deferrable:
+            return super().execute(context)
+        if self.poke(context):
+            return None
+        from tokokita_airflow.triggers import RawPartitionTrigger
+        from tokokita_etl.config import partition_path
+
+        deadline = run_anchor(context) + self.wait_window
+        self.defer(
+            trigger=RawPartitionTrigger(
+                filepath=str(partition_path(self._raw_dir(), partition_date(context))),
+                deadline=deadline.isoformat(), poll_interval=self.poke_interval),
+            method_name="execute_complete",
+        )
+        return None
+
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> None:
+        """Resume after the trigger: present is success, timeout is a skip."""
+        if event.get("status") != "present":
+            raise AirflowSkipException(
+                f"Partition file {event.get('filepath')} did not arrive within the wait window: "
+                "skipping, no file is not our job")
+        self.log.info("Partition file arrived: %s", event["filepath"])
+
+    def _raw_dir(self):
+        from pathlib import Path
+
+        return Path(self.raw_dir) if self.raw_dir else pipeline_settings().raw_dir
 
     def poke(self, context: Context) -> bool:
         """Check partition D; raise skip when waiting longer is pointless."""
-        from pathlib import Path
-
         from tokokita_etl.config import partition_exists, partition_path
 
         day = partition_date(context)
-        raw_dir = Path(self.raw_dir) if self.raw_dir else pipeline_settings().raw_dir
+        raw_dir = self._raw_dir()
         if partition_exists(raw_dir, day):
             self.log.info("Partition %s is present: %s", day, partition_path(raw_dir, day))
             return True

@@ -186,3 +186,55 @@ def test_gold_asset_event_carries_the_partition_date(project, run_dag):
     assert len(events) == 1
     assert events[0].extra["partition_date"] == "2026-11-02"
     assert events[0].extra["gold"].endswith("summary_harian_2026-11-02.csv")
+
+
+def test_raw_partition_trigger_round_trips_serialize_and_fires(tmp_path):
+    import asyncio
+
+    from tokokita_airflow.triggers import RawPartitionTrigger
+
+    path = tmp_path / "pesanan_2026-11-02.csv"
+    deadline = (datetime.now(UTC) + timedelta(seconds=30)).isoformat()
+    trigger = RawPartitionTrigger(str(path), deadline, poll_interval=0.05)
+    classpath, kwargs = trigger.serialize()
+    module, _, name = classpath.rpartition(".")
+    rebuilt = getattr(__import__(module, fromlist=[name]), name)(**kwargs)
+    assert rebuilt.serialize() == (classpath, kwargs)
+
+    async def first_event(t):
+        async for event in t.run():
+            return event.payload
+
+    async def drop_then_wait():
+        waiter = asyncio.ensure_future(first_event(rebuilt))
+        await asyncio.sleep(0.2)
+        assert not waiter.done()  # still polling while the file is absent
+        path.write_text("order_id\n1\n")
+        return await asyncio.wait_for(waiter, 5)
+
+    assert asyncio.run(drop_then_wait())["status"] == "present"
+    late = RawPartitionTrigger(str(tmp_path / "never.csv"),
+                               (datetime.now(UTC) - timedelta(seconds=1)).isoformat())
+    assert asyncio.run(first_event(late))["status"] == "timeout"
+
+
+def test_deferrable_sensor_waits_on_the_trigger_and_succeeds_when_the_file_lands(
+        project, run_dag, daily_dag, monkeypatch):
+    import threading
+
+    now = datetime.now(UTC).replace(microsecond=0)
+    logical = pendulum.instance(now - timedelta(minutes=1))
+    day = (logical.in_timezone(JKT).date() - timedelta(days=1)).isoformat()
+    sensor = daily_dag.get_task("wait_for_raw_partition")
+    monkeypatch.setattr(sensor, "deferrable", True)
+    monkeypatch.setattr(sensor, "poke_interval", 0.5)
+    target = project.raw / f"pesanan_{day}.csv"
+    text = (project.raw / "pesanan_2026-11-02.csv").read_text().replace("2026-11-02", day)
+    timer = threading.Timer(2.0, target.write_text, args=(text,))
+    timer.start()
+    try:
+        dr, states = run_dag(logical, run_type="scheduled")
+    finally:
+        timer.cancel()
+    assert states["wait_for_raw_partition"][0] == "success"
+    assert dr.state == "success", states

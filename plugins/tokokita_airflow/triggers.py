@@ -1,0 +1,46 @@
+"""`RawPartitionTrigger`: waits on the triggerer for a partition file, until a deadline."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from typing import Any
+
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+
+class RawPartitionTrigger(BaseTrigger):
+    """Fire `present` when the partition file exists and is non-empty, `timeout` at the deadline.
+
+    :param filepath: absolute path of the partition file.
+    :param deadline: ISO 8601 instant after which waiting stops.
+    :param poll_interval: seconds between checks.
+    """
+
+    def __init__(self, filepath: str, deadline: str, poll_interval: float = 60.0) -> None:
+        super().__init__()
+        self.filepath = filepath
+        self.deadline = deadline
+        self.poll_interval = poll_interval
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        """Class path and arguments, for the triggerer."""
+        return (f"{type(self).__module__}.{type(self).__qualname__}",
+                {"filepath": self.filepath, "deadline": self.deadline,
+                 "poll_interval": self.poll_interval})
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        """Poll the file until it is there or the deadline passes."""
+        from pathlib import Path
+
+        path, deadline = Path(self.filepath), datetime.fromisoformat(self.deadline)
+        while True:
+            if path.is_file() and path.stat().st_size > 0:
+                yield TriggerEvent({"status": "present", "filepath": self.filepath})
+                return
+            remaining = (deadline - datetime.now(UTC)).total_seconds()
+            if remaining <= 0:
+                yield TriggerEvent({"status": "timeout", "filepath": self.filepath})
+                return
+            await asyncio.sleep(min(self.poll_interval, remaining))
