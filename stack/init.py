@@ -1,0 +1,148 @@
+"""The `airflow-init` service (`python -m stack.init`): prepare everything the stack needs.
+
+Idempotent, driven only by the environment docker-compose.yaml declares:
+
+1. the folders of the pipeline (`TOKOKITA_*_DIR`), the task logs and the login file exist,
+   owned by `AIRFLOW_UID` (group 0) when this runs as root, as in the official compose file;
+2. `airflow db migrate` on `AIRFLOW__DATABASE__SQL_ALCHEMY_CONN`;
+3. the admin login: `_AIRFLOW_WWW_USER_USERNAME` / `_AIRFLOW_WWW_USER_PASSWORD` are written
+   to the SimpleAuthManager password file the api-server reads;
+4. the warehouse: the database of `TOKOKITA_WAREHOUSE_URL` is created on its PostgreSQL
+   server when missing (or the SQLite file's folder), then its tables.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+DATA_DIR_VARS = ("TOKOKITA_RAW_DIR", "TOKOKITA_GOLD_DIR", "TOKOKITA_QUARANTINE_DIR",
+                 "TOKOKITA_STATE_DIR", "TOKOKITA_STAGING_DIR")
+DEFAULT_UID = 50000  # the uid the official image's services run as
+
+
+def say(message: str) -> None:
+    """One line of init output."""
+    print(f"[airflow-init] {message}", flush=True)
+
+
+def airflow_bin(env: Mapping[str, str]) -> str:
+    """The `airflow` command: on PATH, else next to this Python."""
+    found = shutil.which("airflow", path=env.get("PATH"))
+    return found or str(Path(sys.executable).with_name("airflow"))
+
+
+def owner_uid(env: Mapping[str, str]) -> int | None:
+    """The uid the folders should belong to: AIRFLOW_UID (warns when unset)."""
+    value = env.get("AIRFLOW_UID", "").strip()
+    if not value:
+        say("WARNING: AIRFLOW_UID is not set; files in the mounted folders will belong to uid "
+            f"{DEFAULT_UID}. On Linux run: echo \"AIRFLOW_UID=$(id -u)\" > .env")
+        return DEFAULT_UID
+    try:
+        return int(value)
+    except ValueError:
+        raise SystemExit(f"[airflow-init] AIRFLOW_UID must be a number, got {value!r}") from None
+
+
+def prepare_folders(env: Mapping[str, str], uid: int | None) -> list[Path]:
+    """Create the folders the services write to; chown them to `uid` when running as root."""
+    folders = [Path(env[var]) for var in DATA_DIR_VARS if env.get(var)]
+    if env.get("AIRFLOW__LOGGING__BASE_LOG_FOLDER"):
+        folders.append(Path(env["AIRFLOW__LOGGING__BASE_LOG_FOLDER"]))
+    if env.get("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"):
+        folders.append(Path(env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"]).parent)
+    for folder in folders:
+        folder.mkdir(parents=True, exist_ok=True)
+    if uid is not None and os.geteuid() == 0 and uid != 0:
+        for folder in folders:
+            for path in (folder, *folder.rglob("*")):
+                os.chown(path, uid, 0, follow_symlinks=False)
+        say(f"folders owned by {uid}:0: {', '.join(map(str, folders))}")
+    return folders
+
+
+def migrate(env: Mapping[str, str]) -> None:
+    """`airflow db migrate`."""
+    say("airflow db migrate")
+    subprocess.run([airflow_bin(env), "db", "migrate"], check=True, env=dict(env))
+
+
+def write_login(env: Mapping[str, str], uid: int | None) -> str | None:
+    """Write the admin's password into SimpleAuthManager's password file; return the login."""
+    path_text = env.get("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE")
+    users = [u.strip() for u in env.get("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS", "").split(",")
+             if u.strip()]
+    password = env.get("_AIRFLOW_WWW_USER_PASSWORD")
+    if not path_text or not users or not password:
+        say("no admin password configured: SimpleAuthManager generates one at first start")
+        return None
+    username = env.get("_AIRFLOW_WWW_USER_USERNAME") or users[0].split(":")[0]
+    path = Path(path_text)
+    try:
+        passwords = json.loads(path.read_text(encoding="utf-8") or "{}")
+    except FileNotFoundError:
+        passwords = {}
+    except json.JSONDecodeError:
+        say(f"{path} was not valid JSON; rewriting it")
+        passwords = {}
+    passwords[username] = password
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(passwords) + "\n", encoding="utf-8")
+    tmp.chmod(0o660)
+    if uid and os.geteuid() == 0:
+        os.chown(tmp, uid, 0)
+    os.replace(tmp, path)
+    say(f"login {username!r} written to {path}")
+    return username
+
+
+def prepare_warehouse(env: Mapping[str, str]) -> str | None:
+    """Create the warehouse database (PostgreSQL) when missing, then its tables."""
+    url_text = env.get("TOKOKITA_WAREHOUSE_URL")
+    if not url_text:
+        say("TOKOKITA_WAREHOUSE_URL is not set; the pipeline's default warehouse is used")
+        return None
+    from sqlalchemy.engine import make_url
+
+    url = make_url(url_text)
+    if url.get_backend_name() == "postgresql" and url.database:
+        import psycopg
+        from psycopg import sql
+
+        server = url.set(drivername="postgresql", database="postgres", query={})
+        conninfo = server.render_as_string(hide_password=False)
+        with psycopg.connect(conninfo, autocommit=True, connect_timeout=10) as conn:
+            exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s",
+                                  (url.database,)).fetchone()
+            if not exists:
+                conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(url.database)))
+                say(f"created warehouse database {url.database!r}")
+    from tokokita_etl.warehouse import Warehouse
+
+    warehouse = Warehouse(url_text, env.get("TOKOKITA_TIMEZONE") or "Asia/Jakarta")
+    warehouse.ensure_schema()
+    say(f"warehouse tables ready in {warehouse.display_url}")
+    return warehouse.display_url
+
+
+def main(env: Mapping[str, str] | None = None) -> int:
+    """Run every init step; exit non-zero on the first failure."""
+    env = dict(os.environ if env is None else env)
+    uid = owner_uid(env)
+    prepare_folders(env, uid)
+    migrate(env)
+    write_login(env, uid)
+    prepare_warehouse(env)
+    say("done")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

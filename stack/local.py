@@ -1,0 +1,419 @@
+"""The compose services as local processes: the same command, the same environment.
+
+Each service's command and environment are read from docker-compose.yaml (`stack.compose`);
+only the values that cannot be the same outside a container are changed, and nothing else:
+
+| in docker-compose.yaml                               | locally                                        |
+|------------------------------------------------------|------------------------------------------------|
+| bind mounts `./dags:/opt/airflow/dags`, ...          | the host folder (or the target's override,     |
+|                                                      | e.g. a throw-away `data/` in tests)            |
+| named volumes `airflow-logs`, `airflow-auth`         | `<airflow_home>/logs`, `<airflow_home>/auth`   |
+| `/opt/airflow` itself (AIRFLOW_HOME, TOKOKITA_HOME)  | the target's `airflow_home`                    |
+| `postgres:5432`, databases `airflow` and `tokokita`  | the target's database URLs (same driver)       |
+| `airflow-apiserver:8080`, `localhost:8080`           | `127.0.0.1:<api port>` (a free port in tests)  |
+| `localhost:8974` (scheduler health)                  | `127.0.0.1:<scheduler health port>`            |
+| `AIRFLOW_UID` (compose variable)                     | the current uid                                |
+
+What the image provides is added: `AIRFLOW_HOME`, the api-server and scheduler health
+ports and hosts (their container defaults, made explicit), `PATH` with this virtualenv first,
+and the working directory (the image's /opt/airflow holds `stack/`, locally the repository).
+A target's `extra_env` is applied last and is the only other difference (tests use it for
+fast settings, and say so).
+
+The compose entrypoint's rule is kept: a command starting with `bash` or `python` runs as is,
+anything else is an `airflow` sub-command.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from stack import COMPOSE_FILE, REPO
+from stack.compose import AIRFLOW_SERVICES, INIT_SERVICE, Service, services
+
+CONTAINER_HOME = "/opt/airflow"
+COMPOSE_DB_HOST = "postgres"
+COMPOSE_API = ("airflow-apiserver:8080", "localhost:8080")
+COMPOSE_SCHEDULER_HEALTH = "localhost:8974"
+PASSTHROUGH = ("HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "USER", "LOGNAME", "TERM")
+BIN = Path(sys.executable).parent
+
+_DB_URL = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+._-]*)://(?:[^@/]*@)?" + COMPOSE_DB_HOST
+                     + r"(?::\d+)?/(?P<db>[A-Za-z0-9_]+)(?P<query>\?.*)?$")
+_SQLITE_SCHEMES = {"postgresql+psycopg": "sqlite", "postgresql+psycopg_async": "sqlite+aiosqlite",
+                   "db+postgresql": "db+sqlite"}
+
+
+def free_port(preferred: int | None = None, host: str = "127.0.0.1") -> int:
+    """`preferred` when nothing listens on it, else a free port chosen by the kernel."""
+    if preferred:
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind((host, preferred))
+                return preferred
+            except OSError:
+                pass
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class LocalTarget:
+    """Where and how the services run locally.
+
+    :param airflow_home: what /opt/airflow is (AIRFLOW_HOME; named volumes go below it).
+    :param databases: compose database name (`airflow`, `tokokita`) -> local SQLAlchemy URL.
+    :param mounts: container path -> host path, overriding the compose bind mounts.
+    :param compose_env: the variables compose would interpolate (shell env / `.env`).
+    :param extra_env: applied last; anything here is NOT from the compose file.
+    """
+
+    airflow_home: Path
+    databases: dict[str, str]
+    api_port: int
+    scheduler_health_port: int
+    mounts: dict[str, Path] = field(default_factory=dict)
+    compose_env: dict[str, str] = field(default_factory=dict)
+    extra_env: dict[str, str] = field(default_factory=dict)
+    host: str = "127.0.0.1"
+
+    @property
+    def api_url(self) -> str:
+        """Base URL of the api-server."""
+        return f"http://{self.host}:{self.api_port}"
+
+    def interpolation_env(self) -> dict[str, str]:
+        """Compose variables: the target's, with AIRFLOW_UID = the current uid."""
+        return {**self.compose_env, "AIRFLOW_UID": str(os.getuid())}
+
+
+def _local_db_url(value: str, target: LocalTarget) -> str | None:
+    """The local equivalent of a compose database URL (None when `value` is not one)."""
+    match = _DB_URL.match(value)
+    if not match:
+        return None
+    from sqlalchemy.engine import make_url
+
+    scheme, db = match.group("scheme"), match.group("db")
+    if db not in target.databases:
+        raise KeyError(f"no local database for compose database {db!r} (in {value!r})")
+    local = make_url(target.databases[db])
+    if local.get_backend_name() == "sqlite":
+        path = local.database
+        if scheme == "postgresql":  # an AIRFLOW_CONN_* URI: JSON is unambiguous for SQLite
+            return json.dumps({"conn_type": "sqlite", "host": path})
+        return f"{_SQLITE_SCHEMES.get(scheme, 'sqlite')}:///{path}"
+    rendered = local.set(drivername=scheme).render_as_string(hide_password=False)
+    return rendered
+
+
+class Localiser:
+    """Rewrites compose values for a local target (see the module docstring)."""
+
+    def __init__(self, target: LocalTarget, service: Service) -> None:
+        self.target = target
+        mounts: dict[str, str] = {CONTAINER_HOME: str(target.airflow_home)}
+        for volume in service.volumes:
+            if volume.named:
+                mounts[volume.target] = str(target.airflow_home / Path(volume.target).name)
+            else:
+                mounts[volume.target] = volume.source
+        mounts.update({k: str(v) for k, v in target.mounts.items()})
+        # longest container path first, so /opt/airflow/data wins over /opt/airflow
+        self.mounts = dict(sorted(mounts.items(), key=lambda kv: -len(kv[0])))
+        self._path = re.compile(
+            "(" + "|".join(re.escape(k) for k in self.mounts) + r")(?=/|:|$|\s|['\"])")
+
+    def value(self, value: str) -> str:
+        """One environment value or command argument, localised."""
+        url = _local_db_url(value, self.target)
+        if url is not None:
+            return url
+        for api in COMPOSE_API:
+            value = value.replace(api, f"{self.target.host}:{self.target.api_port}")
+        value = value.replace(COMPOSE_SCHEDULER_HEALTH,
+                              f"{self.target.host}:{self.target.scheduler_health_port}")
+        return self._path.sub(lambda m: self.mounts[m.group(1)], value)
+
+
+def service_env(service: Service, target: LocalTarget) -> dict[str, str]:
+    """The environment of `service` as a local process."""
+    loc = Localiser(target, service)
+    env = {k: os.environ[k] for k in PASSTHROUGH if k in os.environ}
+    env["PATH"] = os.pathsep.join([str(BIN), os.environ.get("PATH", "/usr/bin:/bin")])
+    env.update({key: loc.value(value) for key, value in service.environment.items()})
+    env.update({
+        "AIRFLOW_HOME": str(target.airflow_home),
+        "AIRFLOW__API__HOST": target.host,
+        "AIRFLOW__API__PORT": str(target.api_port),
+        "AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_SERVER_HOST": target.host,
+        "AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_SERVER_PORT": str(target.scheduler_health_port),
+    })
+    env.update(target.extra_env)
+    return env
+
+
+def service_argv(service: Service) -> list[str]:
+    """The command as the official image's entrypoint runs it."""
+    command = list(service.command)
+    if not command:
+        raise ValueError(f"service {service.name} has no command")
+    if command[0] == "bash":
+        return ["/bin/bash", *command[1:]]
+    if command[0] == "python":
+        return [sys.executable, *command[1:]]
+    if command[0] == "airflow":
+        command = command[1:]
+    return [str(BIN / "airflow"), *command]
+
+
+def healthcheck_argv(service: Service, target: LocalTarget) -> list[str] | None:
+    """The service's compose healthcheck as a local command."""
+    if not service.healthcheck:
+        return None
+    loc = Localiser(target, service)
+    kind, *args = service.healthcheck
+    args = [loc.value(a) for a in args]
+    if kind == "CMD-SHELL":
+        return ["/bin/sh", "-c", " ".join(args)]
+    if kind == "CMD":
+        return args
+    return None
+
+
+@dataclass
+class Proc:
+    """A started service."""
+
+    name: str
+    pid: int
+    log: Path
+    popen: subprocess.Popen | None = None
+    create_time: float = 0.0
+
+
+class StackError(RuntimeError):
+    """The local stack did not start or is not healthy."""
+
+
+class LocalStack:
+    """Start, check and stop the Airflow services of docker-compose.yaml as local processes."""
+
+    def __init__(self, target: LocalTarget, *, compose_file: Path = COMPOSE_FILE,
+                 names: tuple[str, ...] = AIRFLOW_SERVICES, log_dir: Path | None = None) -> None:
+        self.target = target
+        self.compose_file = compose_file
+        self.services = services(compose_file, target.interpolation_env())
+        self.names = names
+        self.log_dir = log_dir or target.airflow_home / "stack-logs"
+        self.procs: list[Proc] = []
+
+    def env(self, name: str) -> dict[str, str]:
+        """Local environment of service `name`."""
+        return service_env(self.services[name], self.target)
+
+    def argv(self, name: str) -> list[str]:
+        """Local command of service `name`."""
+        return service_argv(self.services[name])
+
+    def init(self, timeout: float = 300) -> subprocess.CompletedProcess:
+        """Run the airflow-init service to completion (raises with its output on failure)."""
+        self.target.airflow_home.mkdir(parents=True, exist_ok=True)
+        result = subprocess.run(self.argv(INIT_SERVICE), env=self.env(INIT_SERVICE), cwd=REPO,
+                                capture_output=True, text=True, timeout=timeout, check=False)
+        if result.returncode != 0:
+            raise StackError(f"{INIT_SERVICE} failed (exit {result.returncode}):\n"
+                             f"{result.stdout[-4000:]}\n{result.stderr[-4000:]}")
+        return result
+
+    def start(self) -> None:
+        """Start every service in its own session, output to `<log_dir>/<service>.log`."""
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        for name in self.names:
+            log_path = self.log_dir / f"{name}.log"
+            with open(log_path, "ab") as log:
+                popen = subprocess.Popen(self.argv(name), env=self.env(name), cwd=REPO,
+                                         stdout=log, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, start_new_session=True)
+            self.procs.append(Proc(name, popen.pid, log_path, popen, _create_time(popen.pid)))
+
+    def dead(self) -> list[Proc]:
+        """Services whose process has exited."""
+        return [p for p in self.procs if not _alive(p)]
+
+    def log_tail(self, chars: int = 3000) -> str:
+        """The end of every service log, for error messages."""
+        parts = []
+        for proc in self.procs:
+            text = proc.log.read_text(errors="replace") if proc.log.exists() else ""
+            parts.append(f"--- {proc.name} (pid {proc.pid}) ---\n{text[-chars:]}")
+        return "\n".join(parts)
+
+    def health(self) -> dict[str, Any] | None:
+        """`GET /api/v2/monitor/health`, or None when the api-server does not answer."""
+        import httpx
+
+        try:
+            response = httpx.get(f"{self.target.api_url}/api/v2/monitor/health", timeout=5)
+        except httpx.HTTPError:
+            return None
+        return response.json() if response.status_code == 200 else None
+
+    def wait_healthy(self, timeout: float = 180, poll: float = 1.0) -> dict[str, Any]:
+        """Poll the health endpoint until the database and every component are healthy."""
+        deadline = time.monotonic() + timeout
+        last: dict[str, Any] | None = None
+        while time.monotonic() < deadline:
+            if dead := self.dead():
+                raise StackError(f"{', '.join(p.name for p in dead)} exited\n{self.log_tail()}")
+            last = self.health()
+            if last and all((last.get(part) or {}).get("status") == "healthy"
+                            for part in ("metadatabase", "scheduler", "triggerer",
+                                         "dag_processor")):
+                return last
+            time.sleep(poll)
+        raise StackError(f"not healthy after {timeout:.0f}s: {last}\n{self.log_tail()}")
+
+    def healthchecks(self, timeout: float = 120) -> dict[str, subprocess.CompletedProcess]:
+        """Run each service's compose healthcheck once, locally."""
+        results = {}
+        for name in self.names:
+            argv = healthcheck_argv(self.services[name], self.target)
+            if argv:
+                results[name] = subprocess.run(argv, env=self.env(name), cwd=REPO,
+                                               capture_output=True, text=True, timeout=timeout,
+                                               check=False)
+        return results
+
+    def processes(self) -> list[Any]:
+        """psutil processes of the stack: each service and all its descendants."""
+        import psutil
+
+        found = []
+        for proc in self.procs:
+            try:
+                root = psutil.Process(proc.pid)
+                found.extend([root, *root.children(recursive=True)])
+            except psutil.NoSuchProcess:
+                continue
+        return found
+
+    def memory(self) -> dict[str, int]:
+        """Sum of RSS and of PSS (shared pages split between processes) over the stack."""
+        import psutil
+
+        rss = pss = count = 0
+        for process in self.processes():
+            with contextlib.suppress(psutil.Error):
+                info = process.memory_full_info()
+                rss += info.rss
+                pss += getattr(info, "pss", info.rss)
+                count += 1
+        return {"rss": rss, "pss": pss, "processes": count}
+
+    def stop(self, timeout: float = 30) -> None:
+        """SIGTERM each service's process group, then SIGKILL what is left."""
+        stop_procs(self.procs, timeout)
+        self.procs = []
+
+    def state(self) -> dict[str, Any]:
+        """What `make down` needs to stop a detached stack."""
+        return {"api_url": self.target.api_url,
+                "procs": [{"name": p.name, "pid": p.pid, "log": str(p.log),
+                           "create_time": p.create_time} for p in self.procs]}
+
+
+def _create_time(pid: int) -> float:
+    import psutil
+
+    try:
+        return psutil.Process(pid).create_time()
+    except psutil.Error:
+        return 0.0
+
+
+def _alive(proc: Proc) -> bool:
+    if proc.popen is not None:
+        return proc.popen.poll() is None
+    import psutil
+
+    try:
+        process = psutil.Process(proc.pid)
+        return (process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+                and (not proc.create_time or abs(process.create_time() - proc.create_time) < 1))
+    except psutil.Error:
+        return False
+
+
+def _group_members(pgid: int) -> list[int]:
+    import psutil
+
+    members = []
+    for process in psutil.process_iter(["pid"]):
+        with contextlib.suppress(OSError, psutil.Error):
+            if os.getpgid(process.info["pid"]) == pgid:
+                members.append(process.info["pid"])
+    return members
+
+
+def stop_procs(procs: list[Proc], timeout: float = 30) -> None:
+    """Stop the given service processes and everything in their process groups."""
+    groups = [p.pid for p in procs if _alive(p)]
+    for pgid in groups:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and any(_group_members(g) for g in groups):
+        for p in procs:
+            if p.popen is not None:
+                p.popen.poll()
+        time.sleep(0.3)
+    for pgid in groups:
+        if _group_members(pgid):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pgid, signal.SIGKILL)
+    for p in procs:
+        if p.popen is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                p.popen.wait(timeout=5)
+
+
+def write_state(path: Path, stack: LocalStack) -> None:
+    """Record a detached stack's processes (for `make down`)."""
+    path.write_text(json.dumps(stack.state(), indent=2) + "\n", encoding="utf-8")
+
+
+def read_state(path: Path) -> list[Proc]:
+    """The processes recorded by `write_state` (empty when there is no record)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (FileNotFoundError, json.JSONDecodeError):
+        return []
+    return [Proc(p["name"], int(p["pid"]), Path(p["log"]), None, float(p["create_time"]))
+            for p in data.get("procs", [])]
+
+
+def stream_to(handle: IO[str], text: str) -> None:
+    """Print helper that never fails on a closed pipe."""
+    with contextlib.suppress(BrokenPipeError):
+        handle.write(text)
+        handle.flush()
+
+
+def mapping(env: Mapping[str, str], keys: tuple[str, ...]) -> dict[str, str]:
+    """The subset of `env` with the given keys that are set."""
+    return {k: env[k] for k in keys if k in env}
