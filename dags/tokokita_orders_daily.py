@@ -22,8 +22,7 @@ import os
 from datetime import timedelta
 
 import pendulum
-from airflow.sdk import DAG, Asset, Param, chain
-from airflow.timetables.trigger import CronTriggerTimetable
+from airflow.sdk import DAG, Asset, CronTriggerTimetable, Param, chain
 
 from tokokita_airflow.operators import EtlStageOperator, WatermarkGateOperator
 from tokokita_airflow.sensors import RawPartitionSensor

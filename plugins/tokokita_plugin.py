@@ -1,4 +1,4 @@
-"""Registers the TokoKita macros with Airflow (operators are imported directly by DAG files)."""
+"""Registers the TokoKita macro and the per-date status page with Airflow."""
 
 from __future__ import annotations
 
@@ -14,8 +14,19 @@ def partition_date(dag_run, params=None) -> str:
     return partition_date_of(dag_run, params).isoformat()
 
 
+def _status_app():
+    from tokokita_airflow.ui import app
+
+    return app
+
+
 class TokokitaPlugin(AirflowPlugin):
     """The TokoKita orders ETL plugin."""
 
     name = "tokokita"
     macros: ClassVar[list] = [partition_date]
+    fastapi_apps: ClassVar[list] = [
+        {"app": _status_app(), "url_prefix": "/tokokita", "name": "TokoKita status"}]
+    external_views: ClassVar[list] = [
+        {"name": "TokoKita status", "href": "/tokokita/", "destination": "nav",
+         "category": "browse", "url_route": "tokokita"}]

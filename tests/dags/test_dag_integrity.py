@@ -29,15 +29,15 @@ def test_every_dag_file_imports_without_errors(dagbag):
 
 
 def test_daily_dag_schedule_zone_catchup_owner_retries_and_tags(dagbag):
-    from airflow.timetables.trigger import CronTriggerTimetable
+    from airflow.sdk import CronTriggerTimetable
 
     from tokokita_etl.config import load_settings
 
     dag = dagbag.dags["tokokita_orders_daily"]
     settings = load_settings(cwd=REPO)
     assert isinstance(dag.timetable, CronTriggerTimetable)
-    assert dag.timetable._expression == settings.cron == "30 2 * * *"
-    assert str(dag.timetable._timezone.name) == settings.timezone == "Asia/Jakarta"
+    assert dag.timetable.expression == settings.cron == "30 2 * * *"
+    assert str(dag.timetable.timezone) == settings.timezone == "Asia/Jakarta"
     assert dag.catchup is True
     assert dag.max_active_runs == 3
     assert dag.is_paused_upon_creation is False

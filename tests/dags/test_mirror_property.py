@@ -25,9 +25,11 @@ WAIT_WINDOW = timedelta(hours=6)
 
 @pytest.fixture(scope="module")
 def timetable():
+    """The scheduler's view of the DAG's timetable."""
     from airflow.dag_processing.dagbag import DagBag
+    from airflow.serialization.encoders import coerce_to_core_timetable
 
-    return DagBag(str(REPO / "dags")).dags["tokokita_orders_daily"].timetable
+    return coerce_to_core_timetable(DagBag(str(REPO / "dags")).dags["tokokita_orders_daily"].timetable)
 
 
 def created_runs(timetable, start: datetime, now: datetime) -> list[datetime]:

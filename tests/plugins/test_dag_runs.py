@@ -238,3 +238,19 @@ def test_deferrable_sensor_waits_on_the_trigger_and_succeeds_when_the_file_lands
         timer.cancel()
     assert states["wait_for_raw_partition"][0] == "success"
     assert dr.state == "success", states
+
+
+def test_status_page_shows_each_date_after_runs(project, run_dag):
+    from fastapi.testclient import TestClient
+    from tokokita_plugin import TokokitaPlugin
+
+    run_dag(fire_time("2026-11-02"))
+    app = TokokitaPlugin.fastapi_apps[0]["app"]
+    client = TestClient(app)
+    rows = client.get("/status.json").json()
+    assert [(r["date"], r["status"], r["attempt"], r["fact"]) for r in rows] == [
+        ("2026-11-02", "success", 1, 8)]
+    page = client.get("/")
+    assert page.status_code == 200
+    assert "<td>2026-11-02</td>" in page.text and "<td>success</td>" in page.text
+    assert TokokitaPlugin.external_views[0]["href"] == "/tokokita/"
