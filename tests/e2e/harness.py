@@ -1,0 +1,225 @@
+"""A throw-away running Airflow for end-to-end tests: the compose services as local processes.
+
+`E2EStack` creates two PostgreSQL databases (`airflow_e2e_<id>` for Airflow's metadata,
+`tokokita_e2e_<id>` for the warehouse), a home folder, runs the compose file's airflow-init
+command, starts api-server, scheduler, dag-processor and triggerer with the environment the
+compose file declares (`stack.local` says which few values differ locally), and tears it all
+down again: processes by their process group, databases dropped, even after a failure.
+
+Test-only settings, and nothing else, come on top of the compose environment (`FAST_ENV`
+and the cluster policy in `LOCAL_SETTINGS`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import threading
+import time
+import uuid
+from datetime import date, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from stack import REPO
+from stack.local import LocalStack, LocalTarget, free_port
+from stack.rest import AirflowApi
+
+DAG_ID = "tokokita_orders_daily"
+JKT = "Asia/Jakarta"
+USERNAME = "airflow"  # the compose file's default _AIRFLOW_WWW_USER_USERNAME / _PASSWORD
+PASSWORD = "airflow"
+
+#: filled by the e2e tests: wall times (s) and the stack's peak memory (bytes); printed at
+#: the end of the pytest run (tests/e2e/conftest.py)
+E2E_REPORT: dict[str, object] = {}
+
+#: test-only Airflow settings (NOT from docker-compose.yaml): no periodic re-parse of the
+#: unchanged DAG file while the test runs (it costs CPU on a 2-core runner)
+FAST_ENV = {
+    "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "600",
+    "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
+}
+
+#: test-only cluster policy, in the home's config/ folder (Airflow puts it on sys.path):
+#: the DAG's 5-minute retry_delay would make a failing date take 10 minutes
+LOCAL_SETTINGS = '''"""End-to-end tests only: retry failed TokoKita stages after 1 s instead of 5 min."""
+from datetime import timedelta
+
+
+def task_policy(task):
+    if task.dag_id == "tokokita_orders_daily":
+        task.retry_delay = timedelta(seconds=1)
+'''
+
+
+def pg_server_url() -> str:
+    """The test PostgreSQL server (TOKOKITA_TEST_PG_URL, default the local trust server)."""
+    return os.environ.get("TOKOKITA_TEST_PG_URL") or \
+        "postgresql+psycopg://postgres@127.0.0.1:5432/tokokita_test"
+
+
+def _admin_conninfo() -> str:
+    from sqlalchemy.engine import make_url
+
+    url = make_url(pg_server_url()).set(drivername="postgresql", database="postgres", query={})
+    return url.render_as_string(hide_password=False)
+
+
+def _db_url(name: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    url = make_url(pg_server_url()).set(database=name, query={})
+    return url.render_as_string(hide_password=False)
+
+
+class MemorySampler(threading.Thread):
+    """Samples the stack's memory every `interval` seconds; keeps the peak."""
+
+    def __init__(self, stack: LocalStack, interval: float = 1.0) -> None:
+        super().__init__(daemon=True, name="e2e-memory")
+        self.stack = stack
+        self.interval = interval
+        self.peak = {"rss": 0, "pss": 0, "processes": 0}
+        self._stop_event = threading.Event()
+
+    def run(self) -> None:
+        while not self._stop_event.is_set():
+            with contextlib.suppress(Exception):
+                sample = self.stack.memory()
+                for key in self.peak:
+                    self.peak[key] = max(self.peak[key], sample[key])
+            self._stop_event.wait(self.interval)
+
+    def stop(self) -> None:
+        self._stop_event.set()
+        self.join(timeout=5)
+
+
+class E2EStack:
+    """The local stack with throw-away databases, home and data folder."""
+
+    def __init__(self, root: Path, *, start_date: str, end_date: str | None,
+                 tokokita_env: dict[str, str] | None = None) -> None:
+        self.root = root
+        self.id = uuid.uuid4().hex[:10]
+        self.metadata_db = f"airflow_e2e_{self.id}"
+        self.warehouse_db = f"tokokita_e2e_{self.id}"
+        self.home = root / "home"
+        self.data = root / "data"
+        compose_env = {"TOKOKITA_START_DATE": start_date, "TOKOKITA_END_DATE": end_date or "",
+                       **(tokokita_env or {})}
+        self.target = LocalTarget(
+            airflow_home=self.home,
+            databases={"airflow": _db_url(self.metadata_db), "tokokita": _db_url(self.warehouse_db)},
+            api_port=free_port(),
+            scheduler_health_port=free_port(),
+            # the compose bind mounts ./data and ./config, pointed at throw-away copies
+            mounts={"/opt/airflow/data": self.data, "/opt/airflow/config": self.home / "config"},
+            compose_env=compose_env,
+            extra_env=dict(FAST_ENV),
+        )
+        self.stack = LocalStack(self.target)
+        self.api = AirflowApi(self.target.api_url, USERNAME, PASSWORD)
+        self.sampler: MemorySampler | None = None
+        self.timings: dict[str, float] = {}
+        self._created_dbs: list[str] = []
+
+    # -- lifecycle --------------------------------------------------------------------
+
+    def prepare(self) -> None:
+        """Databases, folders and the airflow-init service (nothing is running after it)."""
+        import psycopg
+
+        (self.data / "raw").mkdir(parents=True, exist_ok=True)
+        shutil.copytree(REPO / "config", self.home / "config")
+        (self.home / "config" / "airflow_local_settings.py").write_text(LOCAL_SETTINGS)
+        with psycopg.connect(_admin_conninfo(), autocommit=True, connect_timeout=10) as conn:
+            conn.execute(f'CREATE DATABASE "{self.metadata_db}"')
+            self._created_dbs.append(self.metadata_db)
+        self._created_dbs.append(self.warehouse_db)  # airflow-init creates it
+        started = time.monotonic()
+        self.stack.init()
+        self.timings["init_s"] = time.monotonic() - started
+
+    def start(self, timeout: float = 180) -> None:
+        """Start the four services and wait until the health endpoint reports them healthy."""
+        started = time.monotonic()
+        self.stack.start()
+        self.sampler = MemorySampler(self.stack)
+        self.sampler.start()
+        self.stack.wait_healthy(timeout)
+        self.timings["healthy_s"] = time.monotonic() - started
+
+    def close(self) -> None:
+        """Stop every process, drop the databases (safe to call after any failure)."""
+        try:
+            if self.sampler:
+                self.sampler.stop()
+            self.api.close()
+        finally:
+            try:
+                self.stack.stop()
+            finally:
+                self._drop_databases()
+
+    def _drop_databases(self) -> None:
+        import psycopg
+
+        with psycopg.connect(_admin_conninfo(), autocommit=True, connect_timeout=10) as conn:
+            for name in self._created_dbs:
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+    # -- what tests look at -----------------------------------------------------------
+
+    def service_env(self, name: str = "airflow-scheduler") -> dict[str, str]:
+        """A service's local environment (for the `airflow` CLI and the pipeline's settings)."""
+        return self.stack.env(name)
+
+    def settings(self):
+        """The pipeline settings the tasks see."""
+        from tokokita_etl.config import load_settings
+
+        env = self.service_env()
+        return load_settings(env=env, cwd=Path(env["TOKOKITA_HOME"]))
+
+    def watermark(self) -> dict[str, Any]:
+        """state.json's runs by date (empty before the first run)."""
+        from tokokita_etl.pipeline import state_store
+
+        return state_store(self.settings()).read().runs
+
+    def warehouse_dates(self) -> set[str]:
+        """Dates with rows in the warehouse's daily summary."""
+        import psycopg
+
+        conninfo = _db_url(self.warehouse_db).replace("postgresql+psycopg://", "postgresql://")
+        with psycopg.connect(conninfo, connect_timeout=10) as conn:
+            rows = conn.execute("SELECT DISTINCT order_date FROM summary_harian").fetchall()
+        return {str(row[0]) for row in rows}
+
+    def gold_dates(self) -> set[str]:
+        """Dates with a published gold file."""
+        gold = self.data / "gold"
+        return {p.stem.removeprefix("summary_harian_") for p in gold.glob("summary_harian_*.csv")}
+
+    def peak_memory(self) -> dict[str, int]:
+        """Peak of the stack's summed RSS and PSS so far."""
+        return dict(self.sampler.peak) if self.sampler else {}
+
+
+def partition_day(run: dict[str, Any]) -> date:
+    """D of a scheduled or backfill run: the local date of its fire time, minus one day."""
+    from zoneinfo import ZoneInfo
+
+    logical = datetime.fromisoformat(run["logical_date"].replace("Z", "+00:00"))
+    return logical.astimezone(ZoneInfo(JKT)).date() - timedelta(days=1)
+
+
+def fire_time(day: date) -> datetime:
+    """The scheduled fire time of partition `day`: D+1 02:30 Jakarta."""
+    from zoneinfo import ZoneInfo
+
+    nxt = day + timedelta(days=1)
+    return datetime(nxt.year, nxt.month, nxt.day, 2, 30, tzinfo=ZoneInfo(JKT))

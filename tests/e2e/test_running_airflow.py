@@ -1,0 +1,377 @@
+"""End to end on a running Airflow: the compose services as local processes on PostgreSQL.
+
+The stack (api-server, scheduler, dag-processor, triggerer, LocalExecutor) runs with the
+environment docker-compose.yaml declares, on throw-away PostgreSQL databases for the
+metadata and the warehouse, and is driven only through its public interfaces: the
+scheduler's own catch-up, the `airflow backfill create` command, and the REST API with a
+real username/password login. The watermark, the warehouse and the gold files are read to
+check what happened.
+
+Dates are relative to the real clock (the gate's lookback uses it): T is today in Jakarta.
+
+| date | before the stack starts                   | scheduled catch-up   | backfill           |
+|------|------------------------------------------|----------------------|--------------------|
+| T-10 | good partition, processed (success)      | skip: lookback       | skip: done         |
+| T-9  | no partition                             | skip: sensor         | skip: missing      |
+| T-8  | bad partition, 1 failed attempt          | skip: lookback       | blocked at 3       |
+| T-7  | good partition                           | processed (edge)     |                    |
+| T-6  | good partition, processed                | skip: done           |                    |
+| T-5  | good partition, 3 failed attempts        | gate fails: blocked  |                    |
+| T-4  | no partition                             | skip: sensor         |                    |
+| T-3  | good partition, 1 failed attempt         | processed (2nd)      |                    |
+| T-2  | good partition                           | processed            |                    |
+| T-1  | good partition once its run has fired    | processed            |                    |
+
+Then through the REST API: T-7 again with `force` (identical checksums), a clear of T-8's
+failed extract (runs once more, attempts go on counting: 4, no retry), and T-8 with
+`reset_attempts` after its partition is fixed (succeeds, reset recorded).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from tests.e2e.harness import (
+    DAG_ID,
+    E2E_REPORT,
+    JKT,
+    PASSWORD,
+    USERNAME,
+    E2EStack,
+    fire_time,
+    partition_day,
+)
+
+pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
+
+#: the whole module (stack start, every scenario, teardown) must finish within this
+HARD_TIMEOUT_S = int(os.environ.get("TOKOKITA_E2E_TIMEOUT", "480"))
+BAD_PARTITION = ("order_id,order_ts,customer_id,kota,produk,qty,harga_satuan\n"
+                 "TK-1,{day} 10:00:00,C1,Bandung,Teh,1,1000\n")
+STAGES = ("extract", "transform", "load", "validate", "publish_gold")
+TERMINAL = ("success", "failed")
+
+
+@dataclass
+class Plan:
+    """The e2e calendar (see the module docstring)."""
+
+    now: datetime
+    today: date
+    last_day: date  # D of the latest scheduled run that has fired
+    due_before: list[date] = field(default_factory=list)
+
+    def t(self, minus: int) -> date:
+        """T - minus days."""
+        return self.today - timedelta(days=minus)
+
+    @property
+    def first_day(self) -> date:
+        return self.t(10)
+
+    @property
+    def start_date(self) -> str:
+        """TOKOKITA_START_DATE: the first fire is T-9 02:30, the run of T-10."""
+        return self.t(9).isoformat()
+
+    @property
+    def end_date(self) -> str:
+        """TOKOKITA_END_DATE: the latest fire that has happened."""
+        return fire_time(self.last_day).isoformat()
+
+    def catchup_days(self) -> list[date]:
+        days, day = [], self.first_day
+        while day <= self.last_day:
+            days.append(day)
+            day += timedelta(days=1)
+        return days
+
+
+def make_plan(now: datetime) -> Plan:
+    local = now.astimezone(ZoneInfo(JKT))
+    today = local.date()
+    # the run of T-1 fires at T 02:30; leave the scheduler two minutes of slack around it
+    fired = local >= fire_time(today - timedelta(days=1)) + timedelta(minutes=2)
+    last_day = today - timedelta(days=1 if fired else 2)
+    return Plan(now=now, today=today, last_day=last_day)
+
+
+def write_good(stack: E2EStack, day: date, seed: int = 7) -> None:
+    from tokokita_etl.samples import generate_partition
+
+    generate_partition(stack.data / "raw" / f"pesanan_{day.isoformat()}.csv", day, 60, seed=seed)
+
+
+def write_bad(stack: E2EStack, day: date) -> None:
+    (stack.data / "raw" / f"pesanan_{day.isoformat()}.csv").write_text(
+        BAD_PARTITION.format(day=day.isoformat()))
+
+
+def seed(stack: E2EStack, plan: Plan) -> None:
+    """The state before the stack starts, made with the pipeline itself (as the CLI would)."""
+    from tokokita_etl.pipeline import run_for_date
+
+    settings = stack.settings()
+    quiet = lambda line: None  # noqa: E731
+    for minus in (10, 7, 6, 3, 2):
+        write_good(stack, plan.t(minus))
+    if plan.last_day == plan.t(1):
+        write_good(stack, plan.t(1))
+    for minus in (10, 6):
+        assert run_for_date(settings, plan.t(minus), log=quiet).status == "success"
+    for minus, failures in ((8, 1), (3, 1), (5, 3)):
+        good = (stack.data / "raw" / f"pesanan_{plan.t(minus).isoformat()}.csv")
+        saved = good.read_bytes() if good.exists() else None
+        write_bad(stack, plan.t(minus))
+        for _ in range(failures):
+            assert run_for_date(settings, plan.t(minus), log=quiet).status == "failed"
+        if saved is not None:  # T-3 and T-5: the partition is fixed afterwards
+            good.write_bytes(saved)
+
+
+def _timeout(signum, frame):
+    raise TimeoutError(f"end-to-end test exceeded TOKOKITA_E2E_TIMEOUT={HARD_TIMEOUT_S}s")
+
+
+@pytest.fixture(scope="module")
+def e2e(tmp_path_factory):
+    """The seeded, running stack; stopped and its databases dropped afterwards."""
+    from tokokita_etl.pipeline import state_store
+    from tokokita_etl.schedule import due_runs
+
+    started = time.monotonic()
+    previous = signal.signal(signal.SIGALRM, _timeout)
+    signal.alarm(HARD_TIMEOUT_S)
+    plan = make_plan(datetime.now(UTC))
+    stack = E2EStack(tmp_path_factory.mktemp("e2e"), start_date=plan.start_date,
+                     end_date=plan.end_date)
+    try:
+        stack.prepare()
+        seed(stack, plan)
+        settings = stack.settings()
+        plan.due_before = due_runs(state_store(settings).read(), plan.now, settings.raw_dir,
+                                   settings.lookback_days, settings.max_attempts,
+                                   tz=settings.timezone)
+        stack.start()
+        E2E_REPORT["stack_start_to_healthy_s"] = stack.timings["healthy_s"]
+        yield stack, plan
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+        seen = stack.stack.processes() if stack.stack.procs else []
+        peak = stack.peak_memory()
+        stack.close()
+        E2E_REPORT["e2e_wall_s"] = time.monotonic() - started
+        if peak:
+            E2E_REPORT["stack_peak_rss_sum_bytes"] = peak["rss"]
+            E2E_REPORT["stack_peak_pss_sum_bytes"] = peak["pss"]
+            E2E_REPORT["stack_peak_processes"] = peak["processes"]
+        left = [p.pid for p in seen if p.is_running() and p.status() != "zombie"]
+        assert not left, f"processes left behind: {left}"
+
+
+def _runs_by_day(stack: E2EStack, run_type: str) -> dict[date, dict]:
+    return {partition_day(r): r for r in stack.api.dag_runs(DAG_ID)
+            if r["run_type"] == run_type and r["logical_date"]}
+
+
+def _wait_runs(stack: E2EStack, days: list[date], run_type: str, timeout: float) -> dict:
+    from stack.rest import wait_for
+
+    def done():
+        runs = _runs_by_day(stack, run_type)
+        if all(d in runs and runs[d]["state"] in TERMINAL for d in days):
+            return runs
+        return None
+
+    return wait_for(done, timeout, 1.0, f"{run_type} runs of {days[0]}..{days[-1]}")
+
+
+def _states(stack: E2EStack, run: dict) -> dict[str, str]:
+    return {k: ti["state"] for k, ti in stack.api.task_instances(DAG_ID, run["dag_run_id"]).items()}
+
+
+# -- the tests, in order: each builds on the state the previous one left ------------------
+
+
+def test_stack_is_healthy_and_login_is_real(e2e):
+    stack, _ = e2e
+    checks = stack.stack.healthchecks()
+    assert set(checks) == {"airflow-apiserver", "airflow-scheduler", "airflow-dag-processor",
+                           "airflow-triggerer"}
+    for name, result in checks.items():
+        assert result.returncode == 0, (name, result.stdout[-500:], result.stderr[-500:])
+
+    from stack.rest import AirflowApi, ApiError
+
+    wrong = AirflowApi(stack.target.api_url, USERNAME, PASSWORD + "-wrong")
+    with pytest.raises(ApiError, match="refused: 401"):
+        wrong.login()
+    wrong.close()
+    assert stack.api.login()
+    dag = stack.api.wait_dag(DAG_ID)
+    # DAGS_ARE_PAUSED_AT_CREATION is true in the compose file: the DAG itself must be active
+    assert dag["is_paused"] is False
+
+
+def test_catchup_processes_exactly_the_due_runs(e2e):
+    stack, plan = e2e
+    t = plan.t
+    expected_due = [t(7), t(3), t(2)] + ([t(1)] if plan.last_day == t(1) else [])
+    assert plan.due_before == expected_due  # the reference function, at the same clock
+
+    started = time.monotonic()
+    runs = _wait_runs(stack, plan.catchup_days(), "scheduled", timeout=240)
+    E2E_REPORT["catchup_runs"] = len(plan.catchup_days())
+    E2E_REPORT["catchup_wall_s"] = time.monotonic() - started + stack.timings["healthy_s"]
+
+    assert sorted(runs) == plan.catchup_days()  # exactly one scheduled run per fire time
+    processed = []
+    for day, run in sorted(runs.items()):
+        states = _states(stack, run)
+        if states.get("publish_gold") == "success":
+            processed.append(day)
+        expected_state = "failed" if day == t(5) else "success"
+        assert run["state"] == expected_state, (day, states)
+    assert processed == plan.due_before
+
+    # why each other date was not processed
+    assert _states(stack, runs[t(10)])["check_watermark"] == "skipped"    # lookback
+    assert _states(stack, runs[t(8)])["check_watermark"] == "skipped"     # lookback
+    assert _states(stack, runs[t(9)])["wait_for_raw_partition"] == "skipped"
+    assert _states(stack, runs[t(4)])["wait_for_raw_partition"] == "skipped"
+    assert _states(stack, runs[t(6)])["check_watermark"] == "skipped"     # done
+    assert _states(stack, runs[t(5)])["check_watermark"] == "failed"      # blocked
+
+    marks = stack.watermark()
+    done = {d.isoformat() for d in [*plan.due_before, t(10), t(6)]}
+    assert {d for d, e in marks.items() if e["status"] == "success"} == done
+    assert marks[t(3).isoformat()]["attempt"] == 2
+    assert all(marks[d.isoformat()]["attempt"] == 1 for d in plan.due_before if d != t(3))
+    assert (marks[t(5).isoformat()]["status"], marks[t(5).isoformat()]["attempt"]) == ("failed", 3)
+    assert marks[t(8).isoformat()]["attempt"] == 1
+    assert stack.warehouse_dates() == done
+    assert stack.gold_dates() == done
+    # nothing is left due at this clock
+    from tokokita_etl.schedule import due_runs
+    from tokokita_etl.state import Watermark
+
+    settings = stack.settings()
+    assert due_runs(Watermark({"runs": marks}), plan.now, settings.raw_dir,
+                    settings.lookback_days, settings.max_attempts, tz=JKT) == []
+
+
+def test_backfill_skips_done_and_missing_and_blocks_the_failing_date(e2e):
+    stack, plan = e2e
+    t = plan.t
+    days = [t(10), t(9), t(8)]
+    command = [str(Path(stack.service_env()["PATH"].split(os.pathsep)[0]) / "airflow"),
+               "backfill", "create", "--dag-id", DAG_ID,
+               "--from-date", fire_time(days[0]).replace(hour=0, minute=0).isoformat(),
+               "--to-date", fire_time(days[-1]).replace(hour=23, minute=59).isoformat(),
+               "--reprocess-behavior", "completed"]
+    started = time.monotonic()
+    result = subprocess.run(command, env=stack.service_env(), capture_output=True, text=True,
+                            timeout=120, check=False)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    runs = _wait_runs(stack, days, "backfill", timeout=180)
+    E2E_REPORT["backfill_wall_s"] = time.monotonic() - started
+
+    done, missing, failing = (runs[d] for d in days)
+    assert done["state"] == "success"
+    assert _states(stack, done)["check_watermark"] == "skipped"
+    assert missing["state"] == "success"
+    assert _states(stack, missing)["wait_for_raw_partition"] == "skipped"
+    assert failing["state"] == "failed"
+    states = _states(stack, failing)
+    assert states["check_watermark"] == "success" and states["extract"] == "failed"
+
+    marks = stack.watermark()
+    assert marks[t(10).isoformat()]["attempt"] == 1
+    assert t(9).isoformat() not in marks
+    entry = marks[t(8).isoformat()]
+    assert (entry["status"], entry["attempt"]) == ("failed", 3)
+    assert "missing required column" in entry["error"]
+    # two tries in this backfill (attempts 2 and 3), then no retry although retries=2 allows one
+    tries = stack.api.tries(DAG_ID, failing["dag_run_id"], "extract")
+    assert [x["state"] for x in tries].count("failed") == 2
+
+
+def test_rest_trigger_with_force_reproduces_identical_checksums(e2e):
+    stack, plan = e2e
+    day = plan.t(7)
+    before = stack.watermark()[day.isoformat()]
+    gold = stack.data / "gold" / f"summary_harian_{day.isoformat()}.csv"
+    gold_before = gold.read_bytes()
+
+    run = stack.api.trigger(DAG_ID, {"partition_date": day.isoformat(), "force": True})
+    assert run["logical_date"] is None and run["run_type"] == "manual"
+    run = stack.api.wait_run(DAG_ID, run["dag_run_id"], timeout=120)
+    assert run["state"] == "success", _states(stack, run)
+    assert _states(stack, run)["publish_gold"] == "success"
+
+    after = stack.watermark()[day.isoformat()]
+    assert after["attempt"] == before["attempt"] + 1
+    assert after["checksums"] == before["checksums"]
+    assert gold.read_bytes() == gold_before
+
+
+def test_rest_clear_of_a_failed_task_runs_it_again_and_attempts_go_on_counting(e2e):
+    stack, plan = e2e
+    from stack.rest import wait_for
+
+    day = plan.t(8)
+    run = _runs_by_day(stack, "backfill")[day]
+    tries_before = len(stack.api.tries(DAG_ID, run["dag_run_id"], "extract"))
+    assert stack.watermark()[day.isoformat()]["attempt"] == 3
+
+    stack.api.clear_task_instances(DAG_ID, run["dag_run_id"], ["extract"])
+
+    def rerun_finished():
+        tries = stack.api.tries(DAG_ID, run["dag_run_id"], "extract")
+        current = stack.api.dag_run(DAG_ID, run["dag_run_id"])
+        if len(tries) > tries_before and current["state"] in TERMINAL:
+            return tries, current
+        return None
+
+    tries, current = wait_for(rerun_finished, 120, 1.0, "the cleared extract to run again")
+    assert current["state"] == "failed"
+    assert len(tries) == tries_before + 1  # ran once more; the policy allows no retry at 4
+    assert tries[-1]["state"] == "failed"
+    entry = stack.watermark()[day.isoformat()]
+    assert (entry["status"], entry["attempt"]) == ("failed", 4)
+
+
+def test_rest_trigger_with_reset_attempts_after_fixing_the_partition_succeeds(e2e):
+    stack, plan = e2e
+    day = plan.t(8)
+    write_good(stack, day)
+
+    blocked = stack.api.trigger(DAG_ID, {"partition_date": day.isoformat()})
+    blocked = stack.api.wait_run(DAG_ID, blocked["dag_run_id"], timeout=120)
+    assert blocked["state"] == "failed"
+    assert _states(stack, blocked)["check_watermark"] == "failed"  # still blocked without reset
+
+    run = stack.api.trigger(DAG_ID, {"partition_date": day.isoformat(), "reset_attempts": True})
+    run = stack.api.wait_run(DAG_ID, run["dag_run_id"], timeout=120)
+    assert run["state"] == "success", _states(stack, run)
+
+    entry = stack.watermark()[day.isoformat()]
+    assert (entry["status"], entry["attempt"]) == ("success", 1)
+    reset = entry["resets"][-1]
+    assert reset["previous_attempt"] == 4
+    assert reset["by"] == f"airflow:{DAG_ID}:{run['dag_run_id']}"
+    assert day.isoformat() in stack.warehouse_dates()
+    assert day.isoformat() in stack.gold_dates()
+    manifests = sorted((stack.data / "state" / "runs").glob(f"run-{day.isoformat()}-*.json"))
+    assert [json.loads(p.read_text())["status"] for p in manifests][-2:] == ["blocked", "success"]
