@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 UV := $(shell command -v uv 2>/dev/null)
 
-.PHONY: setup demo test lint lock bench clean
+.PHONY: setup demo up down e2e test lint lock bench clean
 
 $(BIN)/tokokita-etl: requirements.txt constraints.txt pyproject.toml
 ifdef UV
@@ -21,8 +21,20 @@ endif
 
 setup: $(BIN)/tokokita-etl
 
+# the sample partitions through Airflow on SQLite (airflow_home/, no Docker, no services)
 demo: setup
-	$(BIN)/python -m tokokita_etl.demo
+	$(BIN)/python -m stack demo
+
+# api-server, scheduler, dag-processor, triggerer on airflow_home/: UI on :8080 (or next free)
+up: setup
+	$(BIN)/python -m stack up
+
+down:
+	@if [ -x $(BIN)/python ]; then $(BIN)/python -m stack down; fi
+
+# only the end-to-end test on a running Airflow (PostgreSQL at 127.0.0.1:5432)
+e2e: setup
+	$(BIN)/python -m pytest tests/e2e $(PYTEST_ARGS)
 
 test: setup
 	$(BIN)/ruff check .
@@ -37,5 +49,5 @@ lock:
 bench: setup
 	$(BIN)/python -m bench --all
 
-clean:
+clean: down
 	rm -rf data/warehouse data/gold data/quarantine data/state data/staging airflow_home

@@ -253,7 +253,7 @@ class LocalStack:
 
     def dead(self) -> list[Proc]:
         """Services whose process has exited."""
-        return [p for p in self.procs if not _alive(p)]
+        return [p for p in self.procs if not is_alive(p)]
 
     def log_tail(self, chars: int = 3000) -> str:
         """The end of every service log, for error messages."""
@@ -346,7 +346,7 @@ def _create_time(pid: int) -> float:
         return 0.0
 
 
-def _alive(proc: Proc) -> bool:
+def is_alive(proc: Proc) -> bool:
     if proc.popen is not None:
         return proc.popen.poll() is None
     import psutil
@@ -372,7 +372,7 @@ def _group_members(pgid: int) -> list[int]:
 
 def stop_procs(procs: list[Proc], timeout: float = 30) -> None:
     """Stop the given service processes and everything in their process groups."""
-    groups = [p.pid for p in procs if _alive(p)]
+    groups = [p.pid for p in procs if is_alive(p)]
     for pgid in groups:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pgid, signal.SIGTERM)
