@@ -6,6 +6,7 @@ import contextlib
 import hashlib
 import io
 import json
+import re
 import sqlite3
 from collections.abc import Iterable, Iterator
 from datetime import date, datetime
@@ -42,6 +43,8 @@ from tokokita_etl.contract import (
     SUMMARY_COLUMNS,
 )
 from tokokita_etl.errors import ConfigError, WarehouseError
+
+FACT_BATCH = 50_000  # rows per fetch when digesting a date
 
 # SQLite has no exact decimal or zoned timestamp: money is stored as text with exactly two
 # decimals (summed as integer cents), dates and timestamps as ISO 8601 text.
@@ -229,10 +232,88 @@ class Warehouse:
             for row in partition:
                 yield [render(v) for v in row]
 
+    def _fact_text_sql(self) -> str:
+        """Fact rows of one date as their canonical values (text, `qty` an integer), rendered by
+        the database so no value needs rendering in Python (DBAPI paramstyle: `?` or `%s`)."""
+        if self.is_sqlite:  # stored as the canonical text already
+            return (f"SELECT {', '.join(FACT_COLUMNS)} FROM fact_pesanan WHERE order_date = ? "
+                    "ORDER BY order_id")
+        # with the session's TimeZone the pipeline zone (set by fact_digest), order_ts::text is
+        # `2026-11-02 14:05:00+07`: `T` and `:00` make it `datetime.isoformat()`; other
+        # shapes (fractions, which PostgreSQL trims, offsets with minutes) take the long way
+        long_way = ("substr(s.t, 1, 10) || 'T' || substr(s.t, 12, 8) "
+                    "|| coalesce('.' || rpad(substring(s.t FROM '\\.([0-9]+)'), 6, '0'), '') "
+                    "|| CASE WHEN length(substring(s.t FROM '[+-][0-9:]+$')) = 3 "
+                    "THEN substring(s.t FROM '[+-][0-9:]+$') || ':00' "
+                    "ELSE substring(s.t FROM '[+-][0-9:]+$') END")
+        columns = {
+            **{c: f"s.{c}" for c in FACT_COLUMNS},
+            "order_date": "s.order_date::text",
+            "order_ts": f"CASE WHEN length(s.t) = 22 THEN overlay(s.t PLACING 'T' FROM 11 FOR 1) "
+                        f"|| ':00' ELSE {long_way} END",
+            **{c: f"s.{c}::text" for c in ("harga_satuan", "diskon", "bruto", "bersih")},
+        }
+        return (f"SELECT {', '.join(columns[c] for c in FACT_COLUMNS)} FROM "
+                "(SELECT f.*, f.order_ts::text AS t FROM fact_pesanan f "
+                f"WHERE f.order_date = %s) s ORDER BY s.order_id{self.byte_order}")
+
+    def fact_digest(self, conn: Connection, day: date) -> tuple[str, int]:
+        """SHA-256 of the canonical fact rows of `day` (as `RowDigest` over `fact_rows`) and
+        how many rows it covered; streamed in batches through the raw DBAPI cursor."""
+        driver = conn.connection.driver_connection
+        digest = hashlib.sha256()
+        count = 0
+        if self.is_sqlite:
+            cursor = driver.cursor()
+            cursor.arraysize = FACT_BATCH
+            cursor.execute(self._fact_text_sql(), (day.isoformat(),))
+        else:  # a server-side cursor: the client never holds the whole date
+            with driver.cursor() as setup:  # for this transaction only
+                setup.execute("SELECT set_config('TimeZone', %s, true), "
+                              "set_config('DateStyle', 'ISO, YMD', true)", (self.tz.key,))
+            cursor = driver.cursor(name="tokokita_fact_digest")
+            cursor.itersize = FACT_BATCH
+            cursor.execute(self._fact_text_sql(), (day,))
+        try:
+            while rows := cursor.fetchmany(FACT_BATCH):
+                digest.update(canonical_text(rows).encode("utf-8"))
+                count += len(rows)
+        finally:
+            cursor.close()
+        return digest.hexdigest(), count
+
+    def fact_totals(self, conn: Connection, day: date) -> tuple[int, Decimal, Decimal]:
+        """Rows, bruto and bersih of the fact rows of `day`, summed exactly by the database."""
+        n, bruto, bersih = conn.execute(text(
+            f"SELECT COUNT(*), {self.money_sum('bruto')}, {self.money_sum('bersih')} "
+            "FROM fact_pesanan WHERE order_date = :d"), {"d": self.day_param(day)}).one()
+        return int(n), Decimal(str(bruto or 0)), Decimal(str(bersih or 0))
+
 
 def canonical_line(row: list) -> str:
     """The canonical text of one row for checksums."""
     return json.dumps(row, ensure_ascii=False, separators=(",", ":")) + "\n"
+
+
+# a fact row's canonical line when no value needs a JSON escape: ten strings and qty
+_FACT_LINE = '["%s","%s","%s","%s","%s","%s",%d,"%s","%s","%s","%s"]\n'
+_JSON_ESCAPED = re.compile(r"[\x00-\x09\x0b-\x1f\\]")  # besides '"' and the newline
+
+
+def canonical_text(rows: list[tuple]) -> str:
+    """`canonical_line` of each fact row (ten text values, `qty` an int), concatenated.
+
+    Formatting a whole batch with one template is byte-identical to `json.dumps` exactly when
+    no value holds a character JSON escapes (`"`, a backslash, a control character); such a
+    batch, recognised by counting quotes and newlines, is encoded row by row instead."""
+    try:
+        out = "".join(map(_FACT_LINE.__mod__, rows))
+    except TypeError:
+        out = ""
+    if (out.count('"') != 20 * len(rows) or out.count("\n") != len(rows)
+            or _JSON_ESCAPED.search(out)):
+        out = "".join(canonical_line(list(row)) for row in rows)
+    return out
 
 
 class RowDigest:
