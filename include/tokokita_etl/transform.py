@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import asdict, dataclass, field
 from datetime import date
@@ -103,9 +104,23 @@ def _checked_sql(day: date, tz: str) -> str:
     """
 
 
+# DuckDB's own memory (its temp tables spill to the staging folder beyond it): with the rest of
+# the process this keeps a large partition's peak RSS bounded; TOKOKITA_DUCKDB_MEMORY_LIMIT
+# overrides it (a DuckDB size such as "2GB")
+DUCKDB_MEMORY_LIMIT = "400MB"
+
+
+def duckdb_config(staging: Path) -> dict[str, str]:
+    """DuckDB settings for a stage: bounded memory, spilling to the staging folder."""
+    return {
+        "memory_limit": os.environ.get("TOKOKITA_DUCKDB_MEMORY_LIMIT", DUCKDB_MEMORY_LIMIT),
+        "temp_directory": str(staging / "duckdb.tmp"),
+    }
+
+
 def transform(day: date, staging: Path, *, tz: str = "Asia/Jakarta") -> TransformResult:
     """Read `extract.parquet`; write `valid.parquet` (de-duplicated) and `rejected.parquet`."""
-    con = duckdb.connect()
+    con = duckdb.connect(config=duckdb_config(staging))
     try:
         con.execute("SET TimeZone = 'UTC'")
         con.execute("SET preserve_insertion_order = false")
