@@ -135,12 +135,11 @@ def transform(day: date, staging: Path, *, tz: str = "Asia/Jakarta") -> Transfor
         if kotas:
             con.executemany("INSERT INTO kota_map VALUES (?, ?)",
                             [(k, title_kota(k)) for k in kotas])
+        # the last valid record of each order_id wins: a grouping on two narrow columns (a
+        # window over the whole rows cost about as much as all the checks together)
         con.execute("""
-            CREATE TEMP TABLE ranked AS
-            SELECT c.*, m.kota_norm,
-                row_number() OVER (PARTITION BY t_order_id ORDER BY line DESC) AS rank_in_id
-            FROM checked c LEFT JOIN kota_map m USING (t_kota)
-            WHERE reason IS NULL
+            CREATE TEMP TABLE winners AS
+            SELECT max(line) AS line FROM checked WHERE reason IS NULL GROUP BY t_order_id
         """)
         offset = """(CASE WHEN off_s >= 0 THEN '+' ELSE '-' END)
             || lpad(CAST(abs(off_s) // 3600 AS VARCHAR), 2, '0') || ':'
@@ -162,7 +161,9 @@ def transform(day: date, staging: Path, *, tz: str = "Asia/Jakarta") -> Transfor
                         CAST(CAST(n_bruto AS DECIMAL(18, 2)) AS VARCHAR) AS bruto,
                         CAST(CAST(n_bruto - n_diskon AS DECIMAL(18, 2)) AS VARCHAR) AS bersih,
                         line
-                    FROM ranked WHERE rank_in_id = 1 ORDER BY order_id
+                    FROM checked c LEFT JOIN kota_map m USING (t_kota)
+                    WHERE c.reason IS NULL AND c.line IN (SELECT line FROM winners)
+                    ORDER BY order_id
                 ) TO '{_sql_path(out)}' (FORMAT parquet)
             """)
         raw = ", ".join(REQUIRED_COLUMNS)
@@ -173,7 +174,8 @@ def transform(day: date, staging: Path, *, tz: str = "Asia/Jakarta") -> Transfor
                     FROM checked WHERE reason IS NOT NULL
                     UNION ALL
                     SELECT '{day.isoformat()}', line, '{DUPLICATE}', {raw}, ''
-                    FROM ranked WHERE rank_in_id > 1
+                    FROM checked
+                    WHERE reason IS NULL AND line NOT IN (SELECT line FROM winners)
                     UNION ALL
                     SELECT '{day.isoformat()}', line, '{MALFORMED}',
                         {", ".join("''" for _ in REQUIRED_COLUMNS)},
@@ -186,7 +188,7 @@ def transform(day: date, staging: Path, *, tz: str = "Asia/Jakarta") -> Transfor
             f"SELECT reason, count(*) FROM read_parquet('{_sql_path(staging / REJECTED_ROWS)}') "
             "GROUP BY reason").fetchall())
         total = con.execute("SELECT count(*) FROM checked").fetchone()[0]
-        valid = con.execute("SELECT count(*) FROM ranked WHERE rank_in_id = 1").fetchone()[0]
+        valid = con.execute("SELECT count(*) FROM winners").fetchone()[0]
     finally:
         con.close()
     reasons = {r: int(counts.get(r, 0)) for r in ALL_REASONS if counts.get(r)}
