@@ -60,14 +60,14 @@ def pg_server_url() -> str:
         "postgresql+psycopg://postgres@127.0.0.1:5432/tokokita_test"
 
 
-def _admin_conninfo() -> str:
+def admin_conninfo() -> str:
     from sqlalchemy.engine import make_url
 
     url = make_url(pg_server_url()).set(drivername="postgresql", database="postgres", query={})
     return url.render_as_string(hide_password=False)
 
 
-def _db_url(name: str) -> str:
+def db_url(name: str) -> str:
     from sqlalchemy.engine import make_url
 
     url = make_url(pg_server_url()).set(database=name, query={})
@@ -112,7 +112,7 @@ class E2EStack:
                        **(tokokita_env or {})}
         self.target = LocalTarget(
             airflow_home=self.home,
-            databases={"airflow": _db_url(self.metadata_db), "tokokita": _db_url(self.warehouse_db)},
+            databases={"airflow": db_url(self.metadata_db), "tokokita": db_url(self.warehouse_db)},
             api_port=free_port(),
             scheduler_health_port=free_port(),
             # the compose bind mounts ./data and ./config, pointed at throw-away copies
@@ -135,7 +135,7 @@ class E2EStack:
         (self.data / "raw").mkdir(parents=True, exist_ok=True)
         shutil.copytree(REPO / "config", self.home / "config")
         (self.home / "config" / "airflow_local_settings.py").write_text(LOCAL_SETTINGS)
-        with psycopg.connect(_admin_conninfo(), autocommit=True, connect_timeout=10) as conn:
+        with psycopg.connect(admin_conninfo(), autocommit=True, connect_timeout=10) as conn:
             conn.execute(f'CREATE DATABASE "{self.metadata_db}"')
             self._created_dbs.append(self.metadata_db)
         self._created_dbs.append(self.warehouse_db)  # airflow-init creates it
@@ -167,7 +167,7 @@ class E2EStack:
     def _drop_databases(self) -> None:
         import psycopg
 
-        with psycopg.connect(_admin_conninfo(), autocommit=True, connect_timeout=10) as conn:
+        with psycopg.connect(admin_conninfo(), autocommit=True, connect_timeout=10) as conn:
             for name in self._created_dbs:
                 conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
@@ -194,7 +194,7 @@ class E2EStack:
         """Dates with rows in the warehouse's daily summary."""
         import psycopg
 
-        conninfo = _db_url(self.warehouse_db).replace("postgresql+psycopg://", "postgresql://")
+        conninfo = db_url(self.warehouse_db).replace("postgresql+psycopg://", "postgresql://")
         with psycopg.connect(conninfo, connect_timeout=10) as conn:
             rows = conn.execute("SELECT DISTINCT order_date FROM summary_harian").fetchall()
         return {str(row[0]) for row in rows}

@@ -1,0 +1,171 @@
+"""docker-compose.yaml: valid for Compose, complete, and one environment for every service."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+
+import pytest
+import yaml
+
+from stack import COMPOSE_FILE, REPO
+from stack.compose import AIRFLOW_SERVICES, ComposeError, interpolate, load, service, services
+
+DOCKER_COMPOSE = shutil.which("docker-compose")
+DEFAULTS = services()  # no variable set: every default written in the file
+
+
+def _compose_config(*args: str, env: dict[str, str] | None = None) -> str:
+    result = subprocess.run([DOCKER_COMPOSE, "-f", str(COMPOSE_FILE), *args, "config"],
+                            capture_output=True, text=True, timeout=60, check=False,
+                            cwd=REPO, env={"PATH": "/usr/bin:/bin", **(env or {})})
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+@pytest.mark.skipif(not DOCKER_COMPOSE, reason="docker-compose is not installed "
+                    "(apt-get install -y docker-compose); the structural tests still run")
+def test_docker_compose_validates_the_file_offline():
+    resolved = yaml.safe_load(_compose_config())
+    assert set(AIRFLOW_SERVICES) | {"postgres", "airflow-init"} <= set(resolved["services"])
+    scheduler = resolved["services"]["airflow-scheduler"]["environment"]
+    assert scheduler["AIRFLOW__CORE__EXECUTOR"] == "LocalExecutor"
+
+
+@pytest.mark.skipif(not DOCKER_COMPOSE, reason="docker-compose is not installed")
+def test_docker_compose_celery_profile_switches_every_service_to_celery():
+    resolved = yaml.safe_load(_compose_config(
+        "--profile", "celery", env={"AIRFLOW__CORE__EXECUTOR": "CeleryExecutor"}))
+    for name in (*AIRFLOW_SERVICES, "airflow-worker"):
+        assert resolved["services"][name]["environment"]["AIRFLOW__CORE__EXECUTOR"] == \
+            "CeleryExecutor", name
+    assert "redis" in resolved["services"]
+
+
+def test_file_has_no_compose_v2_only_keys():
+    doc = yaml.safe_load(COMPOSE_FILE.read_text())
+    assert "name" not in doc  # docker-compose 1.x rejects a top-level `name:`
+    assert "version" not in doc  # obsolete in the Compose specification
+
+
+def test_services_and_profiles():
+    assert {"postgres", "airflow-init", *AIRFLOW_SERVICES} <= set(DEFAULTS)
+    for name in ("postgres", "airflow-init", *AIRFLOW_SERVICES):
+        assert DEFAULTS[name].profiles == [], name  # the default stack
+    assert DEFAULTS["redis"].profiles == ["celery"]
+    assert DEFAULTS["airflow-worker"].profiles == ["celery"]
+    assert DEFAULTS["airflow-worker"].command == ["celery", "worker"]
+
+
+def test_every_long_running_service_has_a_healthcheck():
+    checks = {name: " ".join(s.healthcheck or []) for name, s in DEFAULTS.items()}
+    assert "http://localhost:8080/api/v2/monitor/health" in checks["airflow-apiserver"]
+    assert "http://localhost:8974/health" in checks["airflow-scheduler"]
+    assert "airflow jobs check --job-type DagProcessorJob" in checks["airflow-dag-processor"]
+    assert "airflow jobs check --job-type TriggererJob" in checks["airflow-triggerer"]
+    assert "pg_isready" in checks["postgres"]
+    assert "redis-cli ping" in checks["redis"]
+    assert "inspect ping" in checks["airflow-worker"]
+    assert DEFAULTS["airflow-scheduler"].environment["AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK"] \
+        == "true"
+
+
+def test_start_order_init_first_then_the_airflow_services():
+    doc = load()
+    init = doc["services"]["airflow-init"]
+    assert init["command"] == ["python", "-m", "stack.init"]
+    assert init["depends_on"]["postgres"]["condition"] == "service_healthy"
+    for name in AIRFLOW_SERVICES:
+        depends = doc["services"][name]["depends_on"]
+        assert depends["airflow-init"]["condition"] == "service_completed_successfully", name
+        assert depends["postgres"]["condition"] == "service_healthy", name
+    assert [s.command for s in map(DEFAULTS.get, AIRFLOW_SERVICES)] == [
+        ["api-server"], ["scheduler"], ["dag-processor"], ["triggerer"]]
+    assert DEFAULTS["airflow-apiserver"].ports == ["8080:8080"]
+
+
+def test_one_environment_shared_by_all_airflow_services():
+    common = DEFAULTS["airflow-scheduler"].environment
+    for name in (*AIRFLOW_SERVICES, "airflow-init", "airflow-worker"):
+        env = DEFAULTS[name].environment
+        extra = set(env) - set(common)
+        assert {k: env[k] for k in common} == common, name
+        assert extra <= {"AIRFLOW_UID", "_AIRFLOW_WWW_USER_USERNAME", "_AIRFLOW_WWW_USER_PASSWORD",
+                         "DUMB_INIT_SETSID"}, (name, extra)
+
+
+def test_shared_jwt_secret_and_a_valid_fernet_key():
+    from cryptography.fernet import Fernet
+
+    env = DEFAULTS["airflow-apiserver"].environment
+    assert len(env["AIRFLOW__API_AUTH__JWT_SECRET"]) >= 32
+    Fernet(env["AIRFLOW__CORE__FERNET_KEY"].encode())  # raises when malformed
+    custom = services(env={"AIRFLOW__API_AUTH__JWT_SECRET": "s" * 40,
+                           "AIRFLOW__CORE__FERNET_KEY": "k"})
+    assert {custom[n].environment["AIRFLOW__API_AUTH__JWT_SECRET"] for n in AIRFLOW_SERVICES} \
+        == {"s" * 40}
+
+
+def test_project_settings_mounts_and_image():
+    scheduler = DEFAULTS["airflow-scheduler"]
+    env = scheduler.environment
+    assert env["AIRFLOW__CORE__EXECUTOR"] == "LocalExecutor"
+    assert env["AIRFLOW__CORE__LOAD_EXAMPLES"] == "false"
+    assert env["PYTHONPATH"].split(":")[0] == "/opt/airflow/include"
+    assert env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"] == "http://airflow-apiserver:8080/execution/"
+    mounts = {v.target: v.source for v in scheduler.volumes}
+    for folder in ("dags", "plugins", "include", "data", "config"):
+        assert mounts[f"/opt/airflow/{folder}"] == str(REPO / folder), folder
+    assert env["AIRFLOW__CORE__DAGS_FOLDER"] == "/opt/airflow/dags"
+    assert env["TOKOKITA_RAW_DIR"] == "/opt/airflow/data/raw"
+    assert scheduler.user == "50000:0"
+    assert services(env={"AIRFLOW_UID": "1234"})["airflow-scheduler"].user == "1234:0"
+    assert DEFAULTS["airflow-init"].user == "0:0"
+    doc = load()
+    assert doc["services"]["airflow-scheduler"]["build"]["context"] == "."
+    assert "_PIP_ADDITIONAL_REQUIREMENTS" not in COMPOSE_FILE.read_text().replace(
+        "# _PIP", "")  # nothing is installed at container start
+
+
+def test_warehouse_connection_and_url_name_the_same_database():
+    from sqlalchemy.engine import make_url
+
+    env = DEFAULTS["airflow-scheduler"].environment
+    conn = make_url(env["AIRFLOW_CONN_TOKOKITA_WAREHOUSE"])
+    url = make_url(env["TOKOKITA_WAREHOUSE_URL"])
+    assert (conn.host, conn.port, conn.database, conn.username) == \
+        (url.host, url.port, url.database, url.username) == ("postgres", 5432, "tokokita", "airflow")
+    metadata = make_url(env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"])
+    assert metadata.database == "airflow" and metadata.database != url.database
+
+
+def test_dockerfile_builds_from_the_pinned_airflow_and_installs_requirements():
+    dockerfile = (REPO / "Dockerfile").read_text()
+    pinned = re.search(r"^apache-airflow==(\S+)$", (REPO / "requirements.txt").read_text(), re.M)
+    assert f"apache/airflow:{pinned.group(1)}-python3.11" in dockerfile
+    build_args = load()["x-airflow-common"]["build"]["args"]
+    assert build_args["AIRFLOW_BASE_IMAGE"] == f"apache/airflow:{pinned.group(1)}-python3.11"
+    assert "-r /tmp/tokokita/runtime.txt -c /tmp/tokokita/constraints.txt" in dockerfile
+    assert "COPY --chown=airflow:0 stack/ /opt/airflow/stack/" in dockerfile
+    ignored = (REPO / ".dockerignore").read_text().split()
+    assert {"!requirements.txt", "!constraints.txt", "!stack/"} <= set(ignored)
+
+
+@pytest.mark.parametrize(("text", "env", "expected"), [
+    ("${A:-x}", {}, "x"), ("${A:-x}", {"A": ""}, "x"), ("${A-x}", {"A": ""}, ""),
+    ("${A-x}", {}, "x"), ("$A/${B}", {"A": "1", "B": "2"}, "1/2"), ("$${HOSTNAME}", {}, "${HOSTNAME}"),
+    ("${A:-${B:-z}}", {}, "z"), ("plain", {}, "plain"),
+])
+def test_interpolation_follows_compose(text, env, expected):
+    assert interpolate(text, env) == expected
+
+
+def test_interpolation_required_variable():
+    with pytest.raises(ComposeError, match="required variable A"):
+        interpolate("${A:?set A}", {})
+
+
+def test_unknown_service_is_an_error():
+    with pytest.raises(ComposeError, match="no service"):
+        service(load(), "nope")

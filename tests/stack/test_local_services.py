@@ -1,0 +1,153 @@
+"""The compose services as local processes: the same commands and environment, few local values."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from stack import REPO
+from stack.compose import AIRFLOW_SERVICES, INIT_SERVICE
+from stack.local import LocalStack, LocalTarget, healthcheck_argv, service_argv, service_env
+
+BIN = Path(sys.executable).parent
+
+
+def _target(tmp_path: Path, **kw) -> LocalTarget:
+    return LocalTarget(
+        airflow_home=tmp_path / "home",
+        databases={"airflow": "postgresql+psycopg://postgres@127.0.0.1:5432/airflow_e2e_x",
+                   "tokokita": "postgresql+psycopg://postgres@127.0.0.1:5432/tokokita_e2e_x"},
+        api_port=18123, scheduler_health_port=18974, **kw)
+
+
+def test_commands_follow_the_image_entrypoint(tmp_path):
+    stack = LocalStack(_target(tmp_path))
+    assert stack.argv("airflow-apiserver") == [str(BIN / "airflow"), "api-server"]
+    assert stack.argv("airflow-scheduler") == [str(BIN / "airflow"), "scheduler"]
+    assert stack.argv("airflow-dag-processor") == [str(BIN / "airflow"), "dag-processor"]
+    assert stack.argv("airflow-triggerer") == [str(BIN / "airflow"), "triggerer"]
+    assert stack.argv(INIT_SERVICE) == [sys.executable, "-m", "stack.init"]
+    assert service_argv(stack.services["airflow-cli"]) == ["/bin/bash", "-c", "airflow"]
+
+
+def test_local_environment_is_the_compose_environment_with_only_the_documented_changes(tmp_path):
+    target = _target(tmp_path)
+    stack = LocalStack(target)
+    for name in (*AIRFLOW_SERVICES, INIT_SERVICE):
+        compose_env = stack.services[name].environment
+        local = service_env(stack.services[name], target)
+        assert set(compose_env) <= set(local)
+        for key, value in compose_env.items():
+            if "/opt/airflow" in value or "postgres:" in value or "@postgres" in value \
+                    or "airflow-apiserver:8080" in value or key == "AIRFLOW_UID":
+                continue
+            assert local[key] == value, (name, key)  # everything else verbatim
+        added = set(local) - set(compose_env)
+        assert added <= {"AIRFLOW_HOME", "AIRFLOW__API__HOST", "AIRFLOW__API__PORT",
+                         "AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_SERVER_HOST",
+                         "AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_SERVER_PORT", "PATH", "HOME",
+                         "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "USER", "LOGNAME", "TERM"}, added
+
+
+def test_substituted_values(tmp_path):
+    target = _target(tmp_path, mounts={"/opt/airflow/data": tmp_path / "data"})
+    env = LocalStack(target).env("airflow-scheduler")
+    home = str(tmp_path / "home")
+    assert env["AIRFLOW_HOME"] == home
+    assert env["AIRFLOW__CORE__DAGS_FOLDER"] == str(REPO / "dags")
+    assert env["AIRFLOW__CORE__PLUGINS_FOLDER"] == str(REPO / "plugins")
+    assert env["PYTHONPATH"] == str(REPO / "include")
+    assert env["TOKOKITA_CONFIG"] == str(REPO / "config" / "pipeline.yaml")
+    assert env["TOKOKITA_RAW_DIR"] == str(tmp_path / "data" / "raw")
+    assert env["AIRFLOW__LOGGING__BASE_LOG_FOLDER"] == f"{home}/logs"
+    assert env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"] == f"{home}/auth/passwords.json"
+    assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] == \
+        "postgresql+psycopg://postgres@127.0.0.1:5432/airflow_e2e_x"
+    assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_ASYNC"] == \
+        "postgresql+psycopg_async://postgres@127.0.0.1:5432/airflow_e2e_x"
+    assert env["TOKOKITA_WAREHOUSE_URL"] == \
+        "postgresql+psycopg://postgres@127.0.0.1:5432/tokokita_e2e_x"
+    assert env["AIRFLOW_CONN_TOKOKITA_WAREHOUSE"] == \
+        "postgresql://postgres@127.0.0.1:5432/tokokita_e2e_x"
+    assert env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"] == "http://127.0.0.1:18123/execution/"
+    assert env["AIRFLOW__API__PORT"] == "18123"
+    assert env["PATH"].split(os.pathsep)[0] == str(BIN)
+    assert LocalStack(target).env(INIT_SERVICE)["AIRFLOW_UID"] == str(os.getuid())
+
+
+def test_sqlite_target_keeps_each_driver_on_sqlite(tmp_path):
+    target = LocalTarget(airflow_home=tmp_path, api_port=1, scheduler_health_port=2,
+                         databases={"airflow": f"sqlite:///{tmp_path}/airflow.db",
+                                    "tokokita": f"sqlite:///{tmp_path}/w.db"})
+    env = LocalStack(target).env("airflow-scheduler")
+    assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] == f"sqlite:///{tmp_path}/airflow.db"
+    assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_ASYNC"] == \
+        f"sqlite+aiosqlite:///{tmp_path}/airflow.db"
+    assert env["TOKOKITA_WAREHOUSE_URL"] == f"sqlite:///{tmp_path}/w.db"
+    assert json.loads(env["AIRFLOW_CONN_TOKOKITA_WAREHOUSE"]) == {
+        "conn_type": "sqlite", "host": f"{tmp_path}/w.db"}
+
+
+def test_healthchecks_as_local_commands(tmp_path):
+    target = _target(tmp_path)
+    stack = LocalStack(target)
+    assert healthcheck_argv(stack.services["airflow-apiserver"], target) == [
+        "curl", "--fail", "http://127.0.0.1:18123/api/v2/monitor/health"]
+    assert healthcheck_argv(stack.services["airflow-scheduler"], target) == [
+        "curl", "--fail", "http://127.0.0.1:18974/health"]
+    assert healthcheck_argv(stack.services["airflow-triggerer"], target) == [
+        "/bin/sh", "-c", "airflow jobs check --job-type TriggererJob --local"]
+
+
+def test_init_service_on_sqlite_is_idempotent(tmp_path):
+    """airflow-init's command, as a local process: migrate, login file, warehouse tables."""
+    target = LocalTarget(
+        airflow_home=tmp_path / "home", api_port=1, scheduler_health_port=2,
+        databases={"airflow": f"sqlite:///{tmp_path}/home/airflow.db",
+                   "tokokita": f"sqlite:///{tmp_path}/data/warehouse/tokokita.db"},
+        mounts={"/opt/airflow/data": tmp_path / "data"},
+        compose_env={"_AIRFLOW_WWW_USER_PASSWORD": "s3cret"})
+    stack = LocalStack(target)
+    first = stack.init()
+    assert "airflow db migrate" in first.stdout
+    assert "login 'airflow' written" in first.stdout
+    passwords = json.loads((tmp_path / "home" / "auth" / "passwords.json").read_text())
+    assert passwords == {"airflow": "s3cret"}
+    assert (tmp_path / "home" / "airflow.db").exists()
+    for folder in ("raw", "gold", "quarantine", "state", "staging"):
+        assert (tmp_path / "data" / folder).is_dir()
+    import sqlite3
+
+    with sqlite3.connect(tmp_path / "data" / "warehouse" / "tokokita.db") as conn:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert {"fact_pesanan", "summary_harian", "karantina"} <= tables
+    second = stack.init()  # again: nothing breaks, nothing is lost
+    assert "done" in second.stdout
+    assert json.loads((tmp_path / "home" / "auth" / "passwords.json").read_text()) == passwords
+
+
+@pytest.mark.postgres
+def test_init_creates_the_warehouse_database_on_postgresql(tmp_path):
+    import uuid
+
+    import psycopg
+
+    from stack.init import prepare_warehouse
+    from tests.e2e.harness import admin_conninfo, db_url
+
+    name = f"tokokita_e2e_{uuid.uuid4().hex[:10]}"
+    url = db_url(name)
+    try:
+        assert prepare_warehouse({"TOKOKITA_WAREHOUSE_URL": url}) is not None
+        assert prepare_warehouse({"TOKOKITA_WAREHOUSE_URL": url}) is not None  # idempotent
+        with psycopg.connect(url.replace("+psycopg", "")) as conn:
+            tables = {r[0] for r in conn.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = 'public'")}
+        assert {"fact_pesanan", "summary_harian", "karantina"} <= tables
+    finally:
+        with psycopg.connect(admin_conninfo(), autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
