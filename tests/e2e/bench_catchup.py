@@ -1,0 +1,81 @@
+"""Wall time of an N-day catch-up on the running stack (not part of `make test`).
+
+    .venv/bin/python -m tests.e2e.bench_catchup --days 30 [--rows 2000]
+
+Generates a good partition for each of the last N days, starts the compose services locally
+on throw-away PostgreSQL databases (tests/e2e/harness.py) with the DAG's start date N days
+back and lookback_days=N, and measures the time until the scheduler's N catch-up runs have
+all finished, plus the stack's peak memory. Prints one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from tests.e2e.harness import DAG_ID, E2EStack, partition_day
+from tests.e2e.test_running_airflow import make_plan
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--days", type=int, default=30)
+    parser.add_argument("--rows", type=int, default=2000)
+    parser.add_argument("--timeout", type=float, default=1800)
+    args = parser.parse_args(argv)
+
+    from stack.rest import wait_for
+    from tokokita_etl.samples import generate_partition
+
+    plan = make_plan(datetime.now(UTC))
+    first = plan.last_day - timedelta(days=args.days - 1)
+    days = [first + timedelta(days=i) for i in range(args.days)]
+    lookback = (plan.today - first).days
+    with tempfile.TemporaryDirectory(prefix="tokokita-catchup-") as tmp:
+        stack = E2EStack(Path(tmp), start_date=(first + timedelta(days=1)).isoformat(),
+                         end_date=plan.end_date,
+                         tokokita_env={"TOKOKITA_LOOKBACK_DAYS": str(lookback)})
+        try:
+            stack.prepare()
+            for day in days:
+                generate_partition(stack.data / "raw" / f"pesanan_{day.isoformat()}.csv", day,
+                                   args.rows, seed=3)
+            started = time.monotonic()
+            stack.start()
+            healthy = time.monotonic() - started
+
+            def finished():
+                runs = [r for r in stack.api.dag_runs(DAG_ID) if r["run_type"] == "scheduled"]
+                done = [r for r in runs if r["state"] in ("success", "failed")]
+                return runs if len(done) == len(days) else None
+
+            runs = wait_for(finished, args.timeout, 2.0, f"{args.days} catch-up runs")
+            total = time.monotonic() - started
+            marks = stack.watermark()
+            processed = sorted(d for d, e in marks.items() if e.get("status") == "success")
+            report = {
+                "days": args.days, "rows_per_partition": args.rows,
+                "runs": len(runs), "failed_runs": sum(r["state"] == "failed" for r in runs),
+                "processed": len(processed),
+                "all_days_processed": processed == [d.isoformat() for d in days],
+                "run_days_match": sorted(partition_day(r) for r in runs) == days,
+                "start_to_healthy_s": round(healthy, 1),
+                "catchup_after_healthy_s": round(total - healthy, 1),
+                "catchup_total_s": round(total, 1),
+                "peak_rss_sum_mib": round(stack.peak_memory()["rss"] / 2**20),
+                "peak_pss_sum_mib": round(stack.peak_memory()["pss"] / 2**20),
+                "peak_processes": stack.peak_memory()["processes"],
+            }
+        finally:
+            stack.close()
+    print(json.dumps(report, indent=2))
+    return 0 if report["all_days_processed"] and report["run_days_match"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
