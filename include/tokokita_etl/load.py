@@ -25,6 +25,7 @@ from tokokita_etl.files import atomic_writer
 from tokokita_etl.warehouse import Warehouse
 
 STAGE_FACT = "stage_fact"
+KEY_COLUMNS = ("order_id", "kota", "line")  # staged for a date's first load (PostgreSQL)
 STAGE_KARANTINA = "stage_karantina"
 BATCH_ROWS = 65_536
 
@@ -58,29 +59,42 @@ def load(warehouse: Warehouse, day: date, staging: Path, quarantine_file: Path) 
         if not warehouse.is_sqlite:
             # serialise loads so the cross-date order_id check cannot race another date's load
             conn.exec_driver_sql("LOCK TABLE fact_pesanan IN SHARE ROW EXCLUSIVE MODE")
-        warehouse.create_stage_table(conn, STAGE_FACT, stage_columns, integers=("line", "qty"))
         valid = pq.ParquetFile(staging / VALID_ROWS)
-        warehouse.bulk_insert(conn, STAGE_FACT, stage_columns,
-                              valid.iter_batches(batch_size=BATCH_ROWS, columns=stage_columns))
+        # PostgreSQL, a date loaded for the first time (the nightly case): no fact row of the
+        # date exists, so only the keys are staged, for the cross-date check, and the rows
+        # are copied straight into the fact table (INSERT .. SELECT .. ON CONFLICT from a
+        # stage of whole rows took longer than the COPY). Otherwise the rows are merged from a
+        # stage of whole rows (on SQLite this is the faster way even for a new date).
+        first_load = not warehouse.is_sqlite and bool(conn.execute(text(
+            "SELECT NOT EXISTS (SELECT 1 FROM fact_pesanan WHERE order_date = :d)"),
+            {"d": d}).scalar_one())
+        staged = KEY_COLUMNS if first_load else stage_columns
+        warehouse.create_stage_table(conn, STAGE_FACT, staged, integers=("line", "qty"))
+        warehouse.bulk_insert(conn, STAGE_FACT, list(staged),
+                              valid.iter_batches(batch_size=BATCH_ROWS, columns=list(staged)))
         conflicts = [dict(r._mapping) for r in conn.execute(text(
             f"SELECT s.line, s.order_id, s.kota, f.order_date AS other_date FROM {STAGE_FACT} s "
             "JOIN fact_pesanan f ON f.order_id = s.order_id WHERE f.order_date <> :d "
             "ORDER BY s.line"), {"d": d})]
         for conflict in conflicts:
             conflict["other_date"] = str(conflict["other_date"])
-        if conflicts:
-            conn.execute(text(
-                f"DELETE FROM {STAGE_FACT} WHERE EXISTS (SELECT 1 FROM fact_pesanan f "
-                f"WHERE f.order_id = {STAGE_FACT}.order_id AND f.order_date <> :d)"), {"d": d})
-        removed = conn.execute(text(
-            f"DELETE FROM fact_pesanan WHERE order_date = :d AND NOT EXISTS "
-            f"(SELECT 1 FROM {STAGE_FACT} s WHERE s.order_id = fact_pesanan.order_id)"),
-            {"d": d}).rowcount
-        updates = ", ".join(f"{c} = excluded.{c}" for c in FACT_COLUMNS if c != "order_id")
-        fact = conn.execute(text(
-            f"INSERT INTO fact_pesanan ({', '.join(FACT_COLUMNS)}) "
-            f"SELECT {', '.join(cast[c] for c in FACT_COLUMNS)} FROM {STAGE_FACT} WHERE true "
-            f"ON CONFLICT (order_id) DO UPDATE SET {updates}")).rowcount
+        if first_load:
+            fact, removed = _insert_new_date(warehouse, conn, valid, conflicts), 0
+        else:
+            if conflicts:
+                conn.execute(text(
+                    f"DELETE FROM {STAGE_FACT} WHERE EXISTS (SELECT 1 FROM fact_pesanan f "
+                    f"WHERE f.order_id = {STAGE_FACT}.order_id AND f.order_date <> :d)"),
+                    {"d": d})
+            removed = conn.execute(text(
+                f"DELETE FROM fact_pesanan WHERE order_date = :d AND NOT EXISTS "
+                f"(SELECT 1 FROM {STAGE_FACT} s WHERE s.order_id = fact_pesanan.order_id)"),
+                {"d": d}).rowcount
+            updates = ", ".join(f"{c} = excluded.{c}" for c in FACT_COLUMNS if c != "order_id")
+            fact = conn.execute(text(
+                f"INSERT INTO fact_pesanan ({', '.join(FACT_COLUMNS)}) "
+                f"SELECT {', '.join(cast[c] for c in FACT_COLUMNS)} FROM {STAGE_FACT} WHERE true "
+                f"ON CONFLICT (order_id) DO UPDATE SET {updates}")).rowcount
         conn.execute(text("DELETE FROM summary_harian WHERE order_date = :d"), {"d": d})
         summary = conn.execute(text(
             "INSERT INTO summary_harian (order_date, kota, jumlah_pesanan, total_qty, bruto, bersih) "
@@ -100,6 +114,17 @@ def load(warehouse: Warehouse, day: date, staging: Path, quarantine_file: Path) 
         _write_quarantine_csv(qfile, rejected)
     return LoadResult(fact=fact, summary=summary, karantina=rejected.num_rows, removed=removed,
                       conflicts=conflicts)
+
+
+def _insert_new_date(warehouse: Warehouse, conn, valid: pq.ParquetFile,
+                     conflicts: list[dict]) -> int:
+    """Insert the rows of a date with no fact row yet, less the cross-date conflicts: no
+    staged order_id can be in the fact table otherwise, so nothing needs merging."""
+    excluded = pa.array([c["line"] for c in conflicts], pa.int64())
+    batches = valid.iter_batches(batch_size=BATCH_ROWS, columns=[*FACT_COLUMNS, "line"])
+    if conflicts:
+        batches = (b.filter(pc.invert(pc.is_in(b["line"], value_set=excluded))) for b in batches)
+    return warehouse.bulk_insert(conn, "fact_pesanan", list(FACT_COLUMNS), batches)
 
 
 def _quarantine_table(staging: Path, day: date, conflicts: list[dict]) -> pa.Table:
