@@ -45,6 +45,7 @@ from tokokita_etl.contract import (
 from tokokita_etl.errors import ConfigError, WarehouseError
 
 FACT_BATCH = 50_000  # rows per fetch when digesting a date
+SQLITE_CACHE_KB = 128 * 1024
 
 # SQLite has no exact decimal or zoned timestamp: money is stored as text with exactly two
 # decimals (summed as integer cents), dates and timestamps as ISO 8601 text.
@@ -126,6 +127,9 @@ class Warehouse:
                 @event.listens_for(engine, "connect")
                 def _autocommit_driver(dbapi_connection, _record):
                     dbapi_connection.isolation_level = None  # we issue BEGIN ourselves
+                    # a page cache that holds a large date's index pages (the default 2 MB
+                    # made loads and digests re-read pages); grows only as pages are used
+                    dbapi_connection.execute(f"PRAGMA cache_size = -{SQLITE_CACHE_KB}")
 
                 @event.listens_for(engine, "begin")
                 def _begin_immediate(conn):
