@@ -36,6 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default=None,
                         help="with --all: comma-separated row counts (default 100000,1000000,5000000)")
     parser.add_argument("--results", type=Path, default=None, help="with --all: output file")
+    parser.add_argument("--render", action="store_true",
+                        help="re-write bench/RESULTS.md from bench/out/results.json")
     args = parser.parse_args(argv)
 
     if args.all:
@@ -43,6 +45,10 @@ def main(argv: list[str] | None = None) -> int:
 
         sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else None
         return run_all(sizes=sizes, pg_url=args.pg_url, results=args.results)
+    if args.render:
+        from bench.report import render_saved
+
+        return render_saved(args.results)
     if args.dag_parse:
         from bench.bench_dag import bench_dag_parse
 
