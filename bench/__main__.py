@@ -28,6 +28,8 @@ def main(argv: list[str] | None = None) -> int:
                              "trust server")
     parser.add_argument("--side", choices=("both", "project", "baseline"), default="both")
     parser.add_argument("--keep", action="store_true", help="keep the run folders in bench/out")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="work folder for generated partitions and runs (default bench/out)")
     parser.add_argument("--dag-parse", action="store_true", help="DAG parse time vs an empty DAG")
     parser.add_argument("--cron", action="store_true", help="cron preview of 100 runs")
     parser.add_argument("--all", action="store_true",
@@ -62,13 +64,13 @@ def main(argv: list[str] | None = None) -> int:
     if not args.rows:
         parser.error("--rows is required (or --all, --dag-parse, --cron)")
 
-    from bench.harness import DEFAULT_PG_URL, bench_once
+    from bench.harness import DEFAULT_PG_URL, OUT, bench_once
 
     pg_url = args.pg_url or os.environ.get("TOKOKITA_BENCH_PG_URL") or DEFAULT_PG_URL
     sides = ("project", "baseline") if args.side == "both" else (args.side,)
     backend = "postgresql" if args.backend == "postgres" else "sqlite"
     report = bench_once(args.rows, backend, seed=args.seed, pg_url=pg_url, keep=args.keep,
-                        sides=sides)
+                        sides=sides, out=args.out or OUT)
     report["backend"] = args.backend
     if args.json:
         print(json.dumps(report))
