@@ -32,6 +32,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="work folder for generated partitions and runs (default bench/out)")
     parser.add_argument("--dag-parse", action="store_true", help="DAG parse time vs an empty DAG")
     parser.add_argument("--cron", action="store_true", help="cron preview of 100 runs")
+    parser.add_argument("--catchup", action="store_true",
+                        help="30-day catch-up on the local stack vs the same dates via the CLI")
+    parser.add_argument("--days", type=int, default=30, help="with --catchup")
+    parser.add_argument("--catchup-rows", type=int, default=2000, help="with --catchup")
     parser.add_argument("--all", action="store_true",
                         help="100k, 1M, 5M rows on both backends, DAG parse, cron; "
                              "writes bench/RESULTS.md")
@@ -55,6 +59,14 @@ def main(argv: list[str] | None = None) -> int:
         from bench.bench_dag import bench_dag_parse
 
         print(json.dumps(bench_dag_parse(), indent=None if args.json else 2))
+        return 0
+    if args.catchup:
+        from bench.bench_catchup import bench_catchup
+
+        print(json.dumps(bench_catchup(args.days, args.catchup_rows,
+                                       args.pg_url or os.environ.get("TOKOKITA_BENCH_PG_URL")
+                                       or "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"),
+                         indent=None if args.json else 2))
         return 0
     if args.cron:
         from bench.bench_cron import bench_cron_preview

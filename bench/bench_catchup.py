@@ -1,0 +1,77 @@
+"""A 30-day catch-up: on the local Airflow stack against the same dates one after another
+through the command line.
+
+    python -m bench --catchup [--days 30] [--catchup-rows 2000]
+
+The stack side is ``tests/e2e/bench_catchup.py`` (it starts the compose services as local
+processes on throw-away PostgreSQL databases and waits for the scheduler's N catch-up runs).
+The command-line side generates N partitions of the same size with the same generator and
+seed, then runs ``tokokita-etl run --date D`` for each date in turn, each a new process, on a
+fresh PostgreSQL database: what an operator without Airflow would do.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import date, timedelta
+from pathlib import Path
+
+from bench.harness import DEFAULT_PG_URL, REPO, Warehouses
+from tokokita_etl.samples import generate_partition
+
+
+def cli_catchup(days: int, rows: int, pg_url: str = DEFAULT_PG_URL) -> dict:
+    """N dates run one after another through `tokokita-etl run` on PostgreSQL."""
+    last = date.today() - timedelta(days=1)
+    dates = [last - timedelta(days=days - 1 - i) for i in range(days)]
+    work = Path(tempfile.mkdtemp(prefix="tokokita-cli-catchup-"))
+    warehouses = Warehouses("postgresql", work, pg_url)
+    try:
+        for day in dates:
+            generate_partition(work / "raw" / f"pesanan_{day.isoformat()}.csv", day, rows, seed=3)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TOKOKITA_")}
+        env.update({
+            "TOKOKITA_RAW_DIR": str(work / "raw"), "TOKOKITA_GOLD_DIR": str(work / "gold"),
+            "TOKOKITA_QUARANTINE_DIR": str(work / "quarantine"),
+            "TOKOKITA_STATE_DIR": str(work / "state"), "TOKOKITA_STAGING_DIR": str(work / "staging"),
+            "TOKOKITA_WAREHOUSE_URL": warehouses.fresh("cli_catchup"),
+        })
+        cli = Path(sys.executable).with_name("tokokita-etl")
+        started = time.perf_counter()
+        failed = 0
+        for day in dates:
+            proc = subprocess.run([str(cli), "run", "--date", day.isoformat()], cwd=work, env=env,
+                                  capture_output=True, text=True, check=False)
+            failed += proc.returncode != 0
+        total = time.perf_counter() - started
+        return {"days": days, "rows_per_partition": rows, "failed_runs": failed,
+                "total_s": round(total, 1), "per_date_s": round(total / days, 2)}
+    finally:
+        warehouses.drop_all()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def stack_catchup(days: int, rows: int) -> dict:
+    """The e2e helper's catch-up on the running stack (a child process)."""
+    proc = subprocess.run([sys.executable, "-m", "tests.e2e.bench_catchup", "--days", str(days),
+                           "--rows", str(rows)], cwd=REPO, capture_output=True, text=True,
+                          check=False)
+    if proc.returncode != 0 and not proc.stdout.strip():
+        raise RuntimeError(f"stack catch-up failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout[proc.stdout.index("{"):])
+
+
+def bench_catchup(days: int = 30, rows: int = 2000, pg_url: str = DEFAULT_PG_URL) -> dict:
+    """Both sides and the ratio."""
+    cli = cli_catchup(days, rows, pg_url)
+    stack = stack_catchup(days, rows)
+    return {"cli": cli, "stack": stack,
+            "stack_vs_cli": round(stack["catchup_total_s"] / cli["total_s"], 2),
+            "stack_after_healthy_vs_cli": round(stack["catchup_after_healthy_s"] / cli["total_s"],
+                                                2)}
