@@ -7,6 +7,8 @@ down    stop what `up` started
 status  whether it runs, and where
 demo    `make demo` (stack.demo)
 env     print the local environment of a compose service (what `up` gives it)
+airflow ARGS...  the `airflow` command on the embedded home, with the scheduler's environment,
+        e.g. `python -m stack airflow backfill create --dag-id tokokita_orders_daily ...`
 """
 
 from __future__ import annotations
@@ -40,6 +42,11 @@ def _print_status(settings) -> None:
     print("\ngold files:")
     for path in sorted(settings.gold_dir.glob("summary_harian_*.csv")):
         print(f"  {path.relative_to(REPO) if path.is_relative_to(REPO) else path}")
+
+
+def _port_of(url: str | None) -> int:
+    """The port of a running embedded api-server (8080 when none runs)."""
+    return int(url.rsplit(":", 1)[1]) if url else 8080
 
 
 def up(timeout: float = 300) -> int:
@@ -131,6 +138,14 @@ def main(argv: list[str]) -> int:
         from stack.demo import main as demo
 
         return demo()
+    if command == "airflow":
+        import subprocess
+
+        from stack.local import BIN
+
+        stack = LocalStack(embedded_target(api_port=_port_of(_api_url()), health_port=8974))
+        return subprocess.run([str(BIN / "airflow"), *argv[1:]], cwd=REPO, check=False,
+                              env=stack.env("airflow-scheduler")).returncode
     if command == "env" and len(argv) == 2:
         stack = LocalStack(embedded_target(api_port=8080, health_port=8974))
         for key, value in sorted(stack.env(argv[1]).items()):
