@@ -14,6 +14,7 @@ airflow ARGS...  the `airflow` command on the embedded home, with the scheduler'
 from __future__ import annotations
 
 import sys
+from datetime import UTC, datetime
 
 from stack import REPO
 from stack.embedded import AIRFLOW_HOME, STATE_FILE, embedded_target
@@ -84,7 +85,10 @@ def up(timeout: float = 300) -> int:
             scheduled = [r for r in runs if r["run_type"] == "scheduled"]
             nxt = api.dag(DAG_ID).get("next_dagrun_run_after")
             finished = all(r["state"] in ("success", "failed") for r in scheduled)
-            return scheduled and finished and nxt is None and len(scheduled)
+            # caught up: no next run (end date reached) or the next one is in the future
+            later = nxt is None or datetime.fromisoformat(nxt.replace("Z", "+00:00")) > \
+                datetime.now(UTC)
+            return scheduled and finished and later and len(scheduled)
 
         count = wait_for(caught_up, timeout, 2.0, "the sample week's scheduled runs")
         api.close()
