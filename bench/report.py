@@ -68,6 +68,8 @@ def run_all(sizes: list[int] | None = None, pg_url: str | None = None,
             print(f"[bench] {rows:,} rows on {backend} ...", file=sys.stderr, flush=True)
             report = bench_once(rows, backend, pg_url=pg_url, baseline_timeout=BASELINE_TIMEOUT_S)
             report["load_average_after"] = os.getloadavg()
+            report["commit"] = _commit()
+            report["measured"] = datetime.now(UTC).isoformat(timespec="seconds")
             print(f"[bench]   project {report.get('project_s')} s, baseline "
                   f"{report.get('baseline_s')} s, speedup {report.get('speedup')}, "
                   f"RSS {report.get('project_peak_rss_mb')} MB, identical "
@@ -78,6 +80,12 @@ def run_all(sizes: list[int] | None = None, pg_url: str | None = None,
     print("[bench] cron preview ...", file=sys.stderr, flush=True)
     data["cron"] = _child_json(["--cron", "--json"])
     data["total_s"] = round(time.time() - started, 1)
+    saved = OUT / "results.json"
+    if sizes and saved.exists():  # a partial re-run replaces only its own rows
+        old = json.loads(saved.read_text(encoding="utf-8"))
+        fresh = {(r["rows"], r["backend"]) for r in data["runs"]}
+        data["runs"] = sorted([r for r in old["runs"] if (r["rows"], r["backend"]) not in fresh]
+                              + data["runs"], key=lambda r: (r["rows"], r["backend"] != "sqlite"))
     (OUT / "results.json").parent.mkdir(parents=True, exist_ok=True)
     (OUT / "results.json").write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     results.write_text(render(data), encoding="utf-8")
@@ -90,6 +98,14 @@ def render_saved(results: Path | None = None) -> int:
     data = json.loads((OUT / "results.json").read_text(encoding="utf-8"))
     (results or REPO / "bench" / "RESULTS.md").write_text(render(data), encoding="utf-8")
     return 0
+
+
+def _commit() -> str:
+    proc = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
+                          text=True, check=False)
+    dirty = subprocess.run(["git", "status", "--porcelain", "--", "include", "bench/*.py"], cwd=REPO,
+                           capture_output=True, text=True, check=False).stdout.strip()
+    return proc.stdout.strip() + ("+local changes" if dirty else "")
 
 
 def _child_json(args: list[str]) -> dict:
@@ -132,8 +148,8 @@ def render(data: dict) -> str:
         "## Pipeline vs plain-Python baseline",
         "",
         "| rows | backend | project s | baseline s | speedup | project peak RSS MB "
-        "| baseline peak RSS MB | identical |",
-        "|---:|---|---:|---:|---:|---:|---:|---|",
+        "| baseline peak RSS MB | identical | commit |",
+        "|---:|---|---:|---:|---:|---:|---:|---|---|",
     ]
     for r in data["runs"]:
         baseline = r.get("baseline_s")
@@ -144,7 +160,7 @@ def render(data: dict) -> str:
             f"| {r['rows']:,} | {r['backend']} | {_fmt_s(r.get('project_s'))} | "
             f"{_fmt_s(baseline)}{note} | {r.get('speedup', 'n/a')} | "
             f"{r.get('project_peak_rss_mb', 'n/a')} | {r.get('baseline_peak_rss_mb', 'n/a')} | "
-            f"{r.get('identical_output', 'n/a')} |")
+            f"{r.get('identical_output', 'n/a')} | {r.get('commit', '')} |")
     out += ["", "Project per stage (seconds inside the run; the rest of *project s* is interpreter",
             "start, imports, watermark and manifest):", "",
             "| rows | backend | extract | transform | load | validate | publish | imports |",
