@@ -1,0 +1,98 @@
+"""`make demo` and `make up`/`make down` on a fresh copy of the repository (SQLite, no Docker)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from stack import REPO
+from stack.local import free_port
+
+pytestmark = pytest.mark.airflow
+
+TRACKED = ("dags", "plugins", "include", "config", "stack", "data/raw", "docker-compose.yaml",
+           "pyproject.toml")
+SAMPLES = ("2026-11-02", "2026-11-03", "2026-11-04")
+
+
+@pytest.fixture(scope="module")
+def fresh(tmp_path_factory) -> Path:
+    """The repository's tracked sources, as a fresh clone has them (no airflow_home, no outputs)."""
+    root = tmp_path_factory.mktemp("fresh") / "tokokita"
+    for rel in TRACKED:
+        source, target = REPO / rel, root / rel
+        if source.is_dir():
+            shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(source, target)
+    return root
+
+
+def _stack(root: Path, *args: str, timeout: float, **env: str) -> subprocess.CompletedProcess:
+    clean = {k: v for k, v in os.environ.items()
+             if not k.startswith(("TOKOKITA_", "AIRFLOW", "_AIRFLOW"))}
+    return subprocess.run([sys.executable, "-m", "stack", *args], cwd=root, env={**clean, **env},
+                          capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def test_make_demo_runs_the_samples_through_airflow_and_is_idempotent(fresh):
+    first = _stack(fresh, "demo", timeout=300)
+    assert first.returncode == 0, first.stdout + first.stderr
+    for day in SAMPLES:
+        assert re.search(rf"{day}\s+run success\s+processed, gold published", first.stdout)
+        assert re.search(rf"^{day}\s+success\s+1\s", first.stdout, re.M)
+        assert f"data/gold/summary_harian_{day}.csv" in first.stdout
+        assert (fresh / "data" / "gold" / f"summary_harian_{day}.csv").exists()
+    assert (fresh / "airflow_home" / "airflow.db").exists()  # Airflow metadata on SQLite
+    assert (fresh / "data" / "warehouse" / "tokokita.db").exists()  # warehouse on SQLite
+    manifests = list((fresh / "data" / "state" / "runs").glob("run-*.json"))
+    assert {json.loads(p.read_text())["trigger"].split(":")[0] for p in manifests} == {"airflow"}
+
+    second = _stack(fresh, "demo", timeout=300)
+    assert second.returncode == 0, second.stdout + second.stderr
+    for day in SAMPLES:
+        assert re.search(rf"{day}\s+run success\s+skipped: already succeeded", second.stdout)
+        assert re.search(rf"^{day}\s+success\s+1\s", second.stdout, re.M)  # attempt unchanged
+
+
+def test_make_up_serves_the_ui_caught_up_and_make_down_stops_it(fresh):
+    import httpx
+    import psutil
+
+    port = free_port()
+    pids: list[int] = []
+    try:
+        up = _stack(fresh, "up", timeout=420, AIRFLOW_API_PORT=str(port))
+        assert up.returncode == 0, up.stdout + up.stderr
+        assert f"Airflow UI and REST API: http://127.0.0.1:{port}   login: airflow / airflow" \
+            in up.stdout
+        assert re.search(r"caught up: \d+ scheduled runs", up.stdout)
+        state = json.loads((fresh / "airflow_home" / "stack.json").read_text())
+        pids = [p["pid"] for p in state["procs"]]
+        assert [p["name"] for p in state["procs"]] == [
+            "airflow-apiserver", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer"]
+
+        base = f"http://127.0.0.1:{port}"
+        token = httpx.post(f"{base}/auth/token", json={"username": "airflow",
+                                                       "password": "airflow"}).json()
+        headers = {"Authorization": f"Bearer {token['access_token']}"}
+        dag = httpx.get(f"{base}/api/v2/dags/tokokita_orders_daily", headers=headers).json()
+        assert dag["is_paused"] is False
+        runs = httpx.get(f"{base}/api/v2/dags/tokokita_orders_daily/dagRuns",
+                         params={"limit": 100}, headers=headers).json()["dag_runs"]
+        assert runs and all(r["state"] == "success" for r in runs)
+        assert _stack(fresh, "status", timeout=60).returncode == 0
+    finally:
+        down = _stack(fresh, "down", timeout=120)
+    assert down.returncode == 0 and "stopped" in down.stdout, down.stdout + down.stderr
+    assert not [pid for pid in pids if psutil.pid_exists(pid)
+                and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+    assert _stack(fresh, "status", timeout=60).returncode == 1
