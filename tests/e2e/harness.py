@@ -39,7 +39,6 @@ E2E_REPORT: dict[str, object] = {}
 #: unchanged DAG file while the test runs (it costs CPU on a 2-core runner)
 FAST_ENV = {
     "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "600",
-    "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
 }
 
 #: test-only cluster policy, in the home's config/ folder (Airflow puts it on sys.path):
