@@ -49,13 +49,14 @@ class LoadResult:
 def load(warehouse: Warehouse, day: date, staging: Path, quarantine_file: Path) -> LoadResult:
     """Load staged rows of `day` in one transaction, then publish its quarantine file."""
     warehouse.ensure_schema()
-    stage_columns = [*FACT_COLUMNS, "line"]
+    # every valid row's order_date is D (else it was wrong_date): bound once, not staged
+    stage_columns = [c for c in FACT_COLUMNS if c != "order_date"] + ["line"]
     d = warehouse.day_param(day)
     money = {c: f"CAST({c} AS NUMERIC(18, 2))" for c in ("harga_satuan", "diskon", "bruto", "bersih")}
     cast = {c: c for c in FACT_COLUMNS} if warehouse.is_sqlite else {
-        **{c: c for c in FACT_COLUMNS}, **money,
-        "order_date": "CAST(order_date AS DATE)", "order_ts": "CAST(order_ts AS TIMESTAMPTZ)",
+        **{c: c for c in FACT_COLUMNS}, **money, "order_ts": "CAST(order_ts AS TIMESTAMPTZ)",
     }
+    cast["order_date"] = ":d"
     with atomic_writer(quarantine_file, newline="") as qfile, warehouse.begin() as conn:
         if not warehouse.is_sqlite:
             # serialise loads so the cross-date order_id check cannot race another date's load
@@ -95,7 +96,7 @@ def load(warehouse: Warehouse, day: date, staging: Path, quarantine_file: Path) 
             fact = conn.execute(text(
                 f"INSERT INTO fact_pesanan ({', '.join(FACT_COLUMNS)}) "
                 f"SELECT {', '.join(cast[c] for c in FACT_COLUMNS)} FROM {STAGE_FACT} WHERE true "
-                f"ON CONFLICT (order_id) DO UPDATE SET {updates}")).rowcount
+                f"ON CONFLICT (order_id) DO UPDATE SET {updates}"), {"d": d}).rowcount
         conn.execute(text("DELETE FROM summary_harian WHERE order_date = :d"), {"d": d})
         # the fact rows of D are now exactly the staged rows less the conflicts: the summary is
         # summed from those in Arrow (exact decimals), not re-read from the fact table, so
