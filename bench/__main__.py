@@ -30,6 +30,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the run folders in bench/out")
     parser.add_argument("--out", type=Path, default=None,
                         help="work folder for generated partitions and runs (default bench/out)")
+    parser.add_argument("--project-src", type=Path, default=None,
+                        help="import the pipeline from this include/ folder (e.g. an older "
+                             "checkout, for a before/after comparison)")
     parser.add_argument("--dag-parse", action="store_true", help="DAG parse time vs an empty DAG")
     parser.add_argument("--cron", action="store_true", help="cron preview of 100 runs")
     parser.add_argument("--catchup", action="store_true",
@@ -82,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     sides = ("project", "baseline") if args.side == "both" else (args.side,)
     backend = "postgresql" if args.backend == "postgres" else "sqlite"
     report = bench_once(args.rows, backend, seed=args.seed, pg_url=pg_url, keep=args.keep,
-                        sides=sides, out=args.out or OUT)
+                        sides=sides, out=args.out or OUT, project_src=args.project_src)
     report["backend"] = args.backend
     if args.json:
         print(json.dumps(report))

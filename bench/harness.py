@@ -77,10 +77,12 @@ class Warehouses:
         self.created.clear()
 
 
-def run_side(side: str, spec: dict, *, timeout: float | None = None) -> dict:
-    """Run one side in a child process; its JSON result plus the wall time seen from here."""
+def run_side(side: str, spec: dict, *, timeout: float | None = None,
+             include_dir: Path | None = None) -> dict:
+    """Run one side in a child process; its JSON result plus the wall time seen from here.
+    `include_dir`: import the pipeline from another source tree (a before/after comparison)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(REPO), str(REPO / "include"), os.environ.get("PYTHONPATH", "")])}
+        [str(include_dir or REPO / "include"), str(REPO), os.environ.get("PYTHONPATH", "")])}
     env = {k: v for k, v in env.items() if not k.startswith("TOKOKITA_")}
     start = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "bench._child", side, json.dumps(spec)],
@@ -131,7 +133,7 @@ def compare(project: dict, baseline: dict) -> dict:
 def bench_once(rows: int, backend: str, *, seed: int = SEED, out: Path = OUT,
                pg_url: str = DEFAULT_PG_URL, keep: bool = False,
                sides: tuple[str, ...] = ("project", "baseline"),
-               baseline_timeout: float | None = None) -> dict:
+               baseline_timeout: float | None = None, project_src: Path | None = None) -> dict:
     """Generate (or reuse) the partition, run both sides on fresh warehouses, compare."""
     raw_dir, generated = partition(rows, seed=seed, out=out)
     work = out / "runs" / f"{backend}-{rows}-{uuid.uuid4().hex[:8]}"
@@ -145,8 +147,9 @@ def bench_once(rows: int, backend: str, *, seed: int = SEED, out: Path = OUT,
             spec = {"work": str(side_work), "raw_dir": str(raw_dir), "date": DAY.isoformat(),
                     "warehouse_url": warehouses.fresh(side)}
             try:
-                results[side] = run_side(side, spec,
-                                         timeout=baseline_timeout if side == "baseline" else None)
+                results[side] = run_side(
+                    side, spec, timeout=baseline_timeout if side == "baseline" else None,
+                    include_dir=project_src if side == "project" else None)
             except subprocess.TimeoutExpired:
                 timed_out = baseline_timeout
         report: dict = {"rows": rows, "backend": backend}
