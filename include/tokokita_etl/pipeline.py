@@ -30,7 +30,7 @@ from tokokita_etl.extract import extract
 from tokokita_etl.files import write_new_atomic, write_text_atomic
 from tokokita_etl.gold import publish_gold
 from tokokita_etl.load import load
-from tokokita_etl.schedule import gate_decision
+from tokokita_etl.schedule import decide, gate_decision
 from tokokita_etl.state import FAILED, SUCCESS, StateStore
 from tokokita_etl.transform import transform
 from tokokita_etl.validate import rupiah, validate
@@ -148,6 +148,17 @@ def claim_started(settings: Settings, day: date, owner: str, default: datetime) 
     except (FileNotFoundError, json.JSONDecodeError):
         return default
     return datetime.fromisoformat(held["since"]) if held.get("owner") == owner else default
+
+
+def blocked_reason(settings: Settings, day: date) -> str | None:
+    """Why a stage of `day` may not run now (max attempts reached and not succeeded), or None.
+
+    The gate checks this per run; stages check it too, because clearing a stage task re-runs it
+    without passing the gate again.
+    """
+    decision = decide(state_store(settings).read(), day, max_attempts=settings.max_attempts,
+                      force=True)
+    return decision.reason if decision.action == "blocked" else None
 
 
 def may_retry(settings: Settings, day: date) -> bool:

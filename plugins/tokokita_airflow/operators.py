@@ -111,7 +111,9 @@ class EtlStageOperator(BaseOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         """Run the stage; record a failed attempt when it raises."""
+        from tokokita_etl.errors import BlockedError
         from tokokita_etl.pipeline import (
+            blocked_reason,
             claim_started,
             finish_failure,
             finish_success,
@@ -123,6 +125,11 @@ class EtlStageOperator(BaseOperator):
         day = partition_date(context)
         owner = run_owner(context)
         now = datetime.now(UTC)
+        blocked = blocked_reason(settings, day)
+        if blocked:  # a cleared stage of a blocked date: attempts stay bounded
+            finish_failure(settings, day, BlockedError(blocked), stage=self.stage, now=now,
+                           trigger=owner, started=now)
+            raise AirflowFailException(blocked)
         try:
             result, lines = run_stage(settings, day, self.stage)
         except Exception as exc:

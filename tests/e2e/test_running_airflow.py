@@ -23,7 +23,8 @@ Dates are relative to the real clock (the gate's lookback uses it): T is today i
 | T-1  | good partition once its run has fired    | processed            |                    |
 
 Then through the REST API: T-7 again with `force` (identical checksums), a clear of T-8's
-failed extract (runs once more, attempts go on counting: 4, no retry), and T-8 with
+failed extract (runs once more and fails at once as blocked: attempts stay bounded at 3, no
+retry; the attempts counted on across the backfill's tries and runs), and T-8 with
 `reset_attempts` after its partition is fixed (succeeds, reset recorded).
 """
 
@@ -343,7 +344,7 @@ def test_rest_trigger_with_force_reproduces_identical_checksums(e2e):
     assert gold.read_bytes() == gold_before
 
 
-def test_rest_clear_of_a_failed_task_runs_it_again_and_attempts_go_on_counting(e2e):
+def test_rest_clear_of_a_failed_task_runs_it_again_and_attempts_stay_bounded(e2e):
     stack, plan = e2e
     from stack.rest import wait_for
 
@@ -363,10 +364,13 @@ def test_rest_clear_of_a_failed_task_runs_it_again_and_attempts_go_on_counting(e
 
     tries, current = wait_for(rerun_finished, 120, 1.0, "the cleared extract to run again")
     assert current["state"] == "failed"
-    assert len(tries) == tries_before + 1  # ran once more; the policy allows no retry at 4
+    assert len(tries) == tries_before + 1  # ran once more, no retry
     assert tries[-1]["state"] == "failed"
     entry = stack.watermark()[day.isoformat()]
-    assert (entry["status"], entry["attempt"]) == ("failed", 4)
+    assert (entry["status"], entry["attempt"]) == ("failed", 3)  # blocked: not a 4th attempt
+    manifests = sorted((stack.data / "state" / "runs").glob(f"run-{day.isoformat()}-*.json"),
+                       key=lambda p: p.stat().st_mtime_ns)
+    assert json.loads(manifests[-1].read_text())["status"] == "blocked"
 
 
 def test_rest_trigger_with_reset_attempts_after_fixing_the_partition_succeeds(e2e):
@@ -386,7 +390,7 @@ def test_rest_trigger_with_reset_attempts_after_fixing_the_partition_succeeds(e2
     entry = stack.watermark()[day.isoformat()]
     assert (entry["status"], entry["attempt"]) == ("success", 1)
     reset = entry["resets"][-1]
-    assert reset["previous_attempt"] == 4
+    assert reset["previous_attempt"] == 3
     assert reset["by"] == f"airflow:{DAG_ID}:{run['dag_run_id']}"
     assert day.isoformat() in stack.warehouse_dates()
     assert day.isoformat() in stack.gold_dates()

@@ -254,3 +254,19 @@ def test_status_page_shows_each_date_after_runs(project, run_dag):
     assert page.status_code == 200
     assert "<td>2026-11-02</td>" in page.text and "<td>success</td>" in page.text
     assert TokokitaPlugin.external_views[0]["href"] == "/tokokita/"
+
+
+def test_clearing_a_stage_of_a_blocked_date_fails_at_once_without_an_attempt(project, run_dag,
+                                                                               daily_dag):
+    """Regression: a cleared stage skipped the gate and recorded attempt 4 of max 3."""
+    day = "2026-11-07"
+    (project.raw / f"pesanan_{day}.csv").write_text("order_id,order_ts\nTK-1,x\n")
+    run_dag(fire_time(day))
+    assert state_of(project, day)["attempt"] == 3
+    # re-run the stages only, as a clear of `extract` does: sensor and gate are not re-run
+    dr = daily_dag.test(logical_date=fire_time(day),
+                        mark_success_pattern="wait_for_raw_partition|check_watermark")
+    states = {ti.task_id: (ti.state, ti.try_number) for ti in dr.get_task_instances()}
+    assert states["extract"] == ("failed", 1)
+    assert state_of(project, day)["attempt"] == 3
+    assert json.loads(project.manifests(day)[-1].read_text())["status"] == "blocked"
