@@ -13,6 +13,9 @@ import os
 import sys
 from pathlib import Path
 
+# the pipeline of this checkout, whatever the environment has installed
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "include"))
+
 
 def main(argv: list[str] | None = None) -> int:
     """Command line."""
