@@ -41,6 +41,7 @@ def cli_catchup(days: int, rows: int, pg_url: str = DEFAULT_PG_URL) -> dict:
             "TOKOKITA_QUARANTINE_DIR": str(work / "quarantine"),
             "TOKOKITA_STATE_DIR": str(work / "state"), "TOKOKITA_STAGING_DIR": str(work / "staging"),
             "TOKOKITA_WAREHOUSE_URL": warehouses.fresh("cli_catchup"),
+            "PYTHONPATH": os.pathsep.join([str(REPO / "include"), env.get("PYTHONPATH", "")]),
         })
         cli = Path(sys.executable).with_name("tokokita-etl")
         started = time.perf_counter()
