@@ -19,6 +19,7 @@ BACKENDS = ("sqlite", "postgresql")
 # the row-wise PostgreSQL baseline at 5M rows: measured when it ends within this many seconds
 BASELINE_TIMEOUT_S = 1800
 TARGET_SPEEDUP = 5
+REPEATS, REPEAT_UP_TO = 2, 1_000_000  # best of two up to 1M rows; 5M once
 TARGET_RSS_MB = 1024
 TARGET_DAG_RATIO = 1.2
 
@@ -66,7 +67,9 @@ def run_all(sizes: list[int] | None = None, pg_url: str | None = None,
     for rows in sizes or SIZES:
         for backend in BACKENDS:
             print(f"[bench] {rows:,} rows on {backend} ...", file=sys.stderr, flush=True)
-            report = bench_once(rows, backend, pg_url=pg_url, baseline_timeout=BASELINE_TIMEOUT_S)
+            repeats = [bench_once(rows, backend, pg_url=pg_url, baseline_timeout=BASELINE_TIMEOUT_S)
+                       for _ in range(REPEATS if rows <= REPEAT_UP_TO else 1)]
+            report = _best_of(repeats)
             report["load_average_after"] = os.getloadavg()
             report["commit"] = _commit()
             report["measured"] = datetime.now(UTC).isoformat(timespec="seconds")
@@ -98,6 +101,27 @@ def render_saved(results: Path | None = None) -> int:
     data = json.loads((OUT / "results.json").read_text(encoding="utf-8"))
     (results or REPO / "bench" / "RESULTS.md").write_text(render(data), encoding="utf-8")
     return 0
+
+
+def _best_of(repeats: list[dict]) -> dict:
+    """Several runs of one size and backend: the fastest time of each side (the machine is
+    shared, so the minimum is the least disturbed), the highest peak RSS, every output
+    identical."""
+    best_p = min(repeats, key=lambda r: r["project_s"])
+    timed = [r for r in repeats if r.get("baseline_s") is not None]
+    report = dict(best_p)
+    if timed:
+        best_b = min(timed, key=lambda r: r["baseline_s"])
+        report["baseline_s"] = best_b["baseline_s"]
+        report["baseline_run_s"] = best_b["baseline_run_s"]
+        report["speedup"] = round(best_b["baseline_s"] / best_p["project_s"], 2)
+        report["baseline_peak_rss_mb"] = max(r["baseline_peak_rss_mb"] for r in timed)
+    report["project_peak_rss_mb"] = max(r["project_peak_rss_mb"] for r in repeats)
+    report["identical_output"] = all(r.get("identical_output", True) for r in repeats)
+    report["repeats"] = len(repeats)
+    report["all_project_s"] = [r["project_s"] for r in repeats]
+    report["all_baseline_s"] = [r.get("baseline_s") for r in repeats]
+    return report
 
 
 def _commit() -> str:
@@ -135,7 +159,8 @@ def render(data: dict) -> str:
         "does: extract, transform, load, validate, gold, watermark and manifest); *baseline* is",
         "`bench/baseline.py` (csv module, Decimal, a row loop, row-wise INSERTs in one",
         "transaction). *identical* = same gold file bytes, same quarantine counts per reason and",
-        "same fact row count.",
+        "same fact row count. Up to 1M rows each size ran twice and the table shows each side's",
+        "faster run (all runs are in the JSON); 5M rows ran once.",
         "",
         f"Machine: {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB RAM; {m['os']};",
         f"Python {m['python']}, SQLite {m['sqlite']}, PostgreSQL {m['postgresql']} (local, "
