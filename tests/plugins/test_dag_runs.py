@@ -24,6 +24,48 @@ def state_of(project, day: str) -> dict:
     return json.loads(project.state_file.read_text())["runs"][day]
 
 
+def sensor_rescheduled() -> bool:
+    """Whether a sensor try has given its slot back (state up_for_reschedule)."""
+    from airflow.models import TaskInstance
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        return session.query(TaskInstance).filter(
+            TaskInstance.task_id == "wait_for_raw_partition",
+            TaskInstance.state == "up_for_reschedule").count() > 0
+
+
+def run_current_scheduled_run_while_the_file_lands(project, run_dag, after_s: float,
+                                                   when=lambda: True):
+    """Run today's scheduled run (fired a minute ago); its partition lands once `when()` holds
+    and at least `after_s` seconds have passed."""
+    import threading
+    import time
+
+    logical = pendulum.instance(datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=1))
+    day = (logical.in_timezone(JKT).date() - timedelta(days=1)).isoformat()
+    target = project.raw / f"pesanan_{day}.csv"
+    text = (project.raw / "pesanan_2026-11-02.csv").read_text().replace("2026-11-02", day)
+
+    def drop_file():  # the way writers publish: a .part file renamed into place
+        deadline = time.monotonic() + 60
+        while not when() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        tmp = target.with_suffix(".part")
+        tmp.write_text(text)
+        tmp.rename(target)
+
+    timer = threading.Timer(after_s, drop_file)
+    timer.start()
+    try:
+        dr, states = run_dag(logical, run_type="scheduled")
+    finally:
+        timer.cancel()
+    assert states["wait_for_raw_partition"][0] == "success"
+    assert dr.state == "success", states
+    return dr
+
+
 def test_sample_dates_succeed_and_publish_gold(project, run_dag):
     for day in ("2026-11-02", "2026-11-03", "2026-11-04"):
         dr, states = run_dag(fire_time(day))
@@ -140,33 +182,13 @@ def test_manual_trigger_with_partition_date_param_processes_that_date(project, r
 def test_current_scheduled_run_waits_in_reschedule_mode_until_the_file_lands(
         project, run_dag, daily_dag, monkeypatch):
     """The sensor of today's scheduled run gives its slot back while waiting (reschedule)."""
-    import threading
-
     from airflow.models.taskreschedule import TaskReschedule
     from airflow.utils.session import create_session
 
-    now = datetime.now(UTC).replace(microsecond=0)
-    logical = pendulum.instance(now - timedelta(minutes=1))
-    day = (logical.in_timezone(JKT).date() - timedelta(days=1)).isoformat()
-    source = project.raw / "pesanan_2026-11-02.csv"
-    target = project.raw / f"pesanan_{day}.csv"
     sensor = daily_dag.get_task("wait_for_raw_partition")
     monkeypatch.setattr(sensor, "poke_interval", 1)
-
-    def drop_file():
-        text = source.read_text().replace("2026-11-02", day)
-        tmp = target.with_suffix(".part")
-        tmp.write_text(text)
-        tmp.rename(target)
-
-    timer = threading.Timer(3.0, drop_file)
-    timer.start()
-    try:
-        dr, states = run_dag(logical, run_type="scheduled")
-    finally:
-        timer.cancel()
-    assert states["wait_for_raw_partition"][0] == "success"
-    assert dr.state == "success", states
+    dr = run_current_scheduled_run_while_the_file_lands(project, run_dag, after_s=0.5,
+                                                        when=sensor_rescheduled)
     with create_session() as session:
         reschedules = session.query(TaskReschedule).filter(
             TaskReschedule.ti_id.in_(
@@ -220,24 +242,10 @@ def test_raw_partition_trigger_round_trips_serialize_and_fires(tmp_path):
 
 def test_deferrable_sensor_waits_on_the_trigger_and_succeeds_when_the_file_lands(
         project, run_dag, daily_dag, monkeypatch):
-    import threading
-
-    now = datetime.now(UTC).replace(microsecond=0)
-    logical = pendulum.instance(now - timedelta(minutes=1))
-    day = (logical.in_timezone(JKT).date() - timedelta(days=1)).isoformat()
     sensor = daily_dag.get_task("wait_for_raw_partition")
     monkeypatch.setattr(sensor, "deferrable", True)
     monkeypatch.setattr(sensor, "poke_interval", 0.5)
-    target = project.raw / f"pesanan_{day}.csv"
-    text = (project.raw / "pesanan_2026-11-02.csv").read_text().replace("2026-11-02", day)
-    timer = threading.Timer(2.0, target.write_text, args=(text,))
-    timer.start()
-    try:
-        dr, states = run_dag(logical, run_type="scheduled")
-    finally:
-        timer.cancel()
-    assert states["wait_for_raw_partition"][0] == "success"
-    assert dr.state == "success", states
+    run_current_scheduled_run_while_the_file_lands(project, run_dag, after_s=2.0)
 
 
 def test_status_page_shows_each_date_after_runs(project, run_dag):
