@@ -278,8 +278,12 @@ class Warehouse:
             cursor.execute(self._fact_text_sql(), (day.isoformat(),))
         else:  # a server-side cursor: the client never holds the whole date
             with driver.cursor() as setup:  # for this transaction only
+                # enable_sort: right after a load the table has no statistics yet, and the
+                # planner's guess of a few rows picks a bitmap scan + sort of the whole date
+                # over the (order_date, order_id) index that yields the order directly
                 setup.execute("SELECT set_config('TimeZone', %s, true), "
-                              "set_config('DateStyle', 'ISO, YMD', true)", (self.tz.key,))
+                              "set_config('DateStyle', 'ISO, YMD', true), "
+                              "set_config('enable_sort', 'off', true)", (self.tz.key,))
             cursor = driver.cursor(name="tokokita_fact_digest")
             cursor.itersize = FACT_BATCH
             cursor.execute(self._fact_text_sql(), (day,))
