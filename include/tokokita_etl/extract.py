@@ -5,11 +5,15 @@ from __future__ import annotations
 import csv
 import logging
 import operator
+from collections import deque
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import date
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from tokokita_etl.config import partition_path
@@ -106,6 +110,193 @@ def extract(raw_dir: Path, day: date, staging: Path) -> ExtractResult:
         raise MissingPartitionError(f"{path}: partition {day} is empty (0 bytes)")
 
     staging.mkdir(parents=True, exist_ok=True)
+    try:
+        result = _extract_by_lines(path, size, staging)
+    except NeedsRecordReader as why:
+        log.info("%s: %s; reading it record by record", path, why)
+        result = _extract_by_records(path, size, staging)
+    if result.extra_columns:
+        log.warning("%s: ignoring extra column(s): %s", path, ", ".join(result.extra_columns))
+    return result
+
+
+class NeedsRecordReader(Exception):
+    """The file has something only the csv module's record-by-record reading handles exactly."""
+
+
+def _extract_by_lines(path: Path, size: int, staging: Path) -> ExtractResult:
+    """The fast path, exact when every record is one physical line (checked as it goes).
+
+    Lines without a quote character are split on commas in Arrow (for them that is exactly
+    what the csv module does); the few lines with quotes go through the csv module one by one.
+    Anything else (a record spanning lines, a lone carriage return, a NUL, invalid UTF-8, an
+    over-long line) raises `NeedsRecordReader` before anything is renamed into place."""
+    limit = csv.field_size_limit()
+    malformed: list[tuple[int, str]] = []
+    rows = 0
+    with open(path, "rb") as handle, atomic_writer(staging / EXTRACT_ROWS, mode="wb") as out:
+        first = handle.readline()
+        header_text = _decode_line(first.removeprefix(BOM))
+        if not first.endswith(b"\n") or not header_text.strip() or "\r" in header_text \
+                or "\x00" in header_text:
+            raise NeedsRecordReader("the header is not a plain first line")
+        try:
+            records = list(csv.reader([header_text], strict=True))
+        except csv.Error:
+            raise NeedsRecordReader("the header is not one record") from None
+        header = [name.strip() for name in records[0]]
+        indexes, extra = _column_indexes(header, path)
+        shape = _LineShape(width=len(header), indexes=indexes, limit=limit)
+        # Arrow's kernels release the GIL: blocks are parsed on two threads while this one
+        # reads the next block and writes the parsed ones, in order
+        with pq.ParquetWriter(out, ROWS_SCHEMA) as writer, \
+                ThreadPoolExecutor(max_workers=PARSE_THREADS) as pool:
+            pending: deque[Future] = deque()
+
+            def write_oldest() -> None:
+                nonlocal rows
+                table, bad, records_n = pending.popleft().result()
+                rows += records_n
+                malformed.extend(bad)
+                if table.num_rows:
+                    writer.write_table(table)
+
+            for data, first_line in _line_blocks(handle, limit):
+                pending.append(pool.submit(_parse_lines, data, first_line, shape))
+                if len(pending) > PARSE_THREADS:
+                    write_oldest()
+            while pending:
+                write_oldest()
+    _write_malformed(staging, sorted(malformed))
+    return ExtractResult(file=str(path), bytes=size, rows=rows, malformed=len(malformed),
+                         extra_columns=extra)
+
+
+BOM = b"\xef\xbb\xbf"
+BLOCK_BYTES = 8 << 20
+PARSE_THREADS = 2
+
+
+def _line_blocks(handle, limit: int) -> Iterator[tuple[bytes, int]]:
+    """Blocks of whole lines (each ending in a newline) and the number of their first line."""
+    line = 1  # the header
+    carry = b""
+    while True:
+        block = handle.read(BLOCK_BYTES)
+        data = carry + block
+        if block:
+            cut = data.rfind(b"\n") + 1
+            if cut == 0:
+                if len(data) > limit:
+                    raise NeedsRecordReader("a line longer than the csv field limit")
+                carry = data
+                continue
+            data, carry = data[:cut], data[cut:]
+        elif data:
+            data += b"\n"  # the last line has no line end
+        else:
+            return
+        yield data, line + 1
+        line += data.count(b"\n")
+        if not block:
+            return
+
+
+@dataclass(frozen=True)
+class _LineShape:
+    width: int  # fields per record (the header's)
+    indexes: list[int]  # where each required column is
+    limit: int  # the csv module's field size limit
+
+
+def _decode_line(raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8").removesuffix("\n").removesuffix("\r")
+    except UnicodeDecodeError:
+        raise NeedsRecordReader("the header is not valid UTF-8") from None
+
+
+def _parse_lines(data: bytes, first_line: int, shape: _LineShape
+                 ) -> tuple[pa.Table, list[tuple[int, str]], int]:
+    """Records of whole lines `data` (ending in a newline) numbered from `first_line`: the
+    well-formed ones as a table, the malformed ones as (line, raw), and the record count."""
+    if b"\x00" in data:
+        raise NeedsRecordReader("a NUL character")
+    carriage_returns = data.count(b"\r")
+    if carriage_returns and carriage_returns != data.count(b"\r\n"):
+        raise NeedsRecordReader("a carriage return that does not end a line")
+    try:
+        text = pa.array([data], pa.binary()).cast(pa.string())
+    except pa.ArrowInvalid:
+        raise NeedsRecordReader("invalid UTF-8") from None
+    lines = pc.list_flatten(pc.split_pattern(text, "\n"))
+    lines = lines.slice(0, len(lines) - 1)  # after the final newline
+    if carriage_returns:
+        lines = pc.utf8_rtrim(lines, characters="\r")
+    lengths = pc.binary_length(lines)
+    if pc.max(lengths).as_py() > shape.limit:
+        raise NeedsRecordReader("a line longer than the csv field limit")
+    quoted = pc.match_substring(lines, '"')
+    commas = pc.count_substring(lines, ",")
+    plain = pc.invert(quoted)
+    whole = pc.and_(plain, pc.equal(commas, shape.width - 1))
+    broken = pc.and_(pc.and_(plain, pc.invert(whole)), pc.greater(lengths, 0))
+    records = len(lines) - pc.sum(pc.equal(lengths, 0)).as_py()
+
+    at = pc.indices_nonzero(whole)
+    fields = pc.split_pattern(lines.take(at), ",")
+    columns = [pc.list_element(fields, i) for i in shape.indexes]
+    numbers = pc.add(at.cast(pa.int64()), first_line)
+    table = pa.Table.from_arrays([numbers, *columns], schema=ROWS_SCHEMA)
+
+    at_broken = pc.indices_nonzero(broken)
+    malformed = list(zip((first_line + i for i in at_broken.to_pylist()),
+                         lines.take(at_broken).to_pylist(), strict=True))
+    at_quoted = pc.indices_nonzero(quoted).to_pylist()
+    if at_quoted:
+        parsed, bad = _parse_quoted(lines.take(at_quoted).to_pylist(),
+                                    [first_line + i for i in at_quoted], shape)
+        malformed.extend(bad)
+        if parsed:
+            table = pa.concat_tables([table, parsed]).sort_by("line")
+    return table, malformed, records
+
+
+def _parse_quoted(texts: list[str], numbers: list[int], shape: _LineShape
+                  ) -> tuple[pa.Table | None, list[tuple[int, str]]]:
+    """The csv module on lines holding a quote, each of which must be a whole record: a record
+    that runs on into the next line (the reader consumed more than one) is left to the
+    record reader; the sentinel makes an unclosed quote on the last line show the same way."""
+    reader = csv.reader((t + "\n" for t in [*texts, "sentinel"]), strict=True)
+    good: list[tuple] = []
+    good_lines: list[int] = []
+    malformed: list[tuple[int, str]] = []
+    pick = operator.itemgetter(*shape.indexes)
+    for i, (text, number) in enumerate(zip(texts, numbers, strict=True)):
+        try:
+            record = next(reader)
+        except csv.Error:
+            record = None
+        if reader.line_num != i + 1:
+            raise NeedsRecordReader(f"line {number}: a quoted field runs on past the line end")
+        if record is None or len(record) != shape.width:
+            malformed.append((number, text))
+            continue
+        good.append(pick(record))
+        good_lines.append(number)
+    return (_table(good_lines, good) if good else None), malformed
+
+
+def _write_malformed(staging: Path, malformed: list[tuple[int, str]]) -> None:
+    with atomic_writer(staging / EXTRACT_MALFORMED, mode="wb") as out:
+        pq.write_table(pa.table({"line": [n for n, _ in malformed],
+                                 "raw": [raw for _, raw in malformed]}, schema=MALFORMED_SCHEMA),
+                       out)
+
+
+def _extract_by_records(path: Path, size: int, staging: Path) -> ExtractResult:
+    """The csv module record by record: exact for any file (multi-line quoted fields, lone
+    carriage returns, NUL characters) and the one that reports invalid UTF-8."""
     rows = 0
     malformed: list[tuple[int, int]] = []
     extra: list[str] = []
@@ -154,17 +345,9 @@ def extract(raw_dir: Path, day: date, staging: Path) -> ExtractResult:
                 f"{path}: not valid UTF-8 at {_bad_utf8_location(path)} ({exc.reason}); "
                 "nothing was loaded"
             ) from None
-    malformed_count = len(malformed)
     raw = _raw_lines(path, malformed) if malformed else {}
-    with atomic_writer(staging / EXTRACT_MALFORMED, mode="wb") as out:
-        pq.write_table(
-            pa.table({"line": [s for s, _ in malformed], "raw": [raw.get(s, "") for s, _ in malformed]},
-                     schema=MALFORMED_SCHEMA),
-            out,
-        )
-    if extra:
-        log.warning("%s: ignoring extra column(s): %s", path, ", ".join(extra))
-    return ExtractResult(file=str(path), bytes=size, rows=rows, malformed=malformed_count,
+    _write_malformed(staging, [(s, raw.get(s, "")) for s, _ in malformed])
+    return ExtractResult(file=str(path), bytes=size, rows=rows, malformed=len(malformed),
                          extra_columns=extra)
 
 
