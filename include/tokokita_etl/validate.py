@@ -10,7 +10,6 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from sqlalchemy import text
 
 from tokokita_etl.contract import VALID_ROWS
 from tokokita_etl.errors import ValidationError
@@ -72,14 +71,12 @@ def validate(warehouse: Warehouse, day: date, staging: Path, gold_dir: Path,
     summary_digest = RowDigest()
     summary: list[list] = []
     with warehouse.begin() as conn:
-        target = dict(conn.execute(text(
-            "SELECT kota, COUNT(*) FROM fact_pesanan WHERE order_date = :d GROUP BY kota"),
-            {"d": warehouse.day_param(day)}).all())
         fact_n, fact_bruto, fact_bersih = warehouse.fact_totals(conn, day)
-        fact_checksum, digested = warehouse.fact_digest(conn, day)
-        if digested != fact_n:
+        fact = warehouse.fact_digest(conn, day)
+        fact_checksum, target = fact.checksum, fact.per_kota
+        if fact.rows != fact_n:
             raise ValidationError(f"validation failed for {day}: the checksum covered "
-                                  f"{digested} fact rows, the fact table has {fact_n}")
+                                  f"{fact.rows} fact rows, the fact table has {fact_n}")
         for row in warehouse.summary_rows(conn, day):
             summary_digest.add(row)
             summary.append(row)

@@ -6,12 +6,13 @@ import contextlib
 import hashlib
 import io
 import json
-import re
 import sqlite3
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from datetime import date, datetime
 from decimal import Decimal
 from pathlib import Path
+from typing import NamedTuple
 from zoneinfo import ZoneInfo
 
 import psycopg
@@ -241,13 +242,9 @@ class Warehouse:
             for row in partition:
                 yield [render(v) for v in row]
 
-    def _fact_text_sql(self, shape: str = "values") -> str:
-        """Fact rows of one date as their canonical values (text, `qty` an integer), rendered by
-        the database so no value needs rendering in Python (DBAPI paramstyle: `?` or `%s`).
-        PostgreSQL also has the shapes "lines" and "escaped" (see `fact_digest`)."""
-        if self.is_sqlite:  # stored as the canonical text already
-            return (f"SELECT {', '.join(FACT_COLUMNS)} FROM fact_pesanan WHERE order_date = ? "
-                    "ORDER BY order_id")
+    def _fact_text_sql(self, shape: str) -> str:
+        """PostgreSQL: the fact rows of one date as whole canonical lines ("lines", NULL where
+        a value needs a JSON escape) or, for those rows only, as canonical values ("escaped")."""
         # with the session's TimeZone the pipeline zone (set by fact_digest), order_ts::text is
         # `2026-11-02 14:05:00+07`: `T` and `:00` make it `datetime.isoformat()`; other
         # shapes (fractions, which PostgreSQL trims, offsets with minutes) take the long way
@@ -275,36 +272,60 @@ class Warehouse:
                     ([] if i == 0 else ["',\"'" if i == 7 else ("'\",'" if i == 6 else "'\",\"'")])
                     + [expr])] + ["'\"]'"])
             return f"SELECT CASE WHEN {_PG_NEEDS_ESCAPE} THEN NULL ELSE {line} END {source} {order}"
-        if shape == "escaped":
-            return f"SELECT {', '.join(rendered)} {source} WHERE {_PG_NEEDS_ESCAPE} {order}"
-        return f"SELECT {', '.join(rendered)} {source} {order}"
+        return f"SELECT {', '.join(rendered)} {source} WHERE {_PG_NEEDS_ESCAPE} {order}"
 
-    def fact_digest(self, conn: Connection, day: date) -> tuple[str, int]:
-        """SHA-256 of the canonical fact rows of `day` (as `RowDigest` over `fact_rows`) and
-        how many rows it covered; streamed in batches through the raw DBAPI cursor."""
+    def fact_digest(self, conn: Connection, day: date) -> FactDigest:
+        """SHA-256 of the canonical fact rows of `day` (as `RowDigest` over `fact_rows`), how
+        many rows it covered and how many per kota; streamed through the raw DBAPI cursor."""
         driver = conn.connection.driver_connection
-        digest = hashlib.sha256()
-        count = 0
         if self.is_sqlite:
-            cursor = driver.cursor()
-            cursor.arraysize = FACT_BATCH
-            cursor.execute(self._fact_text_sql(), (day.isoformat(),))
-        else:  # a server-side cursor: the client never holds the whole date
-            with driver.cursor() as setup:  # for this transaction only
-                # enable_sort: right after a load the table has no statistics yet, and the
-                # planner's guess of a few rows picks a bitmap scan + sort of the whole date
-                # over the (order_date, order_id) index that yields the order directly
-                setup.execute("SELECT set_config('TimeZone', %s, true), "
-                              "set_config('DateStyle', 'ISO, YMD', true), "
-                              "set_config('enable_sort', 'off', true)", (self.tz.key,))
-            return self._pg_fact_digest(driver, day)
+            return self._sqlite_fact_digest(driver, day)
+        with driver.cursor() as setup:  # for this transaction only
+            # enable_sort: right after a load the table has no statistics yet, and the
+            # planner's guess of a few rows picks a bitmap scan + sort of the whole date
+            # over the (order_date, order_id) index that yields the order directly
+            setup.execute("SELECT set_config('TimeZone', %s, true), "
+                          "set_config('DateStyle', 'ISO, YMD', true), "
+                          "set_config('enable_sort', 'off', true)", (self.tz.key,))
+        checksum, count = self._pg_fact_digest(driver, day)
+        per_kota = dict(conn.execute(text(
+            "SELECT kota, COUNT(*) FROM fact_pesanan WHERE order_date = :d GROUP BY kota"),
+            {"d": day}).all())
+        return FactDigest(checksum, count, per_kota)
+
+    def _sqlite_fact_digest(self, driver: sqlite3.Connection, day: date) -> FactDigest:
+        """SQLite writes each canonical line itself (`json_array` of the stored canonical text)
+        except for the rare rows with a value JSON must escape, which are encoded here; the
+        kota of each row is counted in the same pass."""
+        digest = hashlib.sha256()
+        per_kota: Counter[str] = Counter()
+        count = 0
+        columns = ", ".join(FACT_COLUMNS)
+        cursor = driver.cursor()
+        cursor.arraysize = FACT_BATCH
+        cursor.execute(
+            f"SELECT CASE WHEN {_SQLITE_NEEDS_ESCAPE} THEN NULL ELSE json_array({columns}) END, "
+            f"kota, CASE WHEN {_SQLITE_NEEDS_ESCAPE} THEN order_id END "
+            "FROM fact_pesanan WHERE order_date = ? ORDER BY order_id", (day.isoformat(),))
         try:
             while rows := cursor.fetchmany(FACT_BATCH):
-                digest.update(canonical_text(rows).encode("utf-8"))
+                lines = [row[0] for row in rows]
+                if None in lines:
+                    lines = [line if line is not None else self._sqlite_line(driver, order_id)
+                             for line, _kota, order_id in rows]
+                lines.append("")
+                digest.update("\n".join(lines).encode("utf-8"))
+                per_kota.update(row[1] for row in rows)
                 count += len(rows)
         finally:
             cursor.close()
-        return digest.hexdigest(), count
+        return FactDigest(digest.hexdigest(), count, dict(per_kota))
+
+    @staticmethod
+    def _sqlite_line(driver: sqlite3.Connection, order_id: str) -> str:
+        row = driver.execute(f"SELECT {', '.join(FACT_COLUMNS)} FROM fact_pesanan "
+                             "WHERE order_id = ?", (order_id,)).fetchone()
+        return canonical_line(list(row))[:-1]
 
     def _pg_fact_digest(self, driver, day: date) -> tuple[str, int]:
         """PostgreSQL builds each canonical line itself (one text value per row instead of
@@ -363,25 +384,18 @@ def canonical_line(row: list) -> str:
 _PG_NEEDS_ESCAPE = ("(s.order_id || s.customer_id || s.kota || s.produk) "
                     "~ '[\\x01-\\x1f\"\\\\]'")
 
-# a fact row's canonical line when no value needs a JSON escape: ten strings and qty
-_FACT_LINE = '["%s","%s","%s","%s","%s","%s",%d,"%s","%s","%s","%s"]\n'
-_JSON_ESCAPED = re.compile(r"[\x00-\x09\x0b-\x1f\\]")  # besides '"' and the newline
+# SQLite: the same test (a GLOB class: the control characters, `"` and a backslash); a row
+# without such a character is left to `json_array`, whose output is then `canonical_line`'s
+_SQLITE_NEEDS_ESCAPE = ("(order_id || customer_id || kota || produk) "
+                        "GLOB '*[' || char(1) || '-' || char(31) || '\"\\]*'")
 
 
-def canonical_text(rows: list[tuple]) -> str:
-    """`canonical_line` of each fact row (ten text values, `qty` an int), concatenated.
+class FactDigest(NamedTuple):
+    """The fact checksum of a date, the rows it covered, and those rows per kota."""
 
-    Formatting a whole batch with one template is byte-identical to `json.dumps` exactly when
-    no value holds a character JSON escapes (`"`, a backslash, a control character); such a
-    batch, recognised by counting quotes and newlines, is encoded row by row instead."""
-    try:
-        out = "".join(map(_FACT_LINE.__mod__, rows))
-    except TypeError:
-        out = ""
-    if (out.count('"') != 20 * len(rows) or out.count("\n") != len(rows)
-            or _JSON_ESCAPED.search(out)):
-        out = "".join(canonical_line(list(row)) for row in rows)
-    return out
+    checksum: str
+    rows: int
+    per_kota: dict[str, int]
 
 
 class RowDigest:

@@ -6,6 +6,7 @@ document (2026-11-02: 8 rows, 4 kota, gross Rp3,542,000.00, net Rp3,092,000.00).
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import Counter
 from datetime import date
@@ -17,7 +18,7 @@ from sqlalchemy import text
 from tests.conftest import HEADER, SAMPLE_DATES, Workspace, csv_text, read_csv_rows
 from tokokita_etl.pipeline import run_for_date
 from tokokita_etl.state import StateStore
-from tokokita_etl.warehouse import Warehouse
+from tokokita_etl.warehouse import Warehouse, canonical_line
 
 D02, D03, D04 = SAMPLE_DATES
 
@@ -389,3 +390,21 @@ def test_a_record_with_a_nul_character_is_malformed_on_both_backends(workspace):
     quarantined = read_csv_rows(workspace.quarantine_file(day))
     assert [(q["order_id"], q["reason"], q["produk"]) for q in quarantined] == [
         ("TK-1", "malformed_row", "Te\ufffdh")]
+
+
+def test_fact_checksum_is_sha256_of_canonical_json_lines_even_for_values_json_escapes(workspace):
+    """Regression guard for the database-built checksum lines (SQLite `json_array`, PostgreSQL
+    text concatenation): a value holding a quote, a backslash, a control character or non-ASCII
+    text must give the same checksum as `canonical_line` over the stored rows."""
+    day = date(2026, 11, 21)
+    odd = ['Kaos "Polos"', "Kabel C:\\USB", "Tas\tKanvas", "Kopi Gayo ☕", "Sepatu\x1fLari"]
+    rows = [[f"TK-E{i}", "2026-11-21 10:00:00", f"C\\{i}", "Medan", produk, "1", "1000", ""]
+            for i, produk in enumerate(odd)]
+    rows.append(["TK-E9", "2026-11-21 11:00:00", "C9", "Medan", "Teh", "2", "500", ""])
+    workspace.write_partition(day, csv_text(rows))
+    outcome = run(workspace, day)
+    assert outcome.status == "success", outcome.log
+    fact, _summary = canonical(workspace, day)
+    assert len(fact) == len(rows)
+    expected = hashlib.sha256("".join(canonical_line(r) for r in fact).encode("utf-8")).hexdigest()
+    assert outcome.entry["checksums"][f"fact_{day}"] == expected
