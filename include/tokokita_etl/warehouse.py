@@ -294,38 +294,31 @@ class Warehouse:
         return FactDigest(checksum, count, per_kota)
 
     def _sqlite_fact_digest(self, driver: sqlite3.Connection, day: date) -> FactDigest:
-        """SQLite writes each canonical line itself (`json_array` of the stored canonical text)
-        except for the rare rows with a value JSON must escape, which are encoded here; the
-        kota of each row is counted in the same pass."""
+        """SQLite writes each canonical line itself (`json_array` of the stored canonical text);
+        the kota of each row is counted in the same pass."""
         digest = hashlib.sha256()
         per_kota: Counter[str] = Counter()
         count = 0
-        columns = ", ".join(FACT_COLUMNS)
         cursor = driver.cursor()
         cursor.arraysize = FACT_BATCH
-        cursor.execute(
-            f"SELECT CASE WHEN {_SQLITE_NEEDS_ESCAPE} THEN NULL ELSE json_array({columns}) END, "
-            f"kota, CASE WHEN {_SQLITE_NEEDS_ESCAPE} THEN order_id END "
-            "FROM fact_pesanan WHERE order_date = ? ORDER BY order_id", (day.isoformat(),))
+        cursor.execute(f"SELECT json_array({', '.join(FACT_COLUMNS)}), kota FROM fact_pesanan "
+                       "WHERE order_date = ? ORDER BY order_id", (day.isoformat(),))
         try:
             while rows := cursor.fetchmany(FACT_BATCH):
                 lines = [row[0] for row in rows]
-                if None in lines:
-                    lines = [line if line is not None else self._sqlite_line(driver, order_id)
-                             for line, _kota, order_id in rows]
                 lines.append("")
-                digest.update("\n".join(lines).encode("utf-8"))
+                joined = "\n".join(lines)
+                # json_array's output is valid JSON, so any escape shows as a backslash: only
+                # such lines are re-encoded, to `canonical_line`'s exact escapes
+                if "\\" in joined:
+                    joined = "\n".join(_canonical_json(line) if "\\" in line else line
+                                        for line in lines)
+                digest.update(joined.encode("utf-8"))
                 per_kota.update(row[1] for row in rows)
                 count += len(rows)
         finally:
             cursor.close()
         return FactDigest(digest.hexdigest(), count, dict(per_kota))
-
-    @staticmethod
-    def _sqlite_line(driver: sqlite3.Connection, order_id: str) -> str:
-        row = driver.execute(f"SELECT {', '.join(FACT_COLUMNS)} FROM fact_pesanan "
-                             "WHERE order_id = ?", (order_id,)).fetchone()
-        return canonical_line(list(row))[:-1]
 
     def _pg_fact_digest(self, driver, day: date) -> tuple[str, int]:
         """PostgreSQL builds each canonical line itself (one text value per row instead of
@@ -379,16 +372,15 @@ def canonical_line(row: list) -> str:
     return json.dumps(row, ensure_ascii=False, separators=(",", ":")) + "\n"
 
 
+def _canonical_json(line: str) -> str:
+    """A JSON array line as `canonical_line` writes it (its escapes), without the newline."""
+    return canonical_line(json.loads(line))[:-1]
+
+
 # PostgreSQL: does a fact row's text hold a character JSON escapes (`"`, backslash, control)?
 # (the other columns are digits, dates and timestamps)
 _PG_NEEDS_ESCAPE = ("(s.order_id || s.customer_id || s.kota || s.produk) "
                     "~ '[\\x01-\\x1f\"\\\\]'")
-
-# SQLite: the same test (a GLOB class: the control characters, `"` and a backslash); a row
-# without such a character is left to `json_array`, whose output is then `canonical_line`'s
-_SQLITE_NEEDS_ESCAPE = ("(order_id || customer_id || kota || produk) "
-                        "GLOB '*[' || char(1) || '-' || char(31) || '\"\\]*'")
-
 
 class FactDigest(NamedTuple):
     """The fact checksum of a date, the rows it covered, and those rows per kota."""
