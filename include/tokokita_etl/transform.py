@@ -15,6 +15,7 @@ from tokokita_etl.contract import (
     DUPLICATE,
     EXTRACT_MALFORMED,
     EXTRACT_ROWS,
+    FACT_COLUMNS,
     MALFORMED,
     REJECTED_ROWS,
     REQUIRED_COLUMNS,
@@ -89,19 +90,50 @@ def _checked_sql(day: date, tz: str) -> str:
             CAST(n_qty AS DECIMAL(38, 2)) * n_harga AS n_bruto
         FROM parsed
     )
-    SELECT *,
-        CASE
-            WHEN has_nul THEN 'malformed_row'
-            WHEN t_order_id = '' THEN 'missing_order_id'
-            WHEN ts IS NULL THEN 'bad_order_ts'
-            WHEN CAST(local_ts AS DATE) <> DATE '{day.isoformat()}' THEN 'wrong_date'
-            WHEN t_kota = '' THEN 'missing_kota'
-            WHEN n_qty IS NULL OR n_qty < 1 OR n_qty > 2147483647 THEN 'bad_qty'
-            WHEN n_harga IS NULL OR n_bruto >= {MAX_BRUTO} THEN 'bad_price'
-            WHEN n_diskon IS NULL OR n_diskon > n_bruto THEN 'bad_discount'
-        END AS reason
-    FROM valued
+    , reasoned AS (
+        SELECT *,
+            CASE
+                WHEN has_nul THEN 'malformed_row'
+                WHEN t_order_id = '' THEN 'missing_order_id'
+                WHEN ts IS NULL THEN 'bad_order_ts'
+                WHEN CAST(local_ts AS DATE) <> DATE '{day.isoformat()}' THEN 'wrong_date'
+                WHEN t_kota = '' THEN 'missing_kota'
+                WHEN n_qty IS NULL OR n_qty < 1 OR n_qty > 2147483647 THEN 'bad_qty'
+                WHEN n_harga IS NULL OR n_bruto >= {MAX_BRUTO} THEN 'bad_price'
+                WHEN n_diskon IS NULL OR n_diskon > n_bruto THEN 'bad_discount'
+            END AS reason
+        FROM valued
+    )
+    -- a valid row keeps its output values, a rejected one its raw fields (never both: the
+    -- table stays narrow enough to stay in memory)
+    SELECT line, reason, t_order_id, t_kota,
+        {", ".join(f"CASE WHEN reason IS NULL THEN {expr} END AS o_{name}"
+                   for name, expr in _output_columns().items())},
+        {", ".join(f"CASE WHEN reason IS NOT NULL THEN {c} END AS {c}" for c in REQUIRED_COLUMNS)}
+    FROM reasoned
     """
+
+
+def _output_columns() -> dict[str, str]:
+    """The canonical values of a valid row's fact columns but order_id and kota (`o_` names)."""
+    offset = """(CASE WHEN off_s >= 0 THEN '+' ELSE '-' END)
+        || lpad(CAST(abs(off_s) // 3600 AS VARCHAR), 2, '0') || ':'
+        || lpad(CAST((abs(off_s) % 3600) // 60 AS VARCHAR), 2, '0')"""
+    return {
+        "order_date": "CAST(CAST(local_ts AS DATE) AS VARCHAR)",
+        "order_ts": f"""strftime(local_ts, '%Y-%m-%dT%H:%M:%S')
+            || CASE WHEN microsecond(local_ts) % 1000000 <> 0
+                    THEN '.' || lpad(CAST(microsecond(local_ts) % 1000000 AS VARCHAR), 6, '0')
+                    ELSE '' END
+            || {offset}""",
+        "customer_id": "t_customer_id",
+        "produk": "t_produk",
+        "qty": "CAST(n_qty AS INTEGER)",
+        "harga_satuan": "CAST(n_harga AS VARCHAR)",
+        "diskon": "CAST(n_diskon AS VARCHAR)",
+        "bruto": "CAST(CAST(n_bruto AS DECIMAL(18, 2)) AS VARCHAR)",
+        "bersih": "CAST(CAST(n_bruto - n_diskon AS DECIMAL(18, 2)) AS VARCHAR)",
+    }
 
 
 # DuckDB's own memory (its temp tables spill to the staging folder beyond it): with the rest of
@@ -141,29 +173,14 @@ def transform(day: date, staging: Path, *, tz: str = "Asia/Jakarta") -> Transfor
             CREATE TEMP TABLE winners AS
             SELECT max(line) AS line FROM checked WHERE reason IS NULL GROUP BY t_order_id
         """)
-        offset = """(CASE WHEN off_s >= 0 THEN '+' ELSE '-' END)
-            || lpad(CAST(abs(off_s) // 3600 AS VARCHAR), 2, '0') || ':'
-            || lpad(CAST((abs(off_s) % 3600) // 60 AS VARCHAR), 2, '0')"""
         with atomic_path(staging / VALID_ROWS) as out:
             con.execute(f"""
                 COPY (
-                    SELECT t_order_id AS order_id,
-                        CAST(CAST(local_ts AS DATE) AS VARCHAR) AS order_date,
-                        strftime(local_ts, '%Y-%m-%dT%H:%M:%S')
-                            || CASE WHEN microsecond(local_ts) % 1000000 <> 0
-                                    THEN '.' || lpad(CAST(microsecond(local_ts) % 1000000 AS VARCHAR), 6, '0')
-                                    ELSE '' END
-                            || {offset} AS order_ts,
-                        t_customer_id AS customer_id, kota_norm AS kota, t_produk AS produk,
-                        CAST(n_qty AS INTEGER) AS qty,
-                        CAST(n_harga AS VARCHAR) AS harga_satuan,
-                        CAST(n_diskon AS VARCHAR) AS diskon,
-                        CAST(CAST(n_bruto AS DECIMAL(18, 2)) AS VARCHAR) AS bruto,
-                        CAST(CAST(n_bruto - n_diskon AS DECIMAL(18, 2)) AS VARCHAR) AS bersih,
-                        line
+                    SELECT t_order_id AS order_id, {", ".join(
+                        "kota_norm AS kota" if c == "kota" else f"o_{c} AS {c}"
+                        for c in FACT_COLUMNS[1:])}, line
                     FROM checked c LEFT JOIN kota_map m USING (t_kota)
                     WHERE c.reason IS NULL AND c.line IN (SELECT line FROM winners)
-                    ORDER BY order_id
                 ) TO '{_sql_path(out)}' (FORMAT parquet)
             """)
         raw = ", ".join(REQUIRED_COLUMNS)
@@ -174,8 +191,9 @@ def transform(day: date, staging: Path, *, tz: str = "Asia/Jakarta") -> Transfor
                     FROM checked WHERE reason IS NOT NULL
                     UNION ALL
                     SELECT '{day.isoformat()}', line, '{DUPLICATE}', {raw}, ''
-                    FROM checked
-                    WHERE reason IS NULL AND line NOT IN (SELECT line FROM winners)
+                    FROM read_parquet($rows)
+                    WHERE line IN (SELECT line FROM checked WHERE reason IS NULL
+                                   EXCEPT SELECT line FROM winners)
                     UNION ALL
                     SELECT '{day.isoformat()}', line, '{MALFORMED}',
                         {", ".join("''" for _ in REQUIRED_COLUMNS)},
@@ -183,7 +201,7 @@ def transform(day: date, staging: Path, *, tz: str = "Asia/Jakarta") -> Transfor
                     FROM read_parquet($malformed)
                     ORDER BY line
                 ) TO '{_sql_path(out)}' (FORMAT parquet)
-            """, {"malformed": str(staging / EXTRACT_MALFORMED)})
+            """, {"malformed": str(staging / EXTRACT_MALFORMED), "rows": rows_file})
         counts = dict(con.execute(
             f"SELECT reason, count(*) FROM read_parquet('{_sql_path(staging / REJECTED_ROWS)}') "
             "GROUP BY reason").fetchall())
