@@ -181,6 +181,9 @@ def transform(day: date, staging: Path, *, tz: str = "Asia/Jakarta") -> Transfor
                         for c in FACT_COLUMNS[1:])}, line
                     FROM checked c LEFT JOIN kota_map m USING (t_kota)
                     WHERE c.reason IS NULL AND c.line IN (SELECT line FROM winners)
+                    -- in key order the warehouse's indexes grow at their ends (a PostgreSQL
+                    -- load of unsorted rows took 1.7x as long)
+                    ORDER BY order_id
                 ) TO '{_sql_path(out)}' (FORMAT parquet)
             """)
         raw = ", ".join(REQUIRED_COLUMNS)
