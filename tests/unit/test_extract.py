@@ -1,0 +1,128 @@
+"""Extract's two readers: the line-vectorised fast path must stage exactly what the csv
+module's record-by-record reader stages, or hand the file over to it.
+
+Every test writes real files and runs both real readers; the staged Parquet files are compared
+row for row (line numbers, fields, malformed raw text).
+"""
+
+from __future__ import annotations
+
+from datetime import date
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.conftest import HEADER, SAMPLE_RAW
+from tokokita_etl.contract import EXTRACT_MALFORMED, EXTRACT_ROWS
+from tokokita_etl.extract import (
+    BLOCK_BYTES,
+    NeedsRecordReader,
+    _extract_by_lines,
+    _extract_by_records,
+    extract,
+)
+from tokokita_etl.samples import generate_partition
+
+DAY = date(2026, 11, 10)
+GOOD = "TK-1,2026-11-10 10:00:00,CUST-1,Bandung,Kaos,2,50000.00,1000"
+
+
+def staged(folder: Path) -> tuple[list[dict], list[dict]]:
+    rows = pq.read_table(folder / EXTRACT_ROWS).sort_by("line").to_pylist()
+    malformed = pq.read_table(folder / EXTRACT_MALFORMED).to_pylist()
+    return rows, malformed
+
+
+def both_readers(path: Path, tmp: Path):
+    """(fast result, fast staging) or (None, reason) when it handed over; and the record reader's."""
+    size = path.stat().st_size
+    slow = _extract_by_records(path, size, tmp / "records")
+    try:
+        fast = _extract_by_lines(path, size, tmp / "lines")
+    except NeedsRecordReader as why:
+        return (None, str(why)), (slow, staged(tmp / "records"))
+    return (fast, staged(tmp / "lines")), (slow, staged(tmp / "records"))
+
+
+def test_line_reader_stages_the_generated_partition_exactly_like_the_record_reader(tmp_path):
+    path = tmp_path / "raw" / f"pesanan_{DAY}.csv"
+    counts = generate_partition(path, DAY, 30_000, seed=3)
+    (fast, fast_staged), (slow, slow_staged) = both_readers(path, tmp_path)
+    assert fast is not None, "the generated partition must take the fast path"
+    assert fast == slow
+    assert fast_staged == slow_staged
+    assert fast.malformed == counts["malformed_row"] > 0
+
+
+@pytest.mark.parametrize("sample", sorted(SAMPLE_RAW.glob("pesanan_*.csv")), ids=lambda p: p.name)
+def test_line_reader_agrees_with_the_record_reader_on_every_sample_partition(tmp_path, sample):
+    (fast, fast_staged), (slow, slow_staged) = both_readers(sample, tmp_path)
+    if fast is not None:
+        assert (fast, fast_staged) == (slow, slow_staged)
+
+
+def test_blocks_split_inside_a_quoted_line_keep_every_line_number(tmp_path):
+    """Lines straddle the fast reader's block boundary: numbering must continue across blocks."""
+    line = '"TK-{n}",2026-11-10 10:00:00,CUST-1,"Jakarta, Selatan",Kaos,2,50000.00,\n'
+    n_lines = BLOCK_BYTES // len(line) + 50
+    path = tmp_path / f"pesanan_{DAY}.csv"
+    with open(path, "w", encoding="utf-8", newline="") as handle:
+        handle.write(HEADER + "\n")
+        for n in range(n_lines):
+            handle.write(GOOD.replace("TK-1", f"TK-{n}") + ",x\n" if n % 997 == 0
+                         else line.format(n=n))
+    (fast, fast_staged), (slow, slow_staged) = both_readers(path, tmp_path)
+    assert fast is not None
+    assert (fast, fast_staged) == (slow, slow_staged)
+    assert fast_staged[0][-1]["line"] == n_lines + 1
+
+
+@pytest.mark.parametrize(("text", "why"), [
+    (f'{HEADER}\n{GOOD}\nTK-2,2026-11-10 10:00:00,C,"Jakarta\nSelatan",Kaos,1,1,\n{GOOD}\n',
+     "runs on past the line end"),
+    (f"{HEADER}\n{GOOD}\rTK-2,2026-11-10 10:00:00,C,Medan,Kaos,1,1,\n", "carriage return"),
+    (f"{HEADER}\nTK-2,2026-11-10 10:00:00,C,Me\x00dan,Kaos,1,1,\n", "NUL"),
+    (f'{HEADER}\n{GOOD}\nTK-3,2026-11-10 10:00:00,C,"Medan,Kaos,1,1,\n', "runs on past the line end"),
+    (f"\n{HEADER}\n{GOOD}\n", "header"),
+    (f"{HEADER}\n{GOOD}\nTK-2,2026-11-10 10:00:00,C,Medan,{'x' * 140_000},1,1,\n",
+     "longer than the csv field limit"),
+])
+def test_files_only_the_record_reader_reads_exactly_are_handed_over_with_a_reason(
+        tmp_path, text, why):
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    path = raw / f"pesanan_{DAY}.csv"
+    path.write_text(text, encoding="utf-8", newline="")
+    with pytest.raises(NeedsRecordReader, match=why):
+        _extract_by_lines(path, path.stat().st_size, tmp_path / "lines")
+    assert not (tmp_path / "lines" / EXTRACT_ROWS).exists(), "nothing renamed into place"
+    result = extract(raw, DAY, tmp_path / "staging")  # the public stage falls back by itself
+    _slow = _extract_by_records(path, path.stat().st_size, tmp_path / "records")
+    assert result == _slow
+    assert staged(tmp_path / "staging") == staged(tmp_path / "records")
+
+
+FIELD = st.text(alphabet=st.sampled_from(list('ab ,"\r\n\t\x00é')), max_size=6)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(records=st.lists(st.lists(FIELD, min_size=0, max_size=10), max_size=12),
+       line_end=st.sampled_from(["\n", "\r\n"]), final_newline=st.booleans(),
+       bom=st.booleans())
+def test_line_reader_never_disagrees_with_the_record_reader(tmp_path_factory, records, line_end,
+                                                            final_newline, bom):
+    """Arbitrary text joined as lines (quotes, commas, CR, LF, NUL in any field): the fast path
+    stages exactly what the record reader stages, or hands the file over."""
+    tmp = tmp_path_factory.mktemp("fuzz")
+    body = line_end.join([HEADER, *(",".join(r) for r in records)])
+    if final_newline:
+        body += line_end
+    path = tmp / f"pesanan_{DAY}.csv"
+    path.write_bytes((b"\xef\xbb\xbf" if bom else b"") + body.encode("utf-8"))
+    (fast, fast_staged), (slow, slow_staged) = both_readers(path, tmp)
+    if fast is not None:
+        assert fast == slow
+        assert fast_staged == slow_staged
