@@ -15,7 +15,6 @@ from tokokita_etl.contract import (
     DUPLICATE,
     EXTRACT_MALFORMED,
     EXTRACT_ROWS,
-    FACT_COLUMNS,
     MALFORMED,
     REJECTED_ROWS,
     REQUIRED_COLUMNS,
@@ -104,36 +103,40 @@ def _checked_sql(day: date, tz: str) -> str:
             END AS reason
         FROM valued
     )
-    -- a valid row keeps its output values, a rejected one its raw fields (never both: the
-    -- table stays narrow enough to stay in memory)
+    -- a valid row keeps its parsed values, a rejected one its raw fields (never both: the
+    -- table stays narrow, so a large partition spills less)
     SELECT line, reason, t_order_id, t_kota,
-        {", ".join(f"CASE WHEN reason IS NULL THEN {expr} END AS o_{name}"
-                   for name, expr in _output_columns().items())},
+        {", ".join(f"CASE WHEN reason IS NULL THEN {expr} END AS {name}"
+                   for name, expr in _VALID_VALUES.items())},
         {", ".join(f"CASE WHEN reason IS NOT NULL THEN {c} END AS {c}" for c in REQUIRED_COLUMNS)}
     FROM reasoned
     """
 
 
-def _output_columns() -> dict[str, str]:
-    """The canonical values of a valid row's fact columns but order_id and kota (`o_` names)."""
+# what a valid row keeps (the bounds were checked, so the money fits DECIMAL(18, 2))
+_VALID_VALUES = {
+    "local_ts": "local_ts", "off_s": "off_s", "v_customer_id": "t_customer_id",
+    "v_produk": "t_produk", "v_qty": "CAST(n_qty AS INTEGER)", "v_harga": "n_harga",
+    "v_diskon": "n_diskon", "v_bruto": "CAST(n_bruto AS DECIMAL(18, 2))",
+    "v_bersih": "CAST(n_bruto - n_diskon AS DECIMAL(18, 2))",
+}
+
+
+def _fact_values(day: date) -> str:
+    """The canonical text of a valid row's fact columns, in FACT_COLUMNS order (and its line);
+    order_date is D for every valid row (the wrong_date rule)."""
     offset = """(CASE WHEN off_s >= 0 THEN '+' ELSE '-' END)
         || lpad(CAST(abs(off_s) // 3600 AS VARCHAR), 2, '0') || ':'
         || lpad(CAST((abs(off_s) % 3600) // 60 AS VARCHAR), 2, '0')"""
-    return {
-        "order_date": "CAST(CAST(local_ts AS DATE) AS VARCHAR)",
-        "order_ts": f"""strftime(local_ts, '%Y-%m-%dT%H:%M:%S')
+    return f"""t_order_id AS order_id, '{day.isoformat()}' AS order_date,
+        strftime(local_ts, '%Y-%m-%dT%H:%M:%S')
             || CASE WHEN microsecond(local_ts) % 1000000 <> 0
                     THEN '.' || lpad(CAST(microsecond(local_ts) % 1000000 AS VARCHAR), 6, '0')
                     ELSE '' END
-            || {offset}""",
-        "customer_id": "t_customer_id",
-        "produk": "t_produk",
-        "qty": "CAST(n_qty AS INTEGER)",
-        "harga_satuan": "CAST(n_harga AS VARCHAR)",
-        "diskon": "CAST(n_diskon AS VARCHAR)",
-        "bruto": "CAST(CAST(n_bruto AS DECIMAL(18, 2)) AS VARCHAR)",
-        "bersih": "CAST(CAST(n_bruto - n_diskon AS DECIMAL(18, 2)) AS VARCHAR)",
-    }
+            || {offset} AS order_ts,
+        v_customer_id AS customer_id, kota_norm AS kota, v_produk AS produk, v_qty AS qty,
+        CAST(v_harga AS VARCHAR) AS harga_satuan, CAST(v_diskon AS VARCHAR) AS diskon,
+        CAST(v_bruto AS VARCHAR) AS bruto, CAST(v_bersih AS VARCHAR) AS bersih, line"""
 
 
 # DuckDB's own memory (its temp tables spill to the staging folder beyond it): with the rest of
@@ -176,9 +179,7 @@ def transform(day: date, staging: Path, *, tz: str = "Asia/Jakarta") -> Transfor
         with atomic_path(staging / VALID_ROWS) as out:
             con.execute(f"""
                 COPY (
-                    SELECT t_order_id AS order_id, {", ".join(
-                        "kota_norm AS kota" if c == "kota" else f"o_{c} AS {c}"
-                        for c in FACT_COLUMNS[1:])}, line
+                    SELECT {_fact_values(day)}
                     FROM checked c LEFT JOIN kota_map m USING (t_kota)
                     WHERE c.reason IS NULL AND c.line IN (SELECT line FROM winners)
                     -- in key order the warehouse's indexes grow at their ends (a PostgreSQL
