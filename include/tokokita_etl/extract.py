@@ -168,6 +168,9 @@ def _extract_by_lines(path: Path, size: int, staging: Path) -> ExtractResult:
             while pending:
                 write_oldest()
     _write_malformed(staging, sorted(malformed))
+    # Arrow's allocator keeps the blocks' freed memory; the next stage in this process
+    # (DuckDB's transform in `tokokita-etl run`) would otherwise add its own on top of it
+    pa.default_memory_pool().release_unused()
     return ExtractResult(file=str(path), bytes=size, rows=rows, malformed=len(malformed),
                          extra_columns=extra)
 
