@@ -203,3 +203,21 @@ def csv_text(rows: list[list[str]], *, header: str = HEADER, line_end: str = "\n
     buffer = io.StringIO()
     csv.writer(buffer, lineterminator=line_end).writerows(rows)
     return header + line_end + buffer.getvalue()
+
+
+def in_process_cli(ws: Workspace, monkeypatch, capsys, clock):
+    """`cli.main` in-process with only `ws`'s TOKOKITA_* settings and `ws` as the working
+    directory: invoke(*args, now=clock, **env) returns (exit code, stdout, stderr)."""
+    from tokokita_etl import cli
+
+    def invoke(*args: str, now=clock, **env: str) -> tuple[int, str, str]:
+        for name in [k for k in os.environ if k.startswith("TOKOKITA_")]:
+            monkeypatch.delenv(name)
+        for name, value in ws.env(**env).items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.chdir(ws.root)
+        code = cli.main(list(args), now=lambda: now)
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return invoke

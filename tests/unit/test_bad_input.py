@@ -11,7 +11,6 @@ attempt for a missing partition; 2 = usage/config/corrupt state; 3 = blocked.
 from __future__ import annotations
 
 import json
-import os
 import socket
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
@@ -19,8 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import HEADER, SAMPLE_RAW, Workspace, run_cli
-from tokokita_etl import cli
+from tests.conftest import HEADER, SAMPLE_RAW, Workspace, in_process_cli, run_cli
 from tokokita_etl.pipeline import run_for_date
 from tokokita_etl.state import StateStore
 from tokokita_etl.warehouse import Warehouse
@@ -59,18 +57,13 @@ def loaded(sqlite_workspace: Workspace) -> Workspace:
 @pytest.fixture
 def call(loaded: Workspace, monkeypatch, capsys):
     """cli.main in-process with TOKOKITA_* pointing into the workspace; returns (code, out+err)."""
+    invoke = in_process_cli(loaded, monkeypatch, capsys, CLOCK)
 
-    def invoke(*args: str, **env: str) -> tuple[int, str]:
-        for name in [k for k in os.environ if k.startswith("TOKOKITA_")]:
-            monkeypatch.delenv(name)
-        for name, value in loaded.env(**env).items():
-            monkeypatch.setenv(name, value)
-        monkeypatch.chdir(loaded.root)
-        code = cli.main(list(args), now=lambda: CLOCK)
-        out, err = capsys.readouterr()
+    def combined(*args: str, **env: str) -> tuple[int, str]:
+        code, out, err = invoke(*args, **env)
         return code, out + err
 
-    return invoke
+    return combined
 
 
 def assert_untouched_outputs(ws: Workspace, before: Snapshot) -> None:

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
 from datetime import UTC, datetime
 
 import pytest
 
-from tests.conftest import HEADER, SAMPLE_DATES, Workspace, run_cli
-from tokokita_etl import cli
+from tests.conftest import HEADER, SAMPLE_DATES, Workspace, in_process_cli, run_cli
 from tokokita_etl.state import StateStore
 
 D02, D03, D04 = SAMPLE_DATES
@@ -19,18 +17,7 @@ CLOCK = datetime(2026, 11, 4, 19, 30, tzinfo=UTC)  # 2026-11-05 02:30 in Jakarta
 @pytest.fixture
 def call(sqlite_workspace: Workspace, monkeypatch, capsys):
     """Run cli.main in-process with TOKOKITA_* pointing into the workspace; (code, out, err)."""
-
-    def invoke(*args: str, now: datetime = CLOCK, **env: str) -> tuple[int, str, str]:
-        for name in [k for k in os.environ if k.startswith("TOKOKITA_")]:
-            monkeypatch.delenv(name)
-        for name, value in sqlite_workspace.env(**env).items():
-            monkeypatch.setenv(name, value)
-        monkeypatch.chdir(sqlite_workspace.root)
-        code = cli.main(list(args), now=lambda: now)
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return invoke
+    return in_process_cli(sqlite_workspace, monkeypatch, capsys, CLOCK)
 
 
 def test_due_prints_the_due_dates_as_json_and_as_lines(sqlite_workspace, call):
