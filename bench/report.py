@@ -210,9 +210,14 @@ def render(data: dict) -> str:
                        f"{_fmt_s(r.get('project_s'))} s, {r['project_peak_rss_mb']} MB | "
                        f"{'yes' if r['project_peak_rss_mb'] <= TARGET_RSS_MB else 'no'} |")
     dag = data["dag_parse"]
-    out.append(f"| DAG parse <= {TARGET_DAG_RATIO}x an empty DAG | {dag['ratio']}x "
-               f"({dag['ratio_to_same_shape']}x a same-shape DAG of EmptyOperators) | "
-               f"{'yes' if dag['ratio'] <= TARGET_DAG_RATIO else 'no'} |")
+    out.append(f"| DAG parse <= {TARGET_DAG_RATIO}x an empty DAG, warm `DagBag` parse | "
+               f"{dag['ratio']}x ({dag['ratio_to_same_shape']}x a same-shape DAG of "
+               f"EmptyOperators) | {'yes' if dag['ratio'] <= TARGET_DAG_RATIO else 'no'} |")
+    fresh = dag.get("fresh")
+    if fresh:
+        out.append(f"| DAG parse <= {TARGET_DAG_RATIO}x an empty DAG, fresh interpreter "
+                   f"(Airflow's DAG loader test) | {fresh['ratio']}x | "
+                   f"{'yes' if fresh['ratio'] <= TARGET_DAG_RATIO else 'no'} |")
     out += [
         "",
         "## DAG parse time",
@@ -231,6 +236,20 @@ def render(data: dict) -> str:
         f"Ratio to the empty DAG: **{dag['ratio']}x**; to the same-shape DAG: "
         f"**{dag['ratio_to_same_shape']}x**.",
         "",
+        *([] if not fresh else [
+            "Each file loaded by a new interpreter (`python FILE`, Airflow's DAG loader test: the",
+            "interpreter start and Airflow's import are paid by every file alike, the project's",
+            f"own imports only by its file), {fresh['repeat']} alternating runs, medians:",
+            "",
+            "| DAG | median ms |",
+            "|---|---:|",
+            f"| empty | {fresh['empty_ms']} |",
+            f"| same shape, no project code | {fresh['same_shape_ms']} |",
+            f"| tokokita_orders_daily | {fresh['project_ms']} |",
+            "",
+            f"Ratio to the empty DAG: **{fresh['ratio']}x**.",
+            "",
+        ]),
         "## Cron preview (100 runs)",
         "",
         "| expression | zone | ours ms | croniter ms | speedup |",
