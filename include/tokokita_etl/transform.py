@@ -54,7 +54,8 @@ def title_kota(text: str) -> str:
 
 
 def _checked_sql(day: date, tz: str) -> str:
-    """One row per well-formed record: trimmed fields, parsed values and its reason (or NULL)."""
+    """One row per well-formed record: its line, reason (or NULL), trimmed order_id and kota,
+    and then either the valid row's parsed values or the rejected row's raw fields."""
     trimmed = ",\n".join(f"trim({c}, '{WS}') AS t_{c}" for c in REQUIRED_COLUMNS)
     # PostgreSQL text cannot hold NUL: such a record is malformed, kept with NUL replaced
     has_nul = " OR ".join(f"contains({c}, chr(0))" for c in REQUIRED_COLUMNS)

@@ -100,8 +100,8 @@ def test_files_only_the_record_reader_reads_exactly_are_handed_over_with_a_reaso
         _extract_by_lines(path, path.stat().st_size, tmp_path / "lines")
     assert not (tmp_path / "lines" / EXTRACT_ROWS).exists(), "nothing renamed into place"
     result = extract(raw, DAY, tmp_path / "staging")  # the public stage falls back by itself
-    _slow = _extract_by_records(path, path.stat().st_size, tmp_path / "records")
-    assert result == _slow
+    slow = _extract_by_records(path, path.stat().st_size, tmp_path / "records")
+    assert result == slow
     assert staged(tmp_path / "staging") == staged(tmp_path / "records")
 
 
