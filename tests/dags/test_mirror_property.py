@@ -110,6 +110,6 @@ def test_catchup_runs_process_exactly_the_due_dates(timetable, day, at, utc_cloc
 
     local = now.astimezone(JKT)
     if local.time() < time(2, 30):
-        # documented: yesterday's run fires at 02:30; due_runs was only ever called at 02:30
+        # documented: due_runs lists yesterday from midnight, its Airflow run fires at 02:30
         due = [d for d in due if d != local.date() - timedelta(days=1)]
     assert airflow_dates == due

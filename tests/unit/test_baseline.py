@@ -1,4 +1,4 @@
-"""The plain-Python baseline reproduces data/raw/EXPECTED.md and the reference figures."""
+"""The plain-Python baseline reproduces every figure of data/raw/EXPECTED.md."""
 
 from __future__ import annotations
 

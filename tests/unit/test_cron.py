@@ -132,7 +132,7 @@ def random_after(rng: random.Random, tz: str) -> datetime:
     )
 
 
-# --- reference outputs ----------------------------------------------------------------
+# --- known next runs in Asia/Jakarta ---------------------------------------------------
 
 
 @pytest.mark.parametrize(

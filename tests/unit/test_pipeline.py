@@ -1,7 +1,7 @@
 """Whole runs of the sample partitions on SQLite and PostgreSQL: figures, outputs, checksums.
 
-The expected figures are the hand-computed ones of data/raw/EXPECTED.md and the reference
-document (2026-11-02: 8 rows, 4 kota, gross Rp3,542,000.00, net Rp3,092,000.00).
+The expected figures are the hand-computed ones of data/raw/EXPECTED.md (2026-11-02: 8 rows,
+4 kota, gross Rp3,542,000.00, net Rp3,092,000.00).
 """
 
 from __future__ import annotations

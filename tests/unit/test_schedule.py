@@ -38,7 +38,7 @@ def store(tmp_path: Path) -> StateStore:
     return StateStore(tmp_path / "state" / "state.json")
 
 
-# -- the three scenarios of the reference document 000, on the sample data --------------------
+# -- due_runs over the sample week: empty state, then 02 and 03 done, then all done -----------
 
 def test_reference_scenarios_empty_state_then_02_03_done_then_all_done(workspace_samples):
     raw, st_ = workspace_samples
