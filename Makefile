@@ -4,6 +4,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 UV := $(shell command -v uv 2>/dev/null)
+CHROMIUM := /usr/bin/chromium
 
 .PHONY: setup demo up down e2e test lint lock bench clean
 
@@ -32,13 +33,26 @@ up: setup
 down:
 	@if [ -x $(BIN)/python ]; then $(BIN)/python -m stack down; fi
 
-# only the end-to-end test on a running Airflow (PostgreSQL at 127.0.0.1:5432)
+# The tests' PostgreSQL is TOKOKITA_TEST_PG_URL's server (default 127.0.0.1:5432, database
+# tokokita_test, created when missing), or a throw-away server for the run when nothing
+# listens there (tests/pgserver.py, started by tests/conftest.py).
+
+# only the end-to-end test on a running Airflow
 e2e: setup
 	$(BIN)/python -m pytest tests/e2e $(PYTEST_ARGS)
 
-test: setup
+test: setup $(CHROMIUM)
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# Debian's Chromium for the browser tests (tests/browser.py); Playwright's download is not used
+$(CHROMIUM):
+	@if [ "$$(id -u)" != 0 ]; then \
+	  echo "$@ is missing: install Debian's chromium package (sudo apt-get install chromium)" >&2; \
+	  exit 1; \
+	fi
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null
 
 lint: setup
 	$(BIN)/ruff check .

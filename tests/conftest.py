@@ -1,9 +1,11 @@
 """Shared fixtures: sample data, isolated work directories, and a PostgreSQL schema per test.
 
-PostgreSQL comes from ``TOKOKITA_TEST_PG_URL`` (default: the local trust server). Each test
-that asks for ``pg_url`` gets a fresh schema selected through the URL query
-``?options=-csearch_path=<schema>``; the schema is dropped afterwards. An unreachable server
-FAILS the test (CI has PostgreSQL), it never skips.
+PostgreSQL comes from ``TOKOKITA_TEST_PG_URL`` (default: the local trust server). Before any
+test module is imported, `pytest_configure` creates its database when missing, or, when nothing
+listens there, starts a throw-away server for the run (tests/pgserver.py) and points the
+variable at it. Each test that asks for ``pg_url`` gets a fresh schema selected through the URL
+query ``?options=-csearch_path=<schema>``; the schema is dropped afterwards. A server that
+cannot be used FAILS the run, it never skips.
 """
 
 from __future__ import annotations
@@ -24,16 +26,37 @@ from pathlib import Path
 
 import pytest
 
+from tests import pgserver
+
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_RAW = REPO / "data" / "raw"
 SAMPLE_DATES = (date(2026, 11, 2), date(2026, 11, 3), date(2026, 11, 4))
 BIN = Path(sys.executable).parent
 CLI = BIN / "tokokita-etl"
 DEFAULT_PG_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/tokokita_test"
-# defaulted here so every test module (also ones reading the variable directly) gets a server
-os.environ.setdefault("TOKOKITA_TEST_PG_URL", DEFAULT_PG_URL)
-PG_URL = os.environ["TOKOKITA_TEST_PG_URL"] or DEFAULT_PG_URL
+# the requested server; pytest_configure replaces it with the one the run uses
+PG_URL = os.environ.get("TOKOKITA_TEST_PG_URL") or DEFAULT_PG_URL
+THROWAWAY_PG = pytest.StashKey["pgserver.ThrowawayServer | None"]()
 HEADER = "order_id,order_ts,customer_id,kota,produk,qty,harga_satuan,diskon"
+
+
+# A configure hook rather than a wrapper script: plain `pytest` gets the same server as
+# `make test`, and the exported URL reaches every subprocess the tests start.
+def pytest_configure(config: pytest.Config) -> None:
+    global PG_URL
+    try:
+        PG_URL, throwaway = pgserver.provide(PG_URL)
+    except pgserver.PostgresUnavailable as exc:
+        raise pytest.UsageError(str(exc)) from exc
+    os.environ["TOKOKITA_TEST_PG_URL"] = PG_URL
+    config.stash[THROWAWAY_PG] = throwaway
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    throwaway = config.stash.get(THROWAWAY_PG, None)
+    if throwaway is not None:
+        throwaway.stop()
+        pgserver.report(f"stopped and deleted the throw-away server at 127.0.0.1:{throwaway.port}")
 
 
 def _pg_admin_conninfo(url: str) -> str:
