@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from tokokita_etl.config import load_settings
-    from tokokita_etl.pipeline import STAGES, run_stage
+    from tokokita_etl.stages import STAGE_NAMES, run_stage
 
     raw_dir, _ = partition(args.rows)
     work = OUT / "runs" / f"stages-{uuid.uuid4().hex[:8]}"
@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
             "warehouse_url": warehouses.fresh("project")})
         day: date = DAY
         print(f"start: RSS high-water {_hwm_mb():.0f} MB")
-        for stage in STAGES:
+        for stage in STAGE_NAMES:
             times = []
             for _ in range(args.repeat if stage == args.stage else 1):
                 _reset_hwm()

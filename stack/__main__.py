@@ -37,7 +37,7 @@ def _api_url() -> str | None:
 
 
 def _print_status(settings) -> None:
-    from tokokita_etl.cli import format_status, status_rows
+    from tokokita_etl.status import format_status, status_rows
 
     print(format_status(status_rows(settings)))
     print("\ngold files:")

@@ -41,9 +41,9 @@ def describe(result: dict) -> str:
 
 def main() -> int:
     """Init, run every sample date through Airflow, print status and gold files."""
-    from tokokita_etl.cli import format_status, status_rows
     from tokokita_etl.config import load_settings
     from tokokita_etl.demo import partition_dates
+    from tokokita_etl.status import format_status, status_rows
 
     target = embedded_target()
     stack = LocalStack(target)

@@ -11,8 +11,13 @@ from datetime import datetime
 
 from tokokita_etl.config import Settings, load_settings
 from tokokita_etl.errors import EXIT_USAGE, EtlError
-from tokokita_etl.pipeline import run_for_date, state_store, utc_now
-from tokokita_etl.schedule import due_runs, parse_now, parse_run_date
+from tokokita_etl.pipeline import run_for_date
+from tokokita_etl.policy import due_runs
+from tokokita_etl.runs import utc_now
+from tokokita_etl.schedule import parse_now, parse_run_date
+from tokokita_etl.stages import WARNING_PREFIX
+from tokokita_etl.state import state_store
+from tokokita_etl.status import format_status, status_rows
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -61,7 +66,8 @@ def cmd_run(args: argparse.Namespace, now: Callable[[], datetime]) -> int:
     settings = _settings(args)
     day = parse_run_date(args.date, now(), settings.timezone)
     def log(line: str) -> None:
-        print(line, file=sys.stderr if line.startswith("[error]") else sys.stdout, flush=True)
+        to_stderr = line.startswith(("[error]", WARNING_PREFIX))
+        print(line, file=sys.stderr if to_stderr else sys.stdout, flush=True)
 
     outcome = run_for_date(settings, day, force=args.force, reset_attempts=args.reset_attempts,
                            now=now, log=log)
@@ -80,37 +86,6 @@ def cmd_due(args: argparse.Namespace) -> int:
         for day in dates:
             print(day.isoformat())
     return 0
-
-
-def status_rows(settings: Settings) -> list[dict]:
-    """One row per known date: status, attempts, rows, blocked."""
-    rows = []
-    for day, entry in state_store(settings).read().runs.items():
-        attempts = int(entry.get("attempt", 0))
-        rows.append({
-            "date": day,
-            "status": entry.get("status", "never"),
-            "attempt": attempts,
-            "rows": entry.get("rows", {}),
-            "blocked": entry.get("status") != "success" and attempts >= settings.max_attempts,
-            "gold": entry.get("gold", ""),
-            "updated_at": entry.get("updated_at", ""),
-        })
-    return rows
-
-
-def format_status(rows: list[dict]) -> str:
-    """The status table as text."""
-    header = f"{'date':<10}  {'status':<8} {'attempt':>7}  {'extracted':>9} {'karantina':>9} " \
-             f"{'duplikat':>8} {'fact':>8} {'summary':>7}  blocked"
-    lines = [header]
-    for r in rows:
-        n = r["rows"]
-        lines.append(
-            f"{r['date']:<10}  {r['status']:<8} {r['attempt']:>7}  {n.get('extracted', '-'):>9} "
-            f"{n.get('karantina', '-'):>9} {n.get('duplikat', '-'):>8} {n.get('fact', '-'):>8} "
-            f"{n.get('summary', '-'):>7}  {'yes' if r['blocked'] else 'no'}")
-    return "\n".join(lines)
 
 
 def cmd_status(args: argparse.Namespace) -> int:

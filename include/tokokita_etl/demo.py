@@ -6,9 +6,9 @@ import re
 import sys
 from datetime import date
 
-from tokokita_etl.cli import format_status, status_rows
 from tokokita_etl.config import Settings, load_settings
 from tokokita_etl.pipeline import run_for_date
+from tokokita_etl.status import format_status, status_rows
 
 PARTITION_RE = re.compile(r"^pesanan_(\d{4}-\d{2}-\d{2})\.csv$")
 

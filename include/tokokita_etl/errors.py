@@ -1,4 +1,8 @@
-"""Error types; each carries the command-line exit code it maps to."""
+"""Error types; each carries the command-line exit code it maps to.
+
+How each kind counts against a date's attempts and whether it is retried is decided in
+`tokokita_etl.policy.classify`.
+"""
 
 from __future__ import annotations
 
@@ -12,28 +16,22 @@ class EtlError(Exception):
     """Base class: a clear, user-facing error with an exit code."""
 
     exit_code = EXIT_FAILED
-    #: whether a run that hits this error counts as a failed attempt
-    counts_as_attempt = True
 
 
 class ConfigError(EtlError):
     """Bad configuration or usage (exit 2)."""
 
     exit_code = EXIT_USAGE
-    counts_as_attempt = False
 
 
 class StateError(EtlError):
     """The watermark file is unreadable or corrupt; it is never reset silently (exit 2)."""
 
     exit_code = EXIT_USAGE
-    counts_as_attempt = False
 
 
 class MissingPartitionError(EtlError):
     """The raw partition file does not exist or is empty; nothing was attempted (exit 1)."""
-
-    counts_as_attempt = False
 
 
 class DataError(EtlError):
@@ -41,7 +39,15 @@ class DataError(EtlError):
 
 
 class WarehouseError(EtlError):
-    """The warehouse cannot be reached or rejected the load."""
+    """The warehouse cannot be reached or rejected the load.
+
+    `transient`: the database could not be reached, timed out or was locked, so trying again
+    later may succeed (Airflow retries it); otherwise it rejected the statement.
+    """
+
+    def __init__(self, message: str, *, transient: bool = False) -> None:
+        super().__init__(message)
+        self.transient = transient
 
 
 class ValidationError(EtlError):
@@ -52,10 +58,7 @@ class BlockedError(EtlError):
     """The date reached max attempts and needs manual intervention (exit 3)."""
 
     exit_code = EXIT_BLOCKED
-    counts_as_attempt = False
 
 
 class ConcurrentRunError(EtlError):
     """Another run holds the same partition date."""
-
-    counts_as_attempt = False

@@ -11,11 +11,14 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
+from tokokita_etl.config import Settings
 from tokokita_etl.errors import StateError
 from tokokita_etl.files import write_text_atomic
 
 SUCCESS = "success"
 FAILED = "failed"
+#: fields that describe one run's outcome: a new success or failure replaces them all
+RUN_OUTCOME_FIELDS = ("error", "failed_stage", "warnings")
 
 
 class Watermark:
@@ -111,11 +114,11 @@ class StateStore:
             entry["attempt"] = int(entry.get("attempt", 0)) + 1
             entry["status"] = status
             entry["updated_at"] = now.isoformat(timespec="seconds")
+            for key in RUN_OUTCOME_FIELDS:
+                entry.pop(key, None)
             for key, value in payload.items():
-                if key != "attempt":
+                if key != "attempt" and not (key == "warnings" and not value):
                     entry[key] = value
-            if status == SUCCESS:
-                entry.pop("error", None)
             data["runs"] = dict(sorted(data["runs"].items()))
             return entry["attempt"]
 
@@ -136,3 +139,8 @@ class StateStore:
             return previous
 
         return self.update(mutate)
+
+
+def state_store(settings: Settings) -> StateStore:
+    """The watermark store of these settings."""
+    return StateStore(settings.state_file, settings.pipeline)

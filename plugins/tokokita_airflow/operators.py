@@ -7,24 +7,22 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
-from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+from airflow.sdk.exceptions import AirflowSkipException
 
+from tokokita_airflow.outcomes import TaskRefused
 from tokokita_airflow.retry import WatermarkRetryPolicy
 from tokokita_airflow.runtime import (
+    flag,
+    holder_finished,
     partition_date,
     pipeline_settings,
+    run_flag,
     run_owner,
     run_type,
 )
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
-
-
-def _flag(value: Any) -> bool:
-    if isinstance(value, str):
-        return value.strip().lower() in ("1", "true", "yes", "on")
-    return bool(value)
 
 
 class WatermarkGateOperator(BaseOperator):
@@ -34,8 +32,9 @@ class WatermarkGateOperator(BaseOperator):
     - attempts >= max_attempts and no `reset_attempts`: fail at once, no retry, and say how
       to unblock.
     - a scheduled catch-up run for a date older than `lookback_days`: skip.
+    - another live run of D holds it: skip, naming the holder.
     - `reset_attempts`: set attempts to 0, recorded with when and by which run.
-    Then claim D for this run, so two runs of one date never interleave.
+    When D is processed, this run claims it, so two runs of one date never interleave.
 
     :param force: reprocess a date that already succeeded (templated); None: the `force` param.
     :param reset_attempts: unblock a date at max attempts (templated); None: the param.
@@ -53,49 +52,65 @@ class WatermarkGateOperator(BaseOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         """Apply the watermark rules for D."""
         from tokokita_etl.errors import BlockedError, ConcurrentRunError
-        from tokokita_etl.pipeline import claim_date, finish_failure, finish_skip, gate
+        from tokokita_etl.policy import Action
+        from tokokita_etl.runs import BLOCKED, SKIPPED, finish_refused, finish_skip, gate
 
         settings = pipeline_settings()
         day = partition_date(context)
         now = datetime.now(UTC)
         owner = run_owner(context)
-        params = context.get("params") or {}
-        force = params.get("force") if self.force is None else self.force
-        reset = params.get("reset_attempts") if self.reset_attempts is None else self.reset_attempts
-        decision = gate(settings, day, force=_flag(force), reset_attempts=_flag(reset), now=now,
-                        by=owner, run_type=run_type(context))
+        force = run_flag(context, "force") if self.force is None else flag(self.force)
+        reset = run_flag(context, "reset_attempts") if self.reset_attempts is None \
+            else flag(self.reset_attempts)
+        self.log.info("This %s run processes partition %s (force=%s, reset_attempts=%s)",
+                      run_type(context), day, force, reset)
+        try:
+            decision = gate(settings, day, force=force, reset_attempts=reset, now=now, by=owner,
+                            run_type=run_type(context), holder_finished=holder_finished)
+        except ConcurrentRunError as exc:
+            finish_refused(settings, day, exc, status=SKIPPED, started=now,
+                           now=datetime.now(UTC), trigger=owner)
+            self.log.warning("Skipped: %s", exc)
+            raise AirflowSkipException(str(exc)) from None
         if decision.reset_from is not None:
-            self.log.info("Attempts of %s reset from %d to 0 by %s", day, decision.reset_from, owner)
-        if decision.action == "skip":
+            self.log.warning("reset_attempts: attempts of %s reset from %d to 0 by %s "
+                             "(recorded in the watermark's resets)", day, decision.reset_from,
+                             owner)
+        if decision.action is Action.SKIP:
             outcome = finish_skip(settings, day, started=now, now=datetime.now(UTC), trigger=owner,
                                   message=decision.message)
-            self.log.info("%s; manifest %s", decision.message, outcome.manifest)
+            self.log.info("Skipped: %s; manifest %s", decision.message, outcome.manifest)
             raise AirflowSkipException(decision.message)
-        if decision.action == "blocked":
-            finish_failure(settings, day, BlockedError(decision.message), stage="gate",
+        if decision.action is Action.BLOCKED:
+            finish_refused(settings, day, BlockedError(decision.message), status=BLOCKED,
                            started=now, now=datetime.now(UTC), trigger=owner)
-            raise AirflowFailException(decision.message)
-        try:
-            claim_date(settings, day, owner, now)
-        except ConcurrentRunError as exc:
-            raise AirflowFailException(str(exc)) from None
-        self.log.info("Processing %s: %s", day, decision.message)
+            self.log.error("Blocked: %s", decision.message)
+            raise TaskRefused(decision.message)
+        self.log.info("Decision: %s", decision.message)
         return {"partition_date": day.isoformat(), "attempts_before": decision.attempt}
 
 
 def _release_claim(context: Context) -> None:
     """on_failure_callback: a stage failed for good, so D is free for the next run."""
-    from tokokita_etl.pipeline import release_date
+    from tokokita_etl.runs import release_date
 
     release_date(pipeline_settings(), partition_date(context), run_owner(context))
 
 
 class EtlStageOperator(BaseOperator):
-    """Run one pipeline stage for partition D; a failure is one recorded attempt.
+    """Run one pipeline stage for partition D.
 
-    Retries are bounded by the watermark: `WatermarkRetryPolicy` stops them once the date
-    reaches max_attempts, whatever `retries` says. The `publish_gold` stage also records the
-    success, writes the manifest and emits the gold asset event with the partition date.
+    The stage applies the watermark rules itself, because clearing its task re-runs it
+    without the gate: on a done date (no `force`) it is skipped, on a blocked date it fails
+    at once without an attempt, and while another run holds D it is skipped. When the staged
+    inputs of the stage are gone (removed after a success, or written on another machine)
+    the stages before it run again first; they are deterministic, so nothing changes.
+
+    A failure that counts is one recorded attempt. An unusable partition fails at once
+    without Airflow retries; transient errors are retried (with exponential backoff) while
+    the date has attempts left, whatever `retries` says (`WatermarkRetryPolicy`). The
+    `publish_gold` stage also records the success, writes the manifest and emits the gold
+    asset event with the partition date.
 
     :param stage: one of extract, transform, load, validate, publish_gold.
     """
@@ -110,48 +125,84 @@ class EtlStageOperator(BaseOperator):
         self.stage = stage
 
     def execute(self, context: Context) -> dict[str, Any]:
-        """Run the stage; record a failed attempt when it raises."""
-        from tokokita_etl.errors import BlockedError
-        from tokokita_etl.pipeline import (
-            blocked_reason,
+        """Run the stage under the watermark rules; record a failed attempt when it raises."""
+        from tokokita_etl.errors import BlockedError, ConcurrentRunError, MissingPartitionError
+        from tokokita_etl.policy import Action, ErrorKind, classify, stage_decision
+        from tokokita_etl.runs import (
+            BLOCKED,
+            claim_date,
             claim_started,
             finish_failure,
+            finish_refused,
             finish_success,
             release_date,
-            run_stage,
         )
+        from tokokita_etl.stages import WARNING_PREFIX, missing_inputs, run_stage
+        from tokokita_etl.state import state_store
 
         settings = pipeline_settings()
         day = partition_date(context)
         owner = run_owner(context)
         now = datetime.now(UTC)
-        blocked = blocked_reason(settings, day)
-        if blocked:  # a cleared stage of a blocked date: attempts stay bounded
-            finish_failure(settings, day, BlockedError(blocked), stage=self.stage, now=now,
-                           trigger=owner, started=now)
-            raise AirflowFailException(blocked)
+        force = run_flag(context, "force")
+        decision = stage_decision(state_store(settings).read(), day,
+                                  max_attempts=settings.max_attempts, force=force)
+        if decision.action is Action.SKIP:
+            self.log.info("Skipped: %s", decision.reason)
+            raise AirflowSkipException(decision.reason)
+        if decision.action is Action.BLOCKED:
+            finish_refused(settings, day, BlockedError(decision.reason), status=BLOCKED,
+                           started=now, now=now, trigger=owner)
+            self.log.error("Blocked, no attempt recorded: %s", decision.reason)
+            raise TaskRefused(decision.reason)
         try:
-            result, lines = run_stage(settings, day, self.stage)
+            claim_date(settings, day, owner, now, holder_finished)
+        except ConcurrentRunError as exc:
+            self.log.warning("Skipped: %s", exc)
+            raise AirflowSkipException(str(exc)) from None
+        self.log.info("Stage %s of partition %s (%s)", self.stage, day, decision.reason)
+        started = claim_started(settings, day, owner, now)
+        stage = self.stage
+        try:
+            rebuild = missing_inputs(settings, day, self.stage)
+            if rebuild:
+                self.log.info("The staged inputs of %s are gone; running %s again first "
+                              "(deterministic: same output)", self.stage, ", ".join(rebuild))
+            for stage in [*rebuild, self.stage]:
+                result, lines = run_stage(settings, day, stage)
+                for line in lines:
+                    if line.startswith(WARNING_PREFIX):
+                        self.log.warning("%s", line)
+                    else:
+                        self.log.info("%s", line)
         except Exception as exc:
-            outcome = finish_failure(
-                settings, day, exc, stage=self.stage, now=now, trigger=owner,
-                started=claim_started(settings, day, owner, now))
-            self.log.error("Stage %s failed for %s (attempt %d of %d recorded): %s", self.stage,
-                           day, outcome.attempt, settings.max_attempts, outcome.error)
+            kind = classify(exc)
+            outcome = finish_failure(settings, day, exc, stage=stage, started=started,
+                                     now=datetime.now(UTC), trigger=owner)
+            if isinstance(exc, MissingPartitionError):
+                release_date(settings, day, owner)
+                self.log.info("Skipped, no attempt recorded: %s", outcome.error)
+                raise AirflowSkipException(outcome.error) from None
+            self.log.error("Stage %s failed for %s (%s error; %d of %d attempts used): %s",
+                           stage, day, kind.value, outcome.attempt, settings.max_attempts,
+                           outcome.error)
+            if kind in (ErrorKind.PARTITION, ErrorKind.NOT_AN_ATTEMPT):
+                release_date(settings, day, owner)
+                raise TaskRefused(f"{stage}: {outcome.error}") from None
             raise
-        for line in lines:
-            self.log.info("%s", line)
         meta = {"partition_date": day.isoformat(), "stage": self.stage,
                 "duration_ms": result.get("duration_ms")}
         if self.stage == "publish_gold":
             outcome = finish_success(settings, day, now=datetime.now(UTC), trigger=owner,
-                                     started=claim_started(settings, day, owner, now))
+                                     started=started)
             release_date(settings, day, owner)
             for asset in self.outlets:
                 context["outlet_events"][asset].extra = {
                     "partition_date": day.isoformat(), "gold": result["gold"],
                     "checksums": outcome.entry["checksums"], "run_id": outcome.run_id,
                 }
+            for warning in outcome.entry.get("warnings", []):
+                self.log.warning("%s succeeded with a warning: %s", day, warning)
             self.log.info("%s succeeded (attempt %d); manifest %s", day, outcome.attempt,
                           outcome.manifest)
             meta.update(gold=result["gold"], attempt=outcome.attempt,

@@ -1,4 +1,4 @@
-"""`WatermarkRetryPolicy`: Airflow retries a stage only while its date has attempts left."""
+"""`WatermarkRetryPolicy`: Airflow retries a stage only when retrying can help and attempts are left."""
 
 from __future__ import annotations
 
@@ -6,29 +6,38 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import RetryDecision, RetryPolicy
 
+from tokokita_airflow.outcomes import TaskRefused
+
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
 
 class WatermarkRetryPolicy(RetryPolicy):
-    """Fail without retry once the watermark shows attempts >= max_attempts, else default."""
+    """Apply `tokokita_etl.policy.retry_decision` on the worker, after the failure was recorded.
+
+    Transient and unexpected errors get Airflow's standard retry (the task's `retries`,
+    `retry_delay` and exponential backoff) while the date has attempts left; an unusable
+    partition, a blocked date and a date out of attempts fail at once.
+    """
 
     def evaluate(self, exception: BaseException, try_number: int, max_tries: int,
                  context: Context | None = None) -> RetryDecision:
-        """Decide on the worker, after the stage recorded its failed attempt."""
+        """Decide from the exception and the watermark."""
+        if isinstance(exception, TaskRefused):
+            return RetryDecision.fail(f"no retry: {exception.code}")
         if context is None:
             return RetryDecision.default()
         from tokokita_airflow.runtime import partition_date, pipeline_settings
-        from tokokita_etl.pipeline import may_retry, state_store
+        from tokokita_etl.policy import Action, retry_decision
+        from tokokita_etl.state import state_store
 
         settings = pipeline_settings()
         day = partition_date(context)
-        if may_retry(settings, day):
+        decision = retry_decision(exception, state_store(settings).read(), day,
+                                  settings.max_attempts)
+        if decision.action is Action.RUN:
             return RetryDecision.default()
-        attempts = state_store(settings).read().attempts(day)
-        return RetryDecision.fail(
-            f"{day} has {attempts} recorded attempts (max_attempts={settings.max_attempts}); "
-            "no retry whatever `retries` says")
+        return RetryDecision.fail(decision.reason)
 
     def serialize(self) -> dict[str, Any]:
         """Nothing to carry: the policy reads the watermark when it is evaluated."""

@@ -13,6 +13,10 @@ if TYPE_CHECKING:
 
     from tokokita_etl.config import Settings
 
+#: the claim owner of an Airflow run: `airflow:<dag_id>:<run_id>`
+OWNER_PREFIX = "airflow:"
+
+
 def project_root() -> Path:
     """Where config/ lives and relative paths resolve in Airflow tasks: $TOKOKITA_HOME or the repo."""
     return Path(os.environ.get("TOKOKITA_HOME") or Path(__file__).resolve().parents[2])
@@ -48,10 +52,45 @@ def partition_date(context: Context) -> date:
 def run_owner(context: Context) -> str:
     """Who holds the partition claim: this DAG run."""
     dag_run = context["dag_run"]
-    return f"airflow:{dag_run.dag_id}:{dag_run.run_id}"
+    return f"{OWNER_PREFIX}{dag_run.dag_id}:{dag_run.run_id}"
 
 
 def run_type(context: Context) -> str:
     """`scheduled`, `manual`, `backfill` or `asset_triggered`."""
     value = context["dag_run"].run_type
     return getattr(value, "value", value)
+
+
+def flag(value: Any) -> bool:
+    """A boolean param as given in a trigger form, a REST body or a template."""
+    if isinstance(value, str):
+        return value.strip().lower() in ("1", "true", "yes", "on")
+    return bool(value)
+
+
+def run_flag(context: Context, name: str) -> bool:
+    """The run's `force` or `reset_attempts` param."""
+    return flag((context.get("params") or {}).get(name))
+
+
+def holder_finished(owner: str) -> bool | None:
+    """Whether the claim holder `owner` has ended: asks Airflow for an Airflow run's state.
+
+    A run that is no longer queued or running (finished, marked, or deleted) holds nothing;
+    command-line holders are checked by the package.
+    """
+    if not owner.startswith(OWNER_PREFIX):
+        from tokokita_etl.runs import cli_holder_finished
+
+        return cli_holder_finished(owner)
+    from airflow.sdk.exceptions import AirflowRuntimeError
+    from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
+
+    dag_id, _, run_id = owner.removeprefix(OWNER_PREFIX).partition(":")
+    try:
+        state = RuntimeTaskInstance.get_dagrun_state(dag_id=dag_id, run_id=run_id)
+    except AirflowRuntimeError as exc:
+        if "404" in str(exc) or "not found" in str(exc).lower():
+            return True  # the run was deleted
+        return None
+    return str(getattr(state, "value", state)) not in ("queued", "running")

@@ -63,9 +63,10 @@ class RawPartitionSensor(BaseSensorOperator):
     def execute_complete(self, context: Context, event: dict[str, Any]) -> None:
         """Resume after the trigger: present is success, timeout is a skip."""
         if event.get("status") != "present":
-            raise AirflowSkipException(
-                f"Partition file {event.get('filepath')} did not arrive within the wait window: "
-                "skipping, no file is not our job")
+            message = (f"Partition file {event.get('filepath')} did not arrive within the wait "
+                       "window: skipping, no file is not our job")
+            self.log.warning("Skipped: %s", message)
+            raise AirflowSkipException(message)
         self.log.info("Partition file arrived: %s", event["filepath"])
 
     def _raw_dir(self):
@@ -82,18 +83,19 @@ class RawPartitionSensor(BaseSensorOperator):
         if partition_exists(raw_dir, day):
             self.log.info("Partition %s is present: %s", day, partition_path(raw_dir, day))
             return True
-        from tokokita_etl.schedule import sensor_decision
+        from tokokita_etl.policy import SensorAction, sensor_decision
 
         kind = run_type(context)
         deadline = run_anchor(context) + self.wait_window
         decision = sensor_decision(present=False, run_type=kind, fire_time=run_anchor(context),
                                    now=datetime.now(UTC), wait_window=self.wait_window)
-        if decision == "skip":
+        if decision is SensorAction.SKIP:
             reason = (f"{kind} run" if kind != "scheduled"
                       else f"wait window ended at {deadline.isoformat()}")
-            raise AirflowSkipException(
-                f"Partition {day} is missing ({partition_path(raw_dir, day)}); {reason}: "
-                "skipping, no file is not our job")
+            message = (f"Partition {day} is missing ({partition_path(raw_dir, day)}); {reason}: "
+                       "skipping, no file is not our job")
+            self.log.warning("Skipped: %s", message)
+            raise AirflowSkipException(message)
         self.log.info("Partition %s not there yet (%s); waiting until %s", day,
                       partition_path(raw_dir, day), deadline.isoformat())
         return False

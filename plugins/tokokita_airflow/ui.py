@@ -15,7 +15,7 @@ _COLUMNS = ("date", "status", "attempt", "extracted", "karantina", "duplikat", "
 
 def _rows() -> list[dict]:
     from tokokita_airflow.runtime import pipeline_settings
-    from tokokita_etl.cli import status_rows
+    from tokokita_etl.status import status_rows
 
     flat = []
     for row in reversed(status_rows(pipeline_settings())):

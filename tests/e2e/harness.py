@@ -185,7 +185,7 @@ class E2EStack:
 
     def watermark(self) -> dict[str, Any]:
         """state.json's runs by date (empty before the first run)."""
-        from tokokita_etl.pipeline import state_store
+        from tokokita_etl.state import state_store
 
         return state_store(self.settings()).read().runs
 

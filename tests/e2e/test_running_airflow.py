@@ -163,8 +163,8 @@ def _timeout(signum, frame):
 @pytest.fixture(scope="module")
 def e2e(tmp_path_factory):
     """The seeded, running stack; stopped and its databases dropped afterwards."""
-    from tokokita_etl.pipeline import state_store
-    from tokokita_etl.schedule import due_runs
+    from tokokita_etl.state import state_store
+    from tokokita_etl.policy import due_runs
 
     started = time.monotonic()
     waited = wait_past_midnight(datetime.now(UTC))
@@ -281,7 +281,7 @@ def test_catchup_processes_exactly_the_due_runs(e2e):
     assert stack.warehouse_dates() == done
     assert stack.gold_dates() == done
     # nothing is left due at this clock
-    from tokokita_etl.schedule import due_runs
+    from tokokita_etl.policy import due_runs
     from tokokita_etl.state import Watermark
 
     settings = stack.settings()

@@ -99,33 +99,35 @@ def test_rerun_is_skipped_by_the_gate_and_force_reproduces_checksums(project, ru
     assert forced["checksums"] == first["checksums"]
 
 
-def test_failing_partition_counts_attempts_across_retries_and_clears_then_blocks(
+def test_unusable_partition_fails_at_once_one_attempt_per_run_then_blocks(
         project, run_dag, daily_dag):
     day = "2026-11-05"
     (project.raw / f"pesanan_{day}.csv").write_text(
         "order_id,order_ts,customer_id,kota,produk,qty,harga_satuan\n"
         "TK-1,2026-11-05 10:00:00,C1,Bandung,Teh,1,1000\n")
-    extract = daily_dag.get_task("extract")
-    assert extract.retries == 2
+    assert daily_dag.get_task("extract").retries == 2  # for transient errors only
 
-    # first run: extract fails, retries twice: 3 recorded attempts, then no more retries
-    dr, states = run_dag(fire_time(day))
-    assert dr.state == "failed"
-    assert states["extract"] == ("failed", 3)
-    entry = state_of(project, day)
-    assert (entry["status"], entry["attempt"]) == ("failed", 3)
-    assert "missing required column(s) diskon" in entry["error"]
+    # each run: extract fails once (the partition itself is at fault: no Airflow retry)
+    for attempt in (1, 2, 3):
+        dr, states = run_dag(fire_time(day))
+        assert dr.state == "failed"
+        assert states["extract"] == ("failed", 1)
+        entry = state_of(project, day)
+        assert (entry["status"], entry["attempt"]) == ("failed", attempt)
+        assert "missing required column(s) diskon" in entry["error"]
+        assert entry["failed_stage"] == "extract"
 
-    # a new run (or a clear): the gate fails at once, without retry, saying how to unblock
+    # the next run: the gate fails at once, without retry, saying how to unblock
     dr, states = run_dag(fire_time(day))
     assert dr.state == "failed"
     assert states["check_watermark"] == ("failed", 1)
     assert all(states[t][0] == "upstream_failed" for t in STAGES)
     assert state_of(project, day)["attempt"] == 3
     blocked = json.loads(project.manifests(day)[-1].read_text())
-    assert blocked["status"] == "blocked" and "reset_attempts" in blocked["error"]
+    assert blocked["status"] == "blocked"
+    assert f'{{"partition_date": "{day}", "reset_attempts": true}}' in blocked["error"]
 
-    # fix the partition, trigger with reset_attempts: it succeeds and the reset is recorded
+    # fix the partition, trigger with reset_attempts: it succeeds; stale error fields go
     (project.raw / f"pesanan_{day}.csv").write_text(
         "order_id,order_ts,customer_id,kota,produk,qty,harga_satuan,diskon\n"
         "TK-1,2026-11-05 10:00:00,C1,Bandung,Teh,1,1000,0\n")
@@ -133,6 +135,7 @@ def test_failing_partition_counts_attempts_across_retries_and_clears_then_blocks
     assert dr.state == "success", states
     entry = state_of(project, day)
     assert (entry["status"], entry["attempt"]) == ("success", 1)
+    assert "error" not in entry and "failed_stage" not in entry
     assert entry["resets"][0]["previous_attempt"] == 3
     assert entry["resets"][0]["by"].startswith("airflow:tokokita_orders_daily:")
 
@@ -142,8 +145,9 @@ def test_more_retries_do_not_unblock_a_date_at_max_attempts(project, run_dag, da
     """Regression: a rendered `reset_attempts` template stuck on the gate and unblocked dates."""
     day = "2026-11-06"
     (project.raw / f"pesanan_{day}.csv").write_bytes(b"order_id,order_ts\n\xff\xfe broken\n")
-    _, states = run_dag(fire_time(day))
-    assert states["extract"] == ("failed", 3)
+    for _ in range(3):
+        _, states = run_dag(fire_time(day))
+        assert states["extract"] == ("failed", 1)
     assert state_of(project, day)["attempt"] == 3
     monkeypatch.setattr(daily_dag.get_task("extract"), "retries", 5)
     _, states = run_dag(fire_time(day))
@@ -269,7 +273,8 @@ def test_clearing_a_stage_of_a_blocked_date_fails_at_once_without_an_attempt(pro
     """Regression: a cleared stage skipped the gate and recorded attempt 4 of max 3."""
     day = "2026-11-07"
     (project.raw / f"pesanan_{day}.csv").write_text("order_id,order_ts\nTK-1,x\n")
-    run_dag(fire_time(day))
+    for _ in range(3):
+        run_dag(fire_time(day))
     assert state_of(project, day)["attempt"] == 3
     # re-run the stages only, as a clear of `extract` does: sensor and gate are not re-run
     dr = daily_dag.test(logical_date=fire_time(day),

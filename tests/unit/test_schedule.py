@@ -15,7 +15,8 @@ from tests.conftest import HEADER, SAMPLE_DATES, SAMPLE_RAW
 from tokokita_etl.config import partition_path
 from tokokita_etl.errors import ConfigError
 from tokokita_etl.pipeline import run_for_date
-from tokokita_etl.schedule import decide, due_runs, local_today, parse_now, parse_run_date
+from tokokita_etl.policy import decide, due_runs
+from tokokita_etl.schedule import local_today, parse_now, parse_run_date
 from tokokita_etl.state import FAILED, SUCCESS, StateStore, Watermark
 
 JKT = ZoneInfo("Asia/Jakarta")

@@ -1,0 +1,252 @@
+"""The attempts policy: every decision about one partition date, in one place.
+
+Which dates are due, whether a run or a stage of date D proceeds, skips or is blocked, whether
+a failure counts as an attempt and whether Airflow may retry it. The command line, the
+Airflow sensor, gate, stage operators and retry policy, `due_runs` and the status rows all
+call these functions; none of them compares attempts with `max_attempts` itself.
+"""
+
+from __future__ import annotations
+
+import errno
+import statistics
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tokokita_etl.config import partition_exists
+from tokokita_etl.errors import (
+    BlockedError,
+    ConcurrentRunError,
+    ConfigError,
+    DataError,
+    MissingPartitionError,
+    StateError,
+    ValidationError,
+    WarehouseError,
+)
+from tokokita_etl.schedule import DEFAULT_TZ, local_today
+
+if TYPE_CHECKING:
+    from tokokita_etl.state import Watermark
+
+
+class Action(StrEnum):
+    """What a run, or one stage of it, does with date D."""
+
+    RUN = "run"
+    SKIP = "skip"
+    BLOCKED = "blocked"
+
+
+class SensorAction(StrEnum):
+    """What the raw-partition sensor does on one poke."""
+
+    PRESENT = "present"
+    WAIT = "wait"
+    SKIP = "skip"
+
+
+class ErrorKind(StrEnum):
+    """How a failed stage is treated.
+
+    partition: the partition itself is unusable (missing column, undecodable, no header) or
+        fails validation: one attempt, and retrying cannot help, so no Airflow retry.
+    transient: the warehouse is unreachable or locked, the disk is full: one attempt, and
+        Airflow retries it with exponential backoff while attempts are left.
+    not_an_attempt: nothing was tried (partition missing, configuration, corrupt watermark,
+        blocked date, another run holds the date): no attempt, no retry.
+    unexpected: anything else: one attempt, retried like a transient error.
+    """
+
+    PARTITION = "partition"
+    TRANSIENT = "transient"
+    NOT_AN_ATTEMPT = "not_an_attempt"
+    UNEXPECTED = "unexpected"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What a run or stage for one date does, and why (a sentence for logs and manifests)."""
+
+    action: Action
+    reason: str
+
+
+def at_max_attempts(attempts: int, max_attempts: int) -> bool:
+    """Whether a date has used all its attempts: the one comparison with `max_attempts`."""
+    return attempts >= max_attempts
+
+
+def is_blocked(state: Watermark, day: date, max_attempts: int) -> bool:
+    """Not succeeded and out of attempts: only a run with reset_attempts proceeds."""
+    return not state.has_success(day) and at_max_attempts(state.attempts(day), max_attempts)
+
+
+def unblock_hint(day: date) -> str:
+    """The exact action that unblocks `day`, for the command line and for Airflow."""
+    return (f"fix the partition or the cause, then run it with reset_attempts: "
+            f"`tokokita-etl run --date {day} --reset-attempts`, or trigger the DAG with "
+            f'{{"partition_date": "{day}", "reset_attempts": true}}')
+
+
+def blocked_message(state: Watermark, day: date, max_attempts: int) -> str:
+    """Why `day` is blocked and how to unblock it."""
+    entry = state.entry(day)
+    last = f"; last error ({entry.get('failed_stage', '?')}): {entry['error']}" \
+        if entry.get("error") else ""
+    return (f"{day} is blocked after {state.attempts(day)} attempts "
+            f"(max_attempts={max_attempts}){last}; it needs manual intervention. "
+            f"To unblock: {unblock_hint(day)}")
+
+
+def decide(state: Watermark, day: date, *, max_attempts: int, force: bool = False,
+           reset_attempts: bool = False) -> Decision:
+    """Apply the watermark rules to one date: skip if done, block at max attempts, else run.
+
+    Max attempts stops retrying a date that keeps failing; a forced re-run of a date whose
+    last run succeeded is a deliberate act and is not blocked by its attempt count.
+    """
+    succeeded = state.has_success(day)
+    if succeeded and not force:
+        return Decision(Action.SKIP, f"{day} already succeeded (use force to reprocess)")
+    if not reset_attempts and is_blocked(state, day, max_attempts):
+        return Decision(Action.BLOCKED, blocked_message(state, day, max_attempts))
+    attempts = 0 if reset_attempts else state.attempts(day)
+    if succeeded:
+        return Decision(Action.RUN, f"force: reprocessing {day}, which already succeeded "
+                                    f"(attempt {attempts})")
+    why = f"{attempts} of {max_attempts} attempts used"
+    if reset_attempts:
+        why = f"reset_attempts: attempts of {day} reset from {state.attempts(day)} to 0"
+    return Decision(Action.RUN, f"processing {day}: {why}")
+
+
+def due_runs(state: Watermark, now: datetime, raw_dir: Path, lookback_days: int = 7,
+             max_attempts: int = 3, *, tz: str = DEFAULT_TZ) -> list[date]:
+    """Past dates inside the lookback window with a partition that `decide` would run."""
+    today = local_today(now, tz)
+    due = []
+    for offset in range(1, lookback_days + 1):
+        day = today - timedelta(days=offset)
+        if partition_exists(raw_dir, day) and \
+                decide(state, day, max_attempts=max_attempts).action is Action.RUN:
+            due.append(day)
+    return sorted(due)
+
+
+def outside_lookback(day: date, now: datetime, lookback_days: int, tz: str = DEFAULT_TZ) -> bool:
+    """Whether `day` is older than the lookback window at `now` (due_runs would not list it)."""
+    return day < local_today(now, tz) - timedelta(days=lookback_days)
+
+
+def gate_decision(state: Watermark, day: date, *, run_type: str, now: datetime,
+                  lookback_days: int, max_attempts: int, force: bool = False,
+                  reset_attempts: bool = False, tz: str = DEFAULT_TZ) -> Decision:
+    """The gate's rule for one run: the lookback applies to scheduled runs, then `decide`."""
+    if run_type == "scheduled" and outside_lookback(day, now, lookback_days, tz):
+        return Decision(Action.SKIP, f"{day} is older than lookback_days={lookback_days}: a "
+                                     "scheduled catch-up does not process it (use a backfill "
+                                     "or a manual trigger)")
+    return decide(state, day, max_attempts=max_attempts, force=force,
+                  reset_attempts=reset_attempts)
+
+
+def stage_decision(state: Watermark, day: date, *, max_attempts: int,
+                   force: bool = False) -> Decision:
+    """Whether one stage task of a run of `day` runs now.
+
+    A stage runs again without passing the gate when its task is cleared, so it applies the
+    same rules: a done date is not redone unless the run is forced (a clear never turns a
+    done date into a failed one), and a blocked date fails at once without an attempt.
+    """
+    decision = decide(state, day, max_attempts=max_attempts, force=force)
+    if decision.action is Action.SKIP:
+        return Decision(Action.SKIP, f"{decision.reason}; a cleared stage of a done date "
+                                     "changes nothing")
+    return decision
+
+
+def sensor_decision(*, present: bool, run_type: str, fire_time: datetime, now: datetime,
+                    wait_window: timedelta) -> SensorAction:
+    """Present, wait (only a scheduled run inside its window) or skip (no file: not our job)."""
+    if present:
+        return SensorAction.PRESENT
+    if run_type == "scheduled" and now < fire_time + wait_window:
+        return SensorAction.WAIT
+    return SensorAction.SKIP
+
+
+_TRANSIENT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EAGAIN, errno.EINTR,
+                               errno.ETIMEDOUT, errno.ECONNREFUSED, errno.ECONNRESET})
+
+
+def classify(error: BaseException) -> ErrorKind:
+    """Which kind of failure `error` is (see `ErrorKind`)."""
+    if isinstance(error, MissingPartitionError | ConfigError | StateError | BlockedError
+                  | ConcurrentRunError):
+        return ErrorKind.NOT_AN_ATTEMPT
+    if isinstance(error, DataError | ValidationError):
+        return ErrorKind.PARTITION
+    if isinstance(error, WarehouseError):
+        return ErrorKind.TRANSIENT if error.transient else ErrorKind.UNEXPECTED
+    if isinstance(error, OSError) and error.errno in _TRANSIENT_ERRNOS:
+        return ErrorKind.TRANSIENT
+    return ErrorKind.UNEXPECTED
+
+
+def counts_as_attempt(error: BaseException) -> bool:
+    """Whether a run that failed with `error` used one of its date's attempts."""
+    return classify(error) is not ErrorKind.NOT_AN_ATTEMPT
+
+
+def retry_decision(error: BaseException, state: Watermark, day: date,
+                   max_attempts: int) -> Decision:
+    """Whether Airflow may retry a stage that failed with `error` (after it was recorded).
+
+    RUN: retry (transient or unexpected errors while attempts are left); BLOCKED: the date
+    is out of attempts; SKIP: retrying cannot help (a partition error, or nothing was tried).
+    """
+    kind = classify(error)
+    if kind is ErrorKind.PARTITION:
+        return Decision(Action.SKIP, f"the partition of {day} itself is at fault: no retry "
+                                     "(fix the file, then trigger again)")
+    if kind is ErrorKind.NOT_AN_ATTEMPT:
+        return Decision(Action.SKIP, "nothing was attempted: no retry")
+    if at_max_attempts(state.attempts(day), max_attempts):
+        return Decision(Action.BLOCKED, f"{day} has {state.attempts(day)} recorded attempts "
+                                        f"(max_attempts={max_attempts}): no retry, whatever "
+                                        "`retries` says")
+    return Decision(Action.RUN, f"{kind.value} error with attempts left: retry")
+
+
+#: how many earlier successful dates the volume check compares with
+VOLUME_HISTORY_DAYS = 7
+
+
+def volume_warnings(state: Watermark, day: date, valid_rows: int,
+                    min_share: float) -> list[str]:
+    """Warnings when `day` processed no valid rows, or fewer than `min_share` of the median.
+
+    The median is over the valid (fact) rows of the successful dates among the
+    `VOLUME_HISTORY_DAYS` days before `day`; with no such date only the zero check applies.
+    """
+    if valid_rows == 0:
+        return [f"{day}: 0 valid rows (every row was quarantined, or the partition is empty)"]
+    history = []
+    for offset in range(1, VOLUME_HISTORY_DAYS + 1):
+        earlier = day - timedelta(days=offset)
+        rows = state.entry(earlier).get("rows")
+        if state.has_success(earlier) and isinstance(rows, dict) and \
+                isinstance(rows.get("fact"), int):
+            history.append(rows["fact"])
+    if not history:
+        return []
+    median = statistics.median(history)
+    if valid_rows < min_share * median:
+        return [f"{day}: {valid_rows} valid rows, below {min_share:g} of the median "
+                f"{median:g} of the {len(history)} earlier successful dates in the last "
+                f"{VOLUME_HISTORY_DAYS} days"]
+    return []

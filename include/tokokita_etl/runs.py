@@ -1,0 +1,342 @@
+"""Runs of one partition date: the claim, the gate, and how a run's outcome is recorded.
+
+A run claims its date before any stage runs, so two runs of one date never interleave; the
+claim names its holder and expires. Every run ends with a manifest (`runs/run-D-HHMMSS.json`,
+never overwritten); a success or a failure that counts also updates the watermark.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+import socket
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from tokokita_etl.config import Settings
+from tokokita_etl.errors import (
+    EXIT_BLOCKED,
+    EXIT_FAILED,
+    EXIT_OK,
+    BlockedError,
+    ConcurrentRunError,
+    MissingPartitionError,
+    StateError,
+)
+from tokokita_etl.files import write_new_atomic, write_text_atomic
+from tokokita_etl.policy import Action, counts_as_attempt, gate_decision
+from tokokita_etl.stages import read_stage, stage_durations
+from tokokita_etl.state import FAILED, SUCCESS, state_store
+
+#: a run status in manifests; the watermark only ever holds success or failed
+SKIPPED, BLOCKED, MISSING = "skipped", "blocked", "missing"
+
+#: answers whether the claim holder `owner` has finished (True), is alive (False) or
+#: cannot be told (None: the claim's expiry decides)
+HolderCheck = Callable[[str], bool | None]
+
+
+def utc_now() -> datetime:
+    """The real clock, in UTC."""
+    return datetime.now(UTC)
+
+
+# -- per-date claim: two runs of the same date never interleave --------------------------------
+
+def claim_path(settings: Settings, day: date) -> Path:
+    """The claim file of `day`."""
+    return settings.state_dir / "claims" / f"{day.isoformat()}.json"
+
+
+def cli_owner(started: datetime) -> str:
+    """The claim owner of a command-line run: host and process, so a dead one is detected."""
+    return f"cli:{socket.gethostname()}:{os.getpid()}:{started.isoformat(timespec='seconds')}"
+
+
+def cli_holder_finished(owner: str) -> bool | None:
+    """Whether a command-line claim holder on this host has exited (None: not ours to tell)."""
+    parts = owner.split(":", 3)
+    if len(parts) < 3 or parts[0] != "cli" or parts[1] != socket.gethostname():
+        return None
+    try:
+        os.kill(int(parts[2]), 0)
+    except ProcessLookupError:
+        return True
+    except (ValueError, PermissionError):
+        return None
+    return False
+
+
+@dataclass(frozen=True)
+class Claim:
+    """Who holds a date, since when, until when."""
+
+    owner: str
+    since: datetime
+    expires: datetime
+
+
+def read_claim(settings: Settings, day: date) -> Claim | None:
+    """The current claim of `day`, or None; a damaged claim file is a StateError naming it."""
+    path = claim_path(settings, day)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise StateError(f"{path}: cannot read the claim: {exc}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise StateError(f"{path}: corrupt claim (invalid JSON: {exc.msg}); delete it if no "
+                         "run of this date is in progress") from None
+    if not isinstance(data, dict):
+        raise StateError(f"{path}: corrupt claim: expected an object")
+    values = {}
+    for name in ("owner", "since", "expires"):
+        value = data.get(name)
+        if not isinstance(value, str) or not value:
+            raise StateError(f"{path}: corrupt claim: field {name!r} must be a non-empty string")
+        values[name] = value
+    moments = {}
+    for name in ("since", "expires"):
+        try:
+            moments[name] = datetime.fromisoformat(values[name])
+        except ValueError:
+            raise StateError(f"{path}: corrupt claim: field {name!r} is not an ISO 8601 "
+                             f"date-time: {values[name]!r}") from None
+        if moments[name].tzinfo is None:
+            raise StateError(f"{path}: corrupt claim: field {name!r} has no UTC offset")
+    return Claim(values["owner"], moments["since"], moments["expires"])
+
+
+@contextlib.contextmanager
+def _claims_locked(settings: Settings) -> Iterator[None]:
+    """Every look at a claim and its change happen under one lock of the claims folder."""
+    folder = settings.state_dir / "claims"
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / ".lock", "a+") as lock:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+
+
+def claim_date(settings: Settings, day: date, owner: str, now: datetime,
+               holder_finished: HolderCheck = cli_holder_finished) -> None:
+    """Claim `day` for `owner`; ConcurrentRunError when another live run holds it.
+
+    A claim is taken over when it is `owner`'s own (a retry or a cleared task of the same
+    run), when it expired, or when `holder_finished` says its holder has ended.
+    """
+    path = claim_path(settings, day)
+    body = json.dumps({"owner": owner, "since": now.isoformat(timespec="seconds"),
+                       "expires": (now + timedelta(hours=settings.claim_ttl_hours))
+                       .isoformat(timespec="seconds")})
+    with _claims_locked(settings):
+        held = read_claim(settings, day)
+        if held is not None and held.owner != owner and held.expires > now \
+                and not holder_finished(held.owner):
+            raise ConcurrentRunError(
+                f"{day} is being processed by {held.owner} since "
+                f"{held.since.isoformat(timespec='seconds')}; this run does not interleave "
+                f"with it (claim {path}, expires {held.expires.isoformat(timespec='seconds')})")
+        if held is not None and held.owner == owner:
+            return  # a retry or a cleared task of the holder keeps its claim and start
+        write_text_atomic(path, body)
+
+
+def claim_started(settings: Settings, day: date, owner: str, default: datetime) -> datetime:
+    """When `owner` claimed `day` (the run's start), or `default`."""
+    try:
+        held = read_claim(settings, day)
+    except StateError:
+        return default
+    return held.since if held is not None and held.owner == owner else default
+
+
+def release_date(settings: Settings, day: date, owner: str) -> None:
+    """Release `owner`'s claim on `day` (no-op when it holds none)."""
+    with _claims_locked(settings):
+        try:
+            held = read_claim(settings, day)
+        except StateError:
+            return
+        if held is not None and held.owner == owner:
+            claim_path(settings, day).unlink(missing_ok=True)
+
+
+# -- gate --------------------------------------------------------------------------------------
+
+@dataclass
+class GateResult:
+    """The gate's decision for one run of date D."""
+
+    action: Action
+    message: str
+    attempt: int
+    reset_from: int | None = None
+
+
+def gate(settings: Settings, day: date, *, force: bool, reset_attempts: bool, now: datetime,
+         by: str, run_type: str = "manual", owner: str | None = None,
+         holder_finished: HolderCheck = cli_holder_finished) -> GateResult:
+    """Apply the watermark rules for `day`; when it runs, claim it and apply a requested reset.
+
+    `by` is recorded with a reset; `owner` holds the claim (default: `by`). Raises
+    ConcurrentRunError when another live run holds the date.
+    """
+    store = state_store(settings)
+    decision = gate_decision(store.read(), day, run_type=run_type, now=now,
+                             lookback_days=settings.lookback_days,
+                             max_attempts=settings.max_attempts, force=force,
+                             reset_attempts=reset_attempts, tz=settings.timezone)
+    reset_from = None
+    if decision.action is Action.RUN:
+        claim_date(settings, day, owner or by, now, holder_finished)
+        if reset_attempts:
+            reset_from = store.reset_attempts(day, now=now, by=by)
+    return GateResult(decision.action, decision.reason, store.read().attempts(day), reset_from)
+
+
+# -- outcomes and manifests --------------------------------------------------------------------
+
+@dataclass
+class RunOutcome:
+    """How one run of one date ended."""
+
+    run_id: str
+    status: str  # success | skipped | failed | blocked | missing
+    exit_code: int
+    attempt: int
+    manifest: Path
+    error: str | None = None
+    entry: dict[str, Any] = field(default_factory=dict)
+
+
+def manifest_path(settings: Settings, day: date, started: datetime) -> Path:
+    """`runs/run-YYYY-MM-DD-HHMMSS.json` (partition date, then UTC start time)."""
+    return settings.runs_dir / f"run-{day.isoformat()}-{started.astimezone(UTC):%H%M%S}.json"
+
+
+def write_manifest(settings: Settings, day: date, started: datetime, finished: datetime, *,
+                   status: str, attempt: int, exit_code: int, entry: dict[str, Any],
+                   durations: dict[str, int], trigger: str, error: str | None = None) -> Path:
+    """Write the run's manifest; never overwrites an existing one."""
+    body = {
+        "pipeline": settings.pipeline,
+        "partition_date": day.isoformat(),
+        "started_at": started.isoformat(timespec="seconds"),
+        "finished_at": finished.isoformat(timespec="seconds"),
+        "status": status,
+        "attempt": attempt,
+        "rows": entry.get("rows", {}),
+        "checksums": entry.get("checksums", {}),
+        "gold": entry.get("gold", ""),
+        "stages_ms": durations,
+        "duration_ms": sum(durations.values()),
+        "exit_code": exit_code,
+        "trigger": trigger,
+        "warnings": entry.get("warnings", []),
+    }
+    if error:
+        body["error"] = error
+    return write_new_atomic(manifest_path(settings, day, started),
+                            json.dumps(body, indent=2, ensure_ascii=False) + "\n")
+
+
+def success_payload(settings: Settings, day: date) -> dict[str, Any]:
+    """The watermark fields of a successful run, from the stage records."""
+    ext = read_stage(settings, day, "extract")
+    tra = read_stage(settings, day, "transform")
+    lod = read_stage(settings, day, "load")
+    val = read_stage(settings, day, "validate")
+    pub = read_stage(settings, day, "publish_gold")
+    return {
+        "rows": {"extracted": ext["rows"], "karantina": lod["karantina"] - tra["duplikat"],
+                 "duplikat": tra["duplikat"], "fact": val["fact_rows"],
+                 "summary": val["summary_rows"]},
+        "checksums": val["checksums"],
+        "gold": _display_path(Path(pub["gold"])),
+        "bruto": val["bruto"],
+        "bersih": val["bersih"],
+        "warnings": val.get("warnings", []),
+    }
+
+
+def _display_path(path: Path) -> str:
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def finish_success(settings: Settings, day: date, *, started: datetime, now: datetime,
+                   trigger: str) -> RunOutcome:
+    """Record a success (attempt + 1), write the manifest, drop the staging folder."""
+    payload = success_payload(settings, day)
+    durations = stage_durations(settings, day)
+    attempt = state_store(settings).record(day, SUCCESS, payload, now)
+    path = write_manifest(settings, day, started, now, status=SUCCESS, attempt=attempt,
+                          exit_code=EXIT_OK, entry=payload, durations=durations, trigger=trigger)
+    shutil.rmtree(settings.staging_path(day), ignore_errors=True)
+    return RunOutcome(path.stem, SUCCESS, EXIT_OK, attempt, path, entry=payload)
+
+
+def finish_failure(settings: Settings, day: date, error: BaseException, *, stage: str,
+                   started: datetime, now: datetime, trigger: str) -> RunOutcome:
+    """Record the failure of the run holding `day` (attempt + 1 when it counts); manifest.
+
+    Only the claim holder calls this: its staged validation is dropped, so nothing it staged
+    can be published by a cleared `publish_gold` without validating again.
+    """
+    message = str(error) or type(error).__name__
+    store = state_store(settings)
+    if counts_as_attempt(error):
+        attempt = store.record(day, FAILED, {"error": message, "failed_stage": stage}, now)
+        status = FAILED
+    else:
+        attempt = store.read().attempts(day)
+        status = BLOCKED if isinstance(error, BlockedError) else (
+            MISSING if isinstance(error, MissingPartitionError) else FAILED)
+    exit_code = getattr(error, "exit_code", EXIT_FAILED)
+    path = write_manifest(settings, day, started, now, status=status, attempt=attempt,
+                          exit_code=exit_code, entry={}, durations=stage_durations(settings, day),
+                          trigger=trigger, error=message)
+    (settings.staging_path(day) / "validate.json").unlink(missing_ok=True)
+    return RunOutcome(path.stem, status, exit_code, attempt, path, error=message)
+
+
+def finish_refused(settings: Settings, day: date, error: BaseException, *, status: str,
+                   started: datetime, now: datetime, trigger: str) -> RunOutcome:
+    """Record a run that did not proceed (blocked, or another run holds the date).
+
+    Writes its manifest only: the watermark and the holder's staged files are untouched.
+    """
+    message = str(error)
+    attempt = state_store(settings).read().attempts(day)
+    exit_code = EXIT_BLOCKED if isinstance(error, BlockedError) else \
+        getattr(error, "exit_code", EXIT_FAILED)
+    path = write_manifest(settings, day, started, now, status=status, attempt=attempt,
+                          exit_code=exit_code, entry={}, durations={}, trigger=trigger,
+                          error=message)
+    return RunOutcome(path.stem, status, exit_code, attempt, path, error=message)
+
+
+def finish_skip(settings: Settings, day: date, *, started: datetime, now: datetime,
+                trigger: str, message: str) -> RunOutcome:
+    """Write the `skipped` manifest; the watermark is unchanged."""
+    entry = state_store(settings).read().entry(day)
+    attempt = int(entry.get("attempt", 0))
+    path = write_manifest(settings, day, started, now, status=SKIPPED, attempt=attempt,
+                          exit_code=EXIT_OK, entry=entry, durations={}, trigger=trigger,
+                          error=None)
+    return RunOutcome(path.stem, SKIPPED, EXIT_OK, attempt, path, error=message, entry=entry)
+
