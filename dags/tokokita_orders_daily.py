@@ -2,33 +2,36 @@
 # TokoKita orders, daily
 
 Processes one raw partition `pesanan_D.csv` per run: the run that fires at **D+1 02:30
-Asia/Jakarta** processes **D** (yesterday). Catch-up is on; the watermark gate makes
-Airflow's catch-ups, retries, backfills, triggers and clears process exactly the dates the
-pipeline's `due_runs` would.
+Asia/Jakarta** processes **D** (yesterday). Each scheduled or backfill run shows D as its
+**Partition Key** (run header, runs list) and in its run id. Catch-up is on; the watermark
+gate makes Airflow's catch-ups, retries, backfills, triggers and clears process exactly the
+dates the pipeline's `due_runs` would.
 
 | task | what it does |
 |---|---|
 | `wait_for_raw_partition` | waits (reschedule mode) for the file of D; skips when it is not coming |
-| `check_watermark` | skips D if done, fails if blocked at max attempts, claims D |
+| `check_watermark` | skips D if done or being processed, fails if blocked at max attempts, claims D |
 | `extract` ... `publish_gold` | one pipeline stage each, same functions as `tokokita-etl run` |
 
-**Trigger with config** to process a specific date (`partition_date`), to reprocess a date
-that succeeded (`force`), or to unblock a date that reached max attempts (`reset_attempts`).
+**Trigger** with the form's defaults to process yesterday (Asia/Jakarta); set
+`partition_date` (YYYY-MM-DD) for another date, `force` to reprocess a date that succeeded,
+`reset_attempts` to unblock a date that reached max attempts. Clearing a task of a date that
+succeeded changes nothing (it is skipped); see the operations guide for every gesture.
 """
 
 from __future__ import annotations
 
-import os
 from datetime import timedelta
 
-import pendulum
-from airflow.sdk import DAG, Asset, CronTriggerTimetable, Param, chain
+from airflow.sdk import DAG, Asset, Param, chain
 
 from tokokita_airflow.operators import EtlStageOperator, WatermarkGateOperator
 from tokokita_airflow.sensors import RawPartitionSensor
-from tokokita_etl.config import schedule_from_env
+from tokokita_airflow.timetable import PartitionDateTimetable
+from tokokita_etl.config import dag_schedule_from_env
+from tokokita_etl.stages import STAGE_NAMES
 
-CRON, TIMEZONE = schedule_from_env()
+SCHEDULE = dag_schedule_from_env()
 GOLD_ASSET = Asset(name="tokokita_summary_harian", uri="tokokita://gold/summary_harian",
                    group="tokokita")
 
@@ -36,11 +39,11 @@ with DAG(
     dag_id="tokokita_orders_daily",
     description="TokoKita nightly orders ETL: raw CSV -> fact/summary -> gold CSV",
     doc_md=__doc__,
-    # the logical date is the fire time, so D = local date of the logical date - 1 day
-    schedule=CronTriggerTimetable(CRON, timezone=TIMEZONE),
-    start_date=pendulum.parse(os.environ.get("TOKOKITA_START_DATE", "2026-11-01"), tz=TIMEZONE),
-    end_date=(pendulum.parse(os.environ["TOKOKITA_END_DATE"], tz=TIMEZONE)
-              if os.environ.get("TOKOKITA_END_DATE") else None),
+    # the logical date is the fire time, so D = local date of the logical date - 1 day;
+    # the catch-up's end is the timetable's, not the DAG's: a manual run after it has tasks
+    schedule=PartitionDateTimetable(SCHEDULE.cron, timezone=SCHEDULE.timezone,
+                                    last_fire=SCHEDULE.end_date),
+    start_date=SCHEDULE.start_date,
     catchup=True,
     # a backfill of a paused DAG never starts: the DAG is active from its first parse
     is_paused_upon_creation=False,
@@ -51,26 +54,30 @@ with DAG(
     tags=["tokokita", "etl", "orders"],
     default_args={
         "owner": "tokokita-data",
+        # only transient errors are retried (WatermarkRetryPolicy): 1, 2, 4 ... minutes
         "retries": 2,
-        "retry_delay": timedelta(minutes=5),
+        "retry_delay": timedelta(minutes=1),
+        "retry_exponential_backoff": 2.0,
+        "max_retry_delay": timedelta(minutes=15),
     },
     params={
-        "force": Param(False, type="boolean", title="Force",
+        "partition_date": Param(None, type=["null", "string"], pattern=r"^\d{4}-\d{2}-\d{2}$",
+                                title="Partition date (YYYY-MM-DD)",
+                                description="The date to process, e.g. 2026-11-02; empty: "
+                                            "yesterday in Asia/Jakarta (a scheduled run: the "
+                                            "day before its fire time)"),
+        "force": Param(False, type=["boolean", "null"], title="Force",
                        description="Reprocess the date even if it already succeeded"),
-        "reset_attempts": Param(False, type="boolean", title="Reset attempts",
+        "reset_attempts": Param(False, type=["boolean", "null"], title="Reset attempts",
                                 description="Unblock a date that reached max attempts "
                                             "(recorded in the watermark)"),
-        "partition_date": Param(None, type=["null", "string"], format="date",
-                                title="Partition date",
-                                description="YYYY-MM-DD to process; empty: the day before "
-                                            "the run's date in Asia/Jakarta"),
     },
 ) as dag:
-    wait = RawPartitionSensor(task_id="wait_for_raw_partition")
+    wait = RawPartitionSensor(task_id="wait_for_raw_partition", wait_window=SCHEDULE.wait_window)
     gate = WatermarkGateOperator(task_id="check_watermark")
     stages = [
         EtlStageOperator(task_id=stage, stage=stage,
                          outlets=[GOLD_ASSET] if stage == "publish_gold" else [])
-        for stage in ("extract", "transform", "load", "validate", "publish_gold")
+        for stage in STAGE_NAMES
     ]
     chain(wait, gate, *stages)

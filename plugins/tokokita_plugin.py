@@ -14,6 +14,12 @@ def partition_date(dag_run, params=None) -> str:
     return partition_date_of(dag_run, params).isoformat()
 
 
+def _timetable():
+    from tokokita_airflow.timetable import PartitionDateTimetable
+
+    return PartitionDateTimetable
+
+
 def _status_app():
     from tokokita_airflow.ui import app
 
@@ -25,6 +31,7 @@ class TokokitaPlugin(AirflowPlugin):
 
     name = "tokokita"
     macros: ClassVar[list] = [partition_date]
+    timetables: ClassVar[list] = [_timetable()]
     fastapi_apps: ClassVar[list] = [
         {"app": _status_app(), "url_prefix": "/tokokita", "name": "TokoKita status"}]
     external_views: ClassVar[list] = [

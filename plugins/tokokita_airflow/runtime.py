@@ -36,11 +36,12 @@ def run_anchor(context: Context) -> datetime:
 
 
 def partition_date_of(dag_run: Any, params: Mapping[str, Any] | None = None) -> date:
-    """Partition date D of a DAG run: the `partition_date` param, else from its fire time."""
+    """Partition date D of a DAG run: the `partition_date` param, else the run's partition key
+    (set by the timetable, or given when triggered), else from its fire time."""
     from tokokita_etl.schedule import partition_date_for_run
 
     anchor = dag_run.logical_date or dag_run.run_after
-    override = (params or {}).get("partition_date")
+    override = (params or {}).get("partition_date") or getattr(dag_run, "partition_key", None)
     return partition_date_for_run(anchor, pipeline_settings().timezone, override)
 
 

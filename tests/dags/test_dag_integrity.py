@@ -29,15 +29,16 @@ def test_every_dag_file_imports_without_errors(dagbag):
 
 
 def test_daily_dag_schedule_zone_catchup_owner_retries_and_tags(dagbag):
-    from airflow.sdk import CronTriggerTimetable
-
+    from tokokita_airflow.timetable import PartitionDateTimetable
     from tokokita_etl.config import load_settings
 
     dag = dagbag.dags["tokokita_orders_daily"]
     settings = load_settings(cwd=REPO)
-    assert isinstance(dag.timetable, CronTriggerTimetable)
-    assert dag.timetable.expression == settings.cron == "30 2 * * *"
-    assert str(dag.timetable.timezone) == settings.timezone == "Asia/Jakarta"
+    assert isinstance(dag.timetable, PartitionDateTimetable)
+    fields = dag.timetable.serialize()
+    assert fields["expression"] == settings.cron == "30 2 * * *"
+    assert fields["timezone"] == settings.timezone == "Asia/Jakarta"
+    assert dag.end_date is None  # a manual run at any date has its tasks
     assert dag.catchup is True
     assert dag.max_active_runs == 3
     assert dag.is_paused_upon_creation is False
@@ -48,7 +49,8 @@ def test_daily_dag_schedule_zone_catchup_owner_retries_and_tags(dagbag):
     for stage in ("extract", "transform", "load", "validate", "publish_gold"):
         task = dag.get_task(stage)
         assert task.retries == 2
-        assert task.retry_delay == timedelta(minutes=5)
+        assert task.retry_delay == timedelta(minutes=1)
+        assert task.retry_exponential_backoff == 2.0
         assert task.retry_policy is not None
     assert dag.get_task("check_watermark").retries == 0
 
@@ -69,8 +71,11 @@ def test_daily_dag_params_for_the_trigger_form(dagbag):
     assert params["partition_date"] is None
     for name in ("force", "reset_attempts"):
         param = params.get_param(name)
-        assert param.schema["type"] == "boolean"
+        assert param.schema["type"] == ["boolean", "null"]  # the form shows it as optional
         assert param.description
+    date_param = params.get_param("partition_date")
+    assert "format" not in date_param.schema  # a text field for YYYY-MM-DD, not a date picker
+    assert "YYYY-MM-DD" in date_param.schema["title"]
 
 
 def test_gold_asset_is_an_outlet_of_publish_gold(dagbag):
