@@ -1,32 +1,63 @@
-"""Settings: built-in defaults < YAML file < environment variables < explicit overrides."""
+"""Settings: built-in defaults < YAML file < environment variables < explicit overrides.
+
+Every setting is a field of `Settings`; its environment variable is `TOKOKITA_<NAME>`. Each
+value is checked where it is read (`_coerce`), so an error names the setting and its source.
+"""
 
 from __future__ import annotations
 
+import math
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
-from datetime import date
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields, replace
+from datetime import date, datetime, time, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
+from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from tokokita_etl.errors import ConfigError
 
 DEFAULT_CONFIG_PATH = Path("config/pipeline.yaml")
+DEFAULT_TIMEZONE = "Asia/Jakarta"
+ENV_PREFIX = "TOKOKITA_"
 
-#: environment variable -> setting name
-ENV_VARS = {
-    "TOKOKITA_RAW_DIR": "raw_dir",
-    "TOKOKITA_GOLD_DIR": "gold_dir",
-    "TOKOKITA_QUARANTINE_DIR": "quarantine_dir",
-    "TOKOKITA_STATE_DIR": "state_dir",
-    "TOKOKITA_STAGING_DIR": "staging_dir",
-    "TOKOKITA_WAREHOUSE_URL": "warehouse_url",
-    "TOKOKITA_TIMEZONE": "timezone",
-    "TOKOKITA_LOOKBACK_DAYS": "lookback_days",
-    "TOKOKITA_MAX_ATTEMPTS": "max_attempts",
-}
-PATH_SETTINGS = ("raw_dir", "gold_dir", "quarantine_dir", "state_dir", "staging_dir")
+
+def _cron_problem(expr: str) -> str | None:
+    # imported here: cron.py takes its default zone from this module
+    from tokokita_etl.cron import CronError, parse
+
+    try:
+        parse(expr)
+    except CronError as exc:
+        return str(exc)
+    return None
+
+
+def _timezone_problem(name: str) -> str | None:
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        return f"unknown time zone {name!r}"
+    return None
+
+
+# DuckDB's memory_limit: a number and a unit (K, KB, KiB ... T, TB, TiB) or a share of the RAM
+_DUCKDB_SIZE = re.compile(r"[0-9]+(\.[0-9]+)?\s*([KMGT](i?B)?|%)", re.IGNORECASE)
+
+
+def _duckdb_size_problem(size: str) -> str | None:
+    if _DUCKDB_SIZE.fullmatch(size.strip()):
+        return None
+    return f"expected a DuckDB size such as 400MB, 2GB or 1GiB, got {size!r}"
+
+
+def _url_problem(url: str) -> str | None:
+    parts = urlsplit(url)
+    if parts.scheme in ("http", "https") and parts.netloc:
+        return None
+    return f"expected an http:// or https:// URL, got {url!r}"
 
 
 @dataclass(frozen=True)
@@ -34,8 +65,8 @@ class Settings:
     """Resolved pipeline settings; paths are absolute."""
 
     pipeline: str = "etl-pesanan-tokokita"
-    cron: str = "30 2 * * *"
-    timezone: str = "Asia/Jakarta"
+    cron: str = field(default="30 2 * * *", metadata={"problem": _cron_problem})
+    timezone: str = field(default=DEFAULT_TIMEZONE, metadata={"problem": _timezone_problem})
     lookback_days: int = 7
     max_attempts: int = 3
     raw_dir: Path = Path("data/raw")
@@ -44,6 +75,23 @@ class Settings:
     state_dir: Path = Path("data/state")
     staging_dir: Path = Path("data/staging")
     warehouse_url: str = "sqlite:///data/warehouse/tokokita.db"
+    #: DuckDB's own memory in transform; beyond it its temp tables spill to the staging folder
+    #: (with the rest of the process this bounds a large partition's peak RSS)
+    duckdb_memory_limit: str = field(default="400MB", metadata={"problem": _duckdb_size_problem})
+    #: how long after its scheduled fire time a run waits for its partition file
+    wait_window_hours: int = 6
+    #: how long a run's claim on a date holds before another run may take the date over
+    claim_ttl_hours: int = 6
+    #: the DAG's catch-up window: an ISO 8601 date (its midnight) or date-time, in `timezone`
+    #: unless it has an offset
+    start_date: date = date(2026, 11, 1)
+    end_date: date | None = None
+    #: a run whose valid rows are below this share of the trailing median is reported
+    volume_min_share: float = field(default=0.5, metadata={"range": (0.0, 1.0)})
+    #: `warn`, or `fail`: a low-volume or zero-row run fails validation
+    volume_check: str = field(default="warn", metadata={"choices": ("warn", "fail")})
+    #: an http(s) URL to ping after each run; empty: none
+    ping_url: str = field(default="", metadata={"problem": _url_problem, "empty": True})
 
     @property
     def tz(self) -> ZoneInfo:
@@ -66,7 +114,7 @@ class Settings:
 
     def gold_path(self, day: date) -> Path:
         """The published gold file for `day`."""
-        return self.gold_dir / f"summary_harian_{day.isoformat()}.csv"
+        return gold_path(self.gold_dir, day)
 
     def quarantine_path(self, day: date) -> Path:
         """The quarantine file for `day`."""
@@ -77,37 +125,126 @@ class Settings:
         return self.staging_dir / day.isoformat()
 
 
+_FIELDS = {f.name: f for f in fields(Settings)}
+
+
+def env_var(name: str) -> str:
+    """The environment variable of setting `name`: `TOKOKITA_<NAME>`."""
+    return f"{ENV_PREFIX}{name.upper()}"
+
+
+#: environment variable -> setting name
+ENV_VARS = {env_var(name): name for name in _FIELDS}
+PATH_SETTINGS = tuple(name for name, setting in _FIELDS.items() if setting.type == "Path")
+#: what the DAG file reads, from the environment only, when it is parsed
+DAG_PARSE_SETTINGS = ("cron", "timezone", "start_date", "end_date", "wait_window_hours")
+
+
 def partition_path(raw_dir: Path, day: date) -> Path:
     """`<raw_dir>/pesanan_YYYY-MM-DD.csv`."""
     return Path(raw_dir) / f"pesanan_{day.isoformat()}.csv"
 
 
-def partition_exists(raw_dir: Path, day: date) -> bool:
-    """A partition exists when its exact file exists and is non-empty."""
-    path = partition_path(raw_dir, day)
+def partition_file_exists(path: Path | str) -> bool:
+    """Whether a partition file is there: it exists and is non-empty."""
     try:
+        path = Path(path)
         return path.is_file() and path.stat().st_size > 0
     except OSError:
         return False
 
 
+def partition_exists(raw_dir: Path, day: date) -> bool:
+    """Whether partition `day` is there (`partition_file_exists` of its exact file)."""
+    return partition_file_exists(partition_path(raw_dir, day))
+
+
+def gold_path(gold_dir: Path, day: date) -> Path:
+    """`<gold_dir>/summary_harian_YYYY-MM-DD.csv`."""
+    return Path(gold_dir) / f"summary_harian_{day.isoformat()}.csv"
+
+
 def _coerce(name: str, value: Any, source: str) -> Any:
-    kind = {f.name: f.type for f in fields(Settings)}[name]
+    """`value` of setting `name` read from `source`, as the setting's type; ConfigError if it
+    is not one."""
+    setting = _FIELDS[name]
+    kind, rules = setting.type, setting.metadata
+
+    def bad(problem: str) -> ConfigError:
+        return ConfigError(f"{source}: {name} {problem}")
+
     if kind == "int":
+        if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+            raise bad(f"must be an integer, got {value!r}")
         try:
             number = int(value)
         except (TypeError, ValueError):
-            raise ConfigError(f"{source}: {name} must be an integer, got {value!r}") from None
+            raise bad(f"must be an integer, got {value!r}") from None
         if number < 1:
-            raise ConfigError(f"{source}: {name} must be >= 1, got {number}")
+            raise bad(f"must be >= 1, got {number}")
         return number
+    if kind == "float":
+        low, high = rules["range"]
+        try:
+            if isinstance(value, bool):
+                raise ValueError
+            number = float(value)
+        except (TypeError, ValueError):
+            raise bad(f"must be a number from {low:g} to {high:g}, got {value!r}") from None
+        if not (math.isfinite(number) and low <= number <= high):
+            raise bad(f"must be from {low:g} to {high:g}, got {value!r}")
+        return number
+    if kind in ("date", "date | None"):
+        return _coerce_date(value, optional=kind != "date", bad=bad)
     if kind == "Path":
         if not isinstance(value, str | os.PathLike) or not str(value):
-            raise ConfigError(f"{source}: {name} must be a non-empty path, got {value!r}")
+            raise bad(f"must be a non-empty path, got {value!r}")
         return Path(value)
-    if not isinstance(value, str) or not value:
-        raise ConfigError(f"{source}: {name} must be a non-empty string, got {value!r}")
+    if not isinstance(value, str) or not (value or rules.get("empty")):
+        raise bad(f"must be a non-empty string, got {value!r}")
+    if value and "choices" in rules and value not in rules["choices"]:
+        raise bad(f"must be one of {', '.join(rules['choices'])}, got {value!r}")
+    if value and "problem" in rules and (problem := rules["problem"](value)):
+        raise ConfigError(f"{source}: {name}: {problem}")
     return value
+
+
+def _coerce_date(value: Any, *, optional: bool, bad: Callable[[str], ConfigError]) -> date | None:
+    """A date, or a date-time for a bound inside a day (naive: wall time in `timezone`)."""
+    if optional and value in (None, ""):
+        return None
+    if isinstance(value, date):  # YAML reads unquoted dates and date-times itself
+        return value
+    if isinstance(value, str):
+        for parse in (date.fromisoformat, datetime.fromisoformat):
+            try:
+                return parse(value.strip())
+            except ValueError:
+                pass
+    expected = "an ISO 8601 date or date-time" + (" (or empty)" if optional else "")
+    raise bad(f"must be {expected}, got {value!r}")
+
+
+def catchup_bound(bound: date, tz: str) -> datetime:
+    """A catch-up bound as an aware datetime: a date is its midnight in `tz`, a naive
+    date-time is wall time in `tz`, an aware one keeps its instant."""
+    zone = ZoneInfo(tz)
+    if not isinstance(bound, datetime):
+        return datetime.combine(bound, time(), tzinfo=zone)
+    if bound.tzinfo is None:
+        return bound.replace(tzinfo=zone)
+    return bound.astimezone(zone)
+
+
+def _check_together(settings: Settings, sources: Mapping[str, str]) -> None:
+    """The rules that involve more than one setting."""
+    if settings.end_date is not None and (
+            catchup_bound(settings.end_date, settings.timezone)
+            < catchup_bound(settings.start_date, settings.timezone)):
+        raise ConfigError(
+            f"end_date {settings.end_date.isoformat()} ({sources.get('end_date', 'default')}) is "
+            f"before start_date {settings.start_date.isoformat()} "
+            f"({sources.get('start_date', 'default')})")
 
 
 def load_settings(
@@ -120,44 +257,58 @@ def load_settings(
     """Resolve settings from defaults, the YAML file, the environment and overrides."""
     env = os.environ if env is None else env
     cwd = Path.cwd() if cwd is None else Path(cwd)
-    known = {f.name for f in fields(Settings)}
     values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+
+    def put(name: str, value: Any, source: str) -> None:
+        values[name] = _coerce(name, value, source)
+        sources[name] = source
 
     explicit = config_path or env.get("TOKOKITA_CONFIG")
     path = Path(explicit) if explicit else DEFAULT_CONFIG_PATH
     if not path.is_absolute():
         path = cwd / path
     if path.exists():
-        import yaml  # only when a file is read: the DAG file imports this module at parse time
-
-        try:
-            loaded = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-            raise ConfigError(f"{path}: cannot read config: {exc}") from None
+        loaded = _read_yaml(path)
         if not isinstance(loaded, dict):
             raise ConfigError(f"{path}: config must be a mapping of settings")
         for key, value in loaded.items():
-            if key not in known:
-                raise ConfigError(f"{path}: unknown setting {key!r}; known: {sorted(known)}")
-            values[key] = _coerce(key, value, str(path))
+            if key not in _FIELDS:
+                raise ConfigError(f"{path}: unknown setting {key!r}; known: {sorted(_FIELDS)}")
+            put(key, value, str(path))
     elif explicit:
         raise ConfigError(f"{path}: config file not found")
 
     for var, name in ENV_VARS.items():
         if env.get(var):
-            values[name] = _coerce(name, env[var], var)
+            put(name, env[var], var)
     for name, value in (overrides or {}).items():
         if value is not None:
-            values[name] = _coerce(name, value, f"--{name.replace('_', '-')}")
+            put(name, value, f"--{name.replace('_', '-')}")
 
     settings = replace(Settings(), **values)
-    try:
-        ZoneInfo(settings.timezone)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise ConfigError(f"timezone: unknown time zone {settings.timezone!r}") from None
+    _check_together(settings, sources)
     resolved = {name: _absolute(getattr(settings, name), cwd) for name in PATH_SETTINGS}
     return replace(settings, warehouse_url=_absolute_sqlite_url(settings.warehouse_url, cwd),
                    **resolved)
+
+
+def _read_yaml(path: Path) -> Any:
+    """The YAML file's content; dates and date-times stay text, so that `_coerce` reads them
+    and a bad one is an error naming its setting."""
+    import yaml  # only when a file is read: the DAG file imports this module at parse time
+
+    class TextDatesLoader(yaml.SafeLoader):
+        yaml_implicit_resolvers: ClassVar[dict] = {
+            first: [(tag, pattern) for tag, pattern in resolvers
+                    if tag != "tag:yaml.org,2002:timestamp"]
+            for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+
+    try:
+        content = path.read_text(encoding="utf-8")
+        return yaml.load(content, Loader=TextDatesLoader) or {}  # noqa: S506 (a SafeLoader)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{path}: cannot read config: {exc}") from None
 
 
 def _absolute(path: Path, cwd: Path) -> Path:
@@ -174,11 +325,42 @@ def _absolute_sqlite_url(url: str, cwd: Path) -> str:
     return url
 
 
-def schedule_from_env(env: Mapping[str, str] | None = None) -> tuple[str, str]:
-    """(cron, timezone) for the DAG at parse time: environment only, no file read.
+@dataclass(frozen=True)
+class DagSchedule:
+    """What the DAG needs when it is parsed: schedule, zone, catch-up window, wait window."""
 
-    `TOKOKITA_CRON` / `TOKOKITA_TIMEZONE` override the defaults, which equal
-    config/pipeline.yaml (a DAG integrity test checks that they agree).
+    cron: str
+    timezone: str
+    #: the catch-up window as aware datetimes in `timezone`
+    start_date: datetime
+    end_date: datetime | None
+    #: how long after its fire time a scheduled run waits for its partition file
+    wait_window: timedelta
+
+
+def dag_schedule_from_env(env: Mapping[str, str] | None = None) -> DagSchedule:
+    """The DAG's `DAG_PARSE_SETTINGS`, validated like `load_settings` does: environment only
+    (`TOKOKITA_CRON`, `TOKOKITA_TIMEZONE`, `TOKOKITA_START_DATE`, `TOKOKITA_END_DATE`,
+    `TOKOKITA_WAIT_WINDOW_HOURS`), no file read; the defaults equal config/pipeline.yaml.
     """
     env = os.environ if env is None else env
-    return env.get("TOKOKITA_CRON") or Settings.cron, env.get("TOKOKITA_TIMEZONE") or Settings.timezone
+    values, sources = {}, {}
+    for name in DAG_PARSE_SETTINGS:
+        var = env_var(name)
+        if env.get(var):
+            values[name] = _coerce(name, env[var], var)
+            sources[name] = var
+    settings = replace(Settings(), **values)
+    _check_together(settings, sources)
+    return DagSchedule(
+        cron=settings.cron, timezone=settings.timezone,
+        start_date=catchup_bound(settings.start_date, settings.timezone),
+        end_date=catchup_bound(settings.end_date, settings.timezone) if settings.end_date else None,
+        wait_window=timedelta(hours=settings.wait_window_hours),
+    )
+
+
+def schedule_from_env(env: Mapping[str, str] | None = None) -> tuple[str, str]:
+    """(cron, timezone) of `dag_schedule_from_env`."""
+    schedule = dag_schedule_from_env(env)
+    return schedule.cron, schedule.timezone

@@ -6,12 +6,19 @@ REQUIRED_COLUMNS = (
     "order_id", "order_ts", "customer_id", "kota", "produk", "qty", "harga_satuan", "diskon",
 )
 
-#: reason codes, in the order the rules are checked
-ROW_REASONS = (
-    "missing_order_id", "bad_order_ts", "wrong_date", "missing_kota", "bad_qty", "bad_price",
-    "bad_discount",
-)
+# reason codes of quarantined rows
 MALFORMED = "malformed_row"
+MISSING_ORDER_ID = "missing_order_id"
+BAD_ORDER_TS = "bad_order_ts"
+WRONG_DATE = "wrong_date"
+MISSING_KOTA = "missing_kota"
+BAD_QTY = "bad_qty"
+BAD_PRICE = "bad_price"
+BAD_DISCOUNT = "bad_discount"
+#: the row rules' reasons, in the order the rules are checked
+ROW_REASONS = (
+    MISSING_ORDER_ID, BAD_ORDER_TS, WRONG_DATE, MISSING_KOTA, BAD_QTY, BAD_PRICE, BAD_DISCOUNT,
+)
 DUPLICATE = "duplicate"
 OTHER_PARTITION = "order_id_in_other_partition"
 ALL_REASONS = (MALFORMED, *ROW_REASONS, DUPLICATE, OTHER_PARTITION)

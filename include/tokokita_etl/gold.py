@@ -7,19 +7,16 @@ import os
 from datetime import date
 from pathlib import Path
 
+from tokokita_etl.config import gold_path
 from tokokita_etl.contract import STAGED_GOLD_PREFIX, SUMMARY_COLUMNS
 from tokokita_etl.errors import EtlError
 from tokokita_etl.files import atomic_writer
 
 
-def gold_name(day: date) -> str:
-    """`summary_harian_YYYY-MM-DD.csv`."""
-    return f"summary_harian_{day.isoformat()}.csv"
-
-
 def staged_gold_path(gold_dir: Path, day: date) -> Path:
     """Where validate leaves the checked gold file (same folder, so publishing is a rename)."""
-    return Path(gold_dir) / f"{STAGED_GOLD_PREFIX}{gold_name(day)}"
+    final = gold_path(gold_dir, day)
+    return final.with_name(f"{STAGED_GOLD_PREFIX}{final.name}")
 
 
 def write_gold(path: Path, rows: list[list]) -> None:
@@ -42,7 +39,7 @@ def read_gold(path: Path) -> list[dict[str, str]]:
 def publish_gold(gold_dir: Path, day: date) -> Path:
     """Rename the validated, staged gold file into place."""
     staged = staged_gold_path(gold_dir, day)
-    final = Path(gold_dir) / gold_name(day)
+    final = gold_path(gold_dir, day)
     if not staged.exists():
         raise EtlError(f"{staged}: no validated gold file to publish for {day}; run validate first")
     os.replace(staged, final)

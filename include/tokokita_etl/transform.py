@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import asdict, dataclass, field
 from datetime import date
@@ -10,15 +9,23 @@ from pathlib import Path
 
 import duckdb
 
+from tokokita_etl.config import DEFAULT_TIMEZONE, Settings
 from tokokita_etl.contract import (
     ALL_REASONS,
+    BAD_DISCOUNT,
+    BAD_ORDER_TS,
+    BAD_PRICE,
+    BAD_QTY,
     DUPLICATE,
     EXTRACT_MALFORMED,
     EXTRACT_ROWS,
     MALFORMED,
+    MISSING_KOTA,
+    MISSING_ORDER_ID,
     REJECTED_ROWS,
     REQUIRED_COLUMNS,
     VALID_ROWS,
+    WRONG_DATE,
 )
 from tokokita_etl.files import atomic_path
 
@@ -93,14 +100,14 @@ def _checked_sql(day: date, tz: str) -> str:
     , reasoned AS (
         SELECT *,
             CASE
-                WHEN has_nul THEN 'malformed_row'
-                WHEN t_order_id = '' THEN 'missing_order_id'
-                WHEN ts IS NULL THEN 'bad_order_ts'
-                WHEN CAST(local_ts AS DATE) <> DATE '{day.isoformat()}' THEN 'wrong_date'
-                WHEN t_kota = '' THEN 'missing_kota'
-                WHEN n_qty IS NULL OR n_qty < 1 OR n_qty > 2147483647 THEN 'bad_qty'
-                WHEN n_harga IS NULL OR n_bruto >= {MAX_BRUTO} THEN 'bad_price'
-                WHEN n_diskon IS NULL OR n_diskon > n_bruto THEN 'bad_discount'
+                WHEN has_nul THEN '{MALFORMED}'
+                WHEN t_order_id = '' THEN '{MISSING_ORDER_ID}'
+                WHEN ts IS NULL THEN '{BAD_ORDER_TS}'
+                WHEN CAST(local_ts AS DATE) <> DATE '{day.isoformat()}' THEN '{WRONG_DATE}'
+                WHEN t_kota = '' THEN '{MISSING_KOTA}'
+                WHEN n_qty IS NULL OR n_qty < 1 OR n_qty > 2147483647 THEN '{BAD_QTY}'
+                WHEN n_harga IS NULL OR n_bruto >= {MAX_BRUTO} THEN '{BAD_PRICE}'
+                WHEN n_diskon IS NULL OR n_diskon > n_bruto THEN '{BAD_DISCOUNT}'
             END AS reason
         FROM valued
     )
@@ -140,23 +147,16 @@ def _fact_values(day: date) -> str:
         CAST(v_bruto AS VARCHAR) AS bruto, CAST(v_bersih AS VARCHAR) AS bersih, line"""
 
 
-# DuckDB's own memory (its temp tables spill to the staging folder beyond it): with the rest of
-# the process this keeps a large partition's peak RSS bounded; TOKOKITA_DUCKDB_MEMORY_LIMIT
-# overrides it (a DuckDB size such as "2GB")
-DUCKDB_MEMORY_LIMIT = "400MB"
+def duckdb_config(staging: Path, memory_limit: str) -> dict[str, str]:
+    """DuckDB settings for a stage: at most `memory_limit` (the `duckdb_memory_limit`
+    setting), spilling to the staging folder beyond it."""
+    return {"memory_limit": memory_limit, "temp_directory": str(staging / "duckdb.tmp")}
 
 
-def duckdb_config(staging: Path) -> dict[str, str]:
-    """DuckDB settings for a stage: bounded memory, spilling to the staging folder."""
-    return {
-        "memory_limit": os.environ.get("TOKOKITA_DUCKDB_MEMORY_LIMIT", DUCKDB_MEMORY_LIMIT),
-        "temp_directory": str(staging / "duckdb.tmp"),
-    }
-
-
-def transform(day: date, staging: Path, *, tz: str = "Asia/Jakarta") -> TransformResult:
+def transform(day: date, staging: Path, *, tz: str = DEFAULT_TIMEZONE,
+              memory_limit: str = Settings.duckdb_memory_limit) -> TransformResult:
     """Read `extract.parquet`; write `valid.parquet` (de-duplicated) and `rejected.parquet`."""
-    con = duckdb.connect(config=duckdb_config(staging))
+    con = duckdb.connect(config=duckdb_config(staging, memory_limit))
     try:
         con.execute("SET TimeZone = 'UTC'")
         con.execute("SET preserve_insertion_order = false")

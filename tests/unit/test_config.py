@@ -4,15 +4,33 @@ from __future__ import annotations
 
 import json
 import os
-from datetime import datetime
+import subprocess
+import sys
+from dataclasses import fields
+from datetime import date, datetime, timedelta
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pytest
+import yaml
 
 from tests.conftest import HEADER, REPO
 from tokokita_etl import cli
-from tokokita_etl.config import Settings, load_settings
+from tokokita_etl.config import (
+    DAG_PARSE_SETTINGS,
+    DEFAULT_TIMEZONE,
+    ENV_VARS,
+    Settings,
+    dag_schedule_from_env,
+    gold_path,
+    load_settings,
+    partition_exists,
+    partition_file_exists,
+    schedule_from_env,
+)
 from tokokita_etl.errors import ConfigError
+from tokokita_etl.gold import staged_gold_path
+from tokokita_etl.transform import duckdb_config
 
 
 def write_yaml(path: Path, text: str) -> Path:
@@ -34,9 +52,9 @@ def test_without_a_config_file_the_defaults_apply_resolved_against_cwd(tmp_path)
 def test_the_repository_config_file_matches_the_documented_defaults():
     s = load_settings(env={}, cwd=REPO)
     assert s == load_settings(env={}, cwd=REPO, config_path=REPO / "config" / "pipeline.yaml")
-    assert (s.pipeline, s.cron, s.timezone, s.lookback_days, s.max_attempts) == (
-        Settings.pipeline, Settings.cron, Settings.timezone, Settings.lookback_days,
-        Settings.max_attempts)
+    plain = [f.name for f in fields(Settings) if f.type != "Path" and f.name != "warehouse_url"]
+    assert {name: getattr(s, name) for name in plain} == \
+        {name: getattr(Settings, name) for name in plain}
     assert s.raw_dir == REPO / "data" / "raw"
 
 
@@ -110,6 +128,178 @@ def test_an_explicit_config_file_that_does_not_exist_is_an_error(tmp_path):
     assert "nope.yaml" in str(err.value)
     with pytest.raises(ConfigError):
         load_settings(env={"TOKOKITA_CONFIG": "missing.yaml"}, cwd=tmp_path)
+
+
+# -- the settings beyond folders and the schedule ----------------------------------------------
+
+def test_every_setting_has_a_tokokita_environment_variable():
+    assert {f"TOKOKITA_{f.name.upper()}": f.name for f in fields(Settings)} == ENV_VARS
+    for var in ("TOKOKITA_DUCKDB_MEMORY_LIMIT", "TOKOKITA_START_DATE", "TOKOKITA_END_DATE",
+                "TOKOKITA_WAIT_WINDOW_HOURS", "TOKOKITA_CLAIM_TTL_HOURS", "TOKOKITA_CRON",
+                "TOKOKITA_VOLUME_MIN_SHARE", "TOKOKITA_VOLUME_CHECK", "TOKOKITA_PING_URL"):
+        assert var in ENV_VARS
+
+
+def test_the_new_settings_have_their_documented_defaults(tmp_path):
+    s = load_settings(env={}, cwd=tmp_path)
+    assert (s.duckdb_memory_limit, s.wait_window_hours, s.claim_ttl_hours) == ("400MB", 6, 6)
+    assert (s.start_date, s.end_date) == (date(2026, 11, 1), None)
+    assert (s.volume_min_share, s.volume_check, s.ping_url) == (0.5, "warn", "")
+    assert s.timezone == DEFAULT_TIMEZONE
+
+
+def test_the_new_settings_are_read_from_yaml_and_environment(tmp_path):
+    write_yaml(tmp_path / "config" / "pipeline.yaml",
+               "duckdb_memory_limit: 1GiB\nclaim_ttl_hours: 2\nvolume_min_share: 0.25\n"
+               "volume_check: fail\nping_url: https://ping.example/abc\n"
+               "start_date: 2026-10-01\nend_date: 2026-11-08T12:00:00\n")
+    s = load_settings(env={}, cwd=tmp_path)
+    assert (s.duckdb_memory_limit, s.claim_ttl_hours, s.volume_min_share) == ("1GiB", 2, 0.25)
+    assert (s.volume_check, s.ping_url) == ("fail", "https://ping.example/abc")
+    assert (s.start_date, s.end_date) == (date(2026, 10, 1), datetime(2026, 11, 8, 12))
+    s = load_settings(env={"TOKOKITA_DUCKDB_MEMORY_LIMIT": "2GB", "TOKOKITA_VOLUME_MIN_SHARE": "0",
+                           "TOKOKITA_END_DATE": "2026-11-30", "TOKOKITA_WAIT_WINDOW_HOURS": "12"},
+                      cwd=tmp_path)
+    assert (s.duckdb_memory_limit, s.volume_min_share, s.end_date, s.wait_window_hours) == (
+        "2GB", 0.0, date(2026, 11, 30), 12)
+
+
+def test_an_empty_end_date_means_no_end(tmp_path):
+    write_yaml(tmp_path / "config" / "pipeline.yaml", "end_date: null\nping_url: ''\n")
+    s = load_settings(env={"TOKOKITA_END_DATE": ""}, cwd=tmp_path)
+    assert (s.end_date, s.ping_url) == (None, "")
+
+
+def test_transform_bounds_duckdb_by_the_duckdb_memory_limit_setting(tmp_path):
+    limit = load_settings(env={"TOKOKITA_DUCKDB_MEMORY_LIMIT": "1GB"}, cwd=tmp_path) \
+        .duckdb_memory_limit
+    assert duckdb_config(tmp_path, limit) == {"memory_limit": "1GB",
+                                               "temp_directory": str(tmp_path / "duckdb.tmp")}
+
+
+@pytest.mark.parametrize(("source", "name", "value", "fragment"), [
+    ("yaml", "cron", "61 * * * *", "minute field '61'"),
+    ("env", "cron", "0 0 30 2 *", "never runs"),
+    ("env", "cron", "0 0 * * * *", "6 fields"),
+    ("yaml", "volume_min_share", "1.5", "must be from 0 to 1"),
+    ("env", "volume_min_share", "-0.1", "must be from 0 to 1"),
+    ("env", "volume_min_share", "nan", "must be from 0 to 1"),
+    ("yaml", "volume_min_share", "half", "must be a number from 0 to 1"),
+    ("yaml", "volume_min_share", "true", "must be a number"),
+    ("env", "volume_check", "stop", "must be one of warn, fail"),
+    ("yaml", "ping_url", "ftp://ping.example", "http:// or https:// URL"),
+    ("env", "duckdb_memory_limit", "lots", "DuckDB size"),
+    ("yaml", "start_date", "2026-13-01", "ISO 8601 date"),
+    ("env", "end_date", "next week", "ISO 8601 date or date-time (or empty)"),
+    ("env", "wait_window_hours", "0", "must be >= 1"),
+    ("yaml", "claim_ttl_hours", "enam", "must be an integer"),
+    ("yaml", "claim_ttl_hours", "true", "must be an integer"),
+])
+def test_bad_new_settings_are_errors_naming_the_setting_and_the_source(
+        tmp_path, source, name, value, fragment):
+    config = write_yaml(tmp_path / "config" / "pipeline.yaml",
+                        f"{name}: {value}\n" if source == "yaml" else "")
+    var = f"TOKOKITA_{name.upper()}"
+    with pytest.raises(ConfigError) as err:
+        load_settings(env={var: value} if source == "env" else {}, cwd=tmp_path)
+    message = str(err.value)
+    assert err.value.exit_code == 2
+    assert fragment in message and name in message
+    assert (str(config) if source == "yaml" else var) in message
+
+
+def test_an_end_date_before_the_start_date_is_an_error_naming_both(tmp_path):
+    with pytest.raises(ConfigError) as err:
+        load_settings(env={"TOKOKITA_START_DATE": "2026-11-05",
+                           "TOKOKITA_END_DATE": "2026-11-04T23:59:59"}, cwd=tmp_path)
+    assert "end_date 2026-11-04T23:59:59 (TOKOKITA_END_DATE) is before start_date 2026-11-05 " \
+           "(TOKOKITA_START_DATE)" in str(err.value)
+    # the same instant is a window of one moment, not an error
+    assert load_settings(env={"TOKOKITA_END_DATE": "2026-11-01"}, cwd=tmp_path).end_date
+
+
+# -- what the DAG reads when it is parsed -------------------------------------------------------
+
+def test_the_dag_schedule_defaults_are_the_settings_defaults():
+    jakarta = ZoneInfo(DEFAULT_TIMEZONE)
+    schedule = dag_schedule_from_env({})
+    assert (schedule.cron, schedule.timezone) == (Settings.cron, Settings.timezone)
+    assert schedule.start_date == datetime(2026, 11, 1, tzinfo=jakarta)
+    assert schedule.start_date.tzinfo == jakarta
+    assert (schedule.end_date, schedule.wait_window) == (None, timedelta(hours=6))
+    assert schedule_from_env({}) == (Settings.cron, Settings.timezone)
+
+
+def test_the_settings_the_dag_reads_agree_with_the_repository_config_file():
+    """The DAG reads only the environment: a value in the YAML file must be the default."""
+    written = yaml.safe_load((REPO / "config" / "pipeline.yaml").read_text(encoding="utf-8"))
+    for name in DAG_PARSE_SETTINGS:
+        if name in written:
+            assert written[name] == getattr(Settings, name), name
+
+
+def test_the_dag_schedule_comes_from_the_environment_as_aware_datetimes():
+    schedule = dag_schedule_from_env({
+        "TOKOKITA_CRON": "0 3 * * *", "TOKOKITA_TIMEZONE": "UTC",
+        "TOKOKITA_START_DATE": "2026-11-02", "TOKOKITA_END_DATE": "2026-11-08T12:00:00",
+        "TOKOKITA_WAIT_WINDOW_HOURS": "2"})
+    utc = ZoneInfo("UTC")
+    assert (schedule.cron, schedule.timezone) == ("0 3 * * *", "UTC")
+    assert (schedule.start_date, schedule.end_date) == (
+        datetime(2026, 11, 2, tzinfo=utc), datetime(2026, 11, 8, 12, tzinfo=utc))
+    assert schedule.wait_window == timedelta(hours=2)
+    # an offset keeps its instant
+    end = dag_schedule_from_env({"TOKOKITA_END_DATE": "2026-11-08T02:30:00+00:00"}).end_date
+    assert end.isoformat() == "2026-11-08T09:30:00+07:00"
+
+
+@pytest.mark.parametrize(("env", "fragment"), [
+    ({"TOKOKITA_CRON": "0 0 31 2 *"}, "TOKOKITA_CRON: cron: this schedule never runs"),
+    ({"TOKOKITA_CRON": "0 0 ? * MON"}, "TOKOKITA_CRON: cron:"),
+    ({"TOKOKITA_TIMEZONE": "Asia/Jakartaa"}, "TOKOKITA_TIMEZONE: timezone: unknown time zone"),
+    ({"TOKOKITA_START_DATE": "1 Nov"}, "TOKOKITA_START_DATE: start_date must be"),
+    ({"TOKOKITA_START_DATE": "2026-11-09", "TOKOKITA_END_DATE": "2026-11-08"},
+     "end_date 2026-11-08 (TOKOKITA_END_DATE) is before start_date"),
+    ({"TOKOKITA_WAIT_WINDOW_HOURS": "-1"}, "TOKOKITA_WAIT_WINDOW_HOURS: wait_window_hours"),
+])
+def test_a_bad_dag_schedule_fails_at_parse_time_naming_the_variable(env, fragment):
+    with pytest.raises(ConfigError) as err:
+        dag_schedule_from_env(env)
+    assert fragment in str(err.value)
+
+
+def test_the_dag_schedule_reads_no_file_and_imports_nothing_heavy(tmp_path):
+    probe = ("import sys; from tokokita_etl.config import dag_schedule_from_env; "
+             "dag_schedule_from_env(); print(sorted(m for m in ('pyarrow', 'duckdb', "
+             "'sqlalchemy', 'yaml', 'psycopg') if m in sys.modules))")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOKOKITA_")}
+    env["TOKOKITA_CONFIG"] = str(tmp_path / "unreadable.yaml")  # would fail if it were read
+    done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+
+
+# -- names kept in one place ------------------------------------------------------------------
+
+def test_a_partition_exists_when_its_file_is_there_and_not_empty(tmp_path):
+    day = date(2026, 11, 2)
+    path = Settings(raw_dir=tmp_path).partition_path(day)
+    assert not partition_file_exists(path) and not partition_exists(tmp_path, day)
+    path.write_bytes(b"")
+    assert not partition_file_exists(path) and not partition_exists(tmp_path, day)
+    path.write_text(HEADER + "\n")
+    assert partition_file_exists(path) and partition_file_exists(str(path))
+    assert partition_exists(tmp_path, day)
+    path.unlink()
+    path.mkdir()
+    assert not partition_file_exists(path)
+
+
+def test_the_gold_file_name_is_defined_once(tmp_path):
+    day = date(2026, 11, 2)
+    assert Settings(gold_dir=tmp_path).gold_path(day) == gold_path(tmp_path, day) \
+        == tmp_path / "summary_harian_2026-11-02.csv"
+    assert staged_gold_path(tmp_path, day) == tmp_path / ".staged-summary_harian_2026-11-02.csv"
 
 
 # -- the same precedence through the command line ----------------------------------------------
