@@ -20,10 +20,11 @@ from tokokita_etl.contract import (
     QUARANTINE_COLUMNS,
     REJECTED_ROWS,
     REQUIRED_COLUMNS,
+    SUMMARY_COLUMNS,
     VALID_ROWS,
 )
 from tokokita_etl.files import atomic_writer
-from tokokita_etl.warehouse import Warehouse
+from tokokita_etl.warehouse import Warehouse, fact_pesanan, karantina
 
 STAGE_FACT = "stage_fact"
 KEY_COLUMNS = ("order_id", "kota", "line")  # staged for a date's first load (PostgreSQL)
@@ -52,11 +53,8 @@ def load(warehouse: Warehouse, day: date, staging: Path, quarantine_file: Path) 
     # every valid row's order_date is D (else it was wrong_date): bound once, not staged
     stage_columns = [c for c in FACT_COLUMNS if c != "order_date"] + ["line"]
     d = warehouse.day_param(day)
-    money = {c: f"CAST({c} AS NUMERIC(18, 2))" for c in ("harga_satuan", "diskon", "bruto", "bersih")}
-    cast = {c: c for c in FACT_COLUMNS} if warehouse.is_sqlite else {
-        **{c: c for c in FACT_COLUMNS}, **money, "order_ts": "CAST(order_ts AS TIMESTAMPTZ)",
-    }
-    cast["order_date"] = ":d"
+    fact_values = [":d" if c == "order_date" else warehouse.from_stage(fact_pesanan, c)
+                   for c in FACT_COLUMNS]
     with atomic_writer(quarantine_file, newline="") as qfile, warehouse.begin() as conn:
         if not warehouse.is_sqlite:
             # serialise loads so the cross-date order_id check cannot race another date's load
@@ -102,7 +100,7 @@ def load(warehouse: Warehouse, day: date, staging: Path, quarantine_file: Path) 
             updates = ", ".join(f"{c} = excluded.{c}" for c in FACT_COLUMNS if c != "order_id")
             fact = conn.execute(text(
                 f"INSERT INTO fact_pesanan ({', '.join(FACT_COLUMNS)}) "
-                f"SELECT {', '.join(cast[c] for c in FACT_COLUMNS)} FROM {STAGE_FACT} WHERE true "
+                f"SELECT {', '.join(fact_values)} FROM {STAGE_FACT} WHERE true "
                 f"ON CONFLICT (order_id) DO UPDATE SET {updates}"), {"d": d}).rowcount
         conn.execute(text("DELETE FROM summary_harian WHERE order_date = :d"), {"d": d})
         # the fact rows of D are now exactly the staged rows less the conflicts: the summary is
@@ -111,8 +109,8 @@ def load(warehouse: Warehouse, day: date, staging: Path, quarantine_file: Path) 
         summary_rows = _summary(valid, d, conflicts, as_text=warehouse.is_sqlite)
         if summary_rows:
             conn.execute(text(
-                "INSERT INTO summary_harian (order_date, kota, jumlah_pesanan, total_qty, bruto, "
-                "bersih) VALUES (:order_date, :kota, :n, :qty, :bruto, :bersih)"), summary_rows)
+                f"INSERT INTO summary_harian ({', '.join(SUMMARY_COLUMNS)}) "
+                f"VALUES ({', '.join(f':{c}' for c in SUMMARY_COLUMNS)})"), summary_rows)
         summary = len(summary_rows)
 
         rejected = _quarantine_table(staging, day, conflicts)
@@ -120,10 +118,10 @@ def load(warehouse: Warehouse, day: date, staging: Path, quarantine_file: Path) 
         warehouse.create_stage_table(conn, STAGE_KARANTINA, QUARANTINE_COLUMNS)
         warehouse.bulk_insert(conn, STAGE_KARANTINA, list(QUARANTINE_COLUMNS),
                               rejected.to_batches(max_chunksize=BATCH_ROWS))
-        q_cast = ", ".join("CAST(order_date AS DATE)" if c == "order_date" and
-                           not warehouse.is_sqlite else c for c in QUARANTINE_COLUMNS)
+        karantina_values = ", ".join(warehouse.from_stage(karantina, c)
+                                     for c in QUARANTINE_COLUMNS)
         conn.execute(text(f"INSERT INTO karantina ({', '.join(QUARANTINE_COLUMNS)}) "
-                          f"SELECT {q_cast} FROM {STAGE_KARANTINA}"))
+                          f"SELECT {karantina_values} FROM {STAGE_KARANTINA}"))
         _write_quarantine_csv(qfile, rejected)
     return LoadResult(fact=fact, summary=summary, karantina=rejected.num_rows, removed=removed,
                       conflicts=conflicts)
@@ -142,8 +140,9 @@ def _summary(valid: pq.ParquetFile, d: date | str, conflicts: list[dict], *,
         table = pa.Table.from_batches([batch])
         if conflicts:
             table = table.filter(pc.invert(pc.is_in(table["line"], value_set=excluded)))
-        table = table.set_column(2, "bruto", pc.cast(table["bruto"], money)) \
-            .set_column(3, "bersih", pc.cast(table["bersih"], money))
+        for name in ("bruto", "bersih"):
+            table = table.set_column(table.schema.get_field_index(name), name,
+                                     pc.cast(table[name], money))
         grouped = table.group_by("kota").aggregate(
             [("line", "count"), ("qty", "sum"), ("bruto", "sum"), ("bersih", "sum")])
         for kota, n, qty, bruto, bersih in zip(*(grouped[c].to_pylist() for c in (
@@ -153,11 +152,12 @@ def _summary(valid: pq.ParquetFile, d: date | str, conflicts: list[dict], *,
             acc[1] += qty
             acc[2] += bruto
             acc[3] += bersih
+
     def money_value(amount: Decimal) -> str | Decimal:
         return f"{amount:.2f}" if as_text else amount
 
-    return [{"order_date": d, "kota": kota, "n": n, "qty": qty, "bruto": money_value(bruto),
-             "bersih": money_value(bersih)}
+    return [{"order_date": d, "kota": kota, "jumlah_pesanan": n, "total_qty": qty,
+             "bruto": money_value(bruto), "bersih": money_value(bersih)}
             for kota, (n, qty, bruto, bersih) in sorted(totals.items())]
 
 

@@ -11,10 +11,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from tokokita_etl.contract import VALID_ROWS
+from tokokita_etl.checksums import fact_digest, rows_checksum
+from tokokita_etl.contract import SUMMARY_COLUMNS, VALID_ROWS
 from tokokita_etl.errors import ValidationError
 from tokokita_etl.gold import read_gold, staged_gold_path, write_gold
-from tokokita_etl.warehouse import RowDigest, Warehouse
+from tokokita_etl.warehouse import Warehouse
 
 
 def rupiah(amount: Decimal) -> str:
@@ -64,25 +65,27 @@ def source_counts(staging: Path, excluded_lines: list[int]) -> dict[str, int]:
     return dict(zip(grouped["kota"].to_pylist(), grouped["line_count"].to_pylist(), strict=True))
 
 
+def _column(summary: list[list], name: str) -> list:
+    """The values of summary column `name` in `summary`'s rows."""
+    position = SUMMARY_COLUMNS.index(name)
+    return [row[position] for row in summary]
+
+
 def validate(warehouse: Warehouse, day: date, staging: Path, gold_dir: Path,
              excluded_lines: list[int]) -> ValidateResult:
     """Run the three checks for `day`; raise ValidationError (after writing nothing) on failure."""
     source = source_counts(staging, excluded_lines)
-    summary_digest = RowDigest()
-    summary: list[list] = []
     with warehouse.begin() as conn:
         fact_n, fact_bruto, fact_bersih = warehouse.fact_totals(conn, day)
-        fact = warehouse.fact_digest(conn, day)
+        fact = fact_digest(warehouse, conn, day)
         fact_checksum, target = fact.checksum, fact.per_kota
         if fact.rows != fact_n:
             raise ValidationError(f"validation failed for {day}: the checksum covered "
                                   f"{fact.rows} fact rows, the fact table has {fact_n}")
-        for row in warehouse.summary_rows(conn, day):
-            summary_digest.add(row)
-            summary.append(row)
-    sum_n = sum(int(r[2]) for r in summary)
-    sum_bruto = sum((Decimal(r[4]) for r in summary), Decimal(0))
-    sum_bersih = sum((Decimal(r[5]) for r in summary), Decimal(0))
+        summary = list(warehouse.summary_rows(conn, day))
+    sum_n = sum(int(n) for n in _column(summary, "jumlah_pesanan"))
+    sum_bruto = sum((Decimal(v) for v in _column(summary, "bruto")), Decimal(0))
+    sum_bersih = sum((Decimal(v) for v in _column(summary, "bersih")), Decimal(0))
 
     checks = []
     mismatched = sorted(k for k in set(source) | set(target) if source.get(k, 0) != target.get(k, 0))
@@ -112,7 +115,7 @@ def validate(warehouse: Warehouse, day: date, staging: Path, gold_dir: Path,
     result = ValidateResult(
         checks=checks,
         checksums={f"fact_{day}": fact_checksum,
-                   f"summary_{day}": summary_digest.hexdigest()},
+                   f"summary_{day}": rows_checksum(summary)},
         fact_rows=fact_n, summary_rows=len(summary), bruto=f"{fact_bruto:.2f}",
         bersih=f"{fact_bersih:.2f}", staged_gold=str(staged), source_per_kota=source,
     )

@@ -1,0 +1,139 @@
+"""Checksums: the canonical line, and the fact checksum the database builds on SQLite and
+PostgreSQL, which must equal `rows_checksum` over the canonical fact rows byte for byte."""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import date
+from decimal import Decimal
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from tokokita_etl import checksums
+from tokokita_etl.checksums import (
+    canonical_line,
+    fact_digest,
+    is_json_number,
+    rows_checksum,
+)
+from tokokita_etl.contract import FACT_COLUMNS
+from tokokita_etl.warehouse import Warehouse, fact_pesanan, summary_harian
+
+DAY = date(2026, 11, 21)
+EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
+
+
+def fact_row(order_id: str, order_ts: str, *, customer_id: str = "C1", kota: str = "Medan",
+             produk: str = "Teh", qty: int = 1, harga: str = "1000.00", diskon: str = "0.00",
+             day: date = DAY) -> dict:
+    """A fact row as the transform stage writes it (canonical text, qty an integer)."""
+    bruto = qty * Decimal(harga)
+    bersih = bruto - Decimal(diskon)
+    return dict(zip(FACT_COLUMNS, (order_id, day.isoformat(), order_ts, customer_id, kota,
+                                   produk, qty, harga, diskon, f"{bruto:.2f}", f"{bersih:.2f}"),
+                    strict=True))
+
+
+def insert_facts(warehouse: Warehouse, rows: list[dict]) -> None:
+    """Write fact rows straight into the warehouse through the bulk load."""
+    warehouse.ensure_schema()
+    schema = pa.schema([(c, pa.int64() if c == "qty" else pa.string()) for c in FACT_COLUMNS])
+    with warehouse.begin() as conn:
+        warehouse.bulk_insert(conn, "fact_pesanan", list(FACT_COLUMNS),
+                              [pa.RecordBatch.from_pylist(rows, schema=schema)])
+
+
+def digest_and_rows(warehouse: Warehouse, day: date = DAY):
+    with warehouse.begin() as conn:
+        return fact_digest(warehouse, conn, day), list(warehouse.fact_rows(conn, day))
+
+
+# values JSON escapes (quote, backslash, control characters), non-ASCII text and order_ids
+# whose code-point order differs from a collation's; timestamps with fractions
+ODD_ROWS = [
+    fact_row("TK-E0", "2026-11-21T10:00:00+07:00", produk='Kaos "Polos"'),
+    fact_row("TK-E1", "2026-11-21T10:00:00.123000+07:00", produk="Kabel C:\\USB",
+             customer_id="C\\1"),
+    fact_row("TK-E2", "2026-11-21T10:00:00.500000+07:00", produk="Tas\tKanvas", qty=3),
+    fact_row("TK-E3", "2026-11-21T23:59:59.999999+07:00", produk="Kopi Gayo ☕"),
+    fact_row("TK-E4", "2026-11-21T00:00:00+07:00", kota="Band\x1fung", produk="Sepatu\x01Lari"),
+    fact_row("TK-a", "2026-11-21T11:00:00+07:00", kota="Surabaya", qty=2, harga="500.50",
+             diskon="0.50"),
+    fact_row("TK-Z", "2026-11-21T12:00:00+07:00", kota="Surabaya"),
+    fact_row("TK-É", "2026-11-21T13:00:00+07:00", kota="Medan"),
+]
+
+
+def test_canonical_line_is_compact_json_with_non_ascii_kept_and_a_newline():
+    row = ["TK-É", "2026-11-21", 'Kaos "Polos"\t\\', 3, "1000.00"]
+    assert canonical_line(row) == '["TK-É","2026-11-21","Kaos \\"Polos\\"\\t\\\\",3,"1000.00"]\n'
+    assert canonical_line(["a\x01"]) == '["a\\u0001"]\n'
+
+
+def test_rows_checksum_is_sha256_of_the_concatenated_canonical_lines():
+    rows = [["a", 1], ["b", 2]]
+    expected = hashlib.sha256(b'["a",1]\n["b",2]\n').hexdigest()
+    assert rows_checksum(rows) == expected
+    assert rows_checksum(iter(rows)) == expected
+    assert rows_checksum([]) == EMPTY_SHA256
+
+
+def test_json_numbers_are_the_integer_columns_of_each_table():
+    assert [c.name for c in fact_pesanan.columns if is_json_number(c)] == ["qty"]
+    assert [c.name for c in summary_harian.columns if is_json_number(c)] == [
+        "jumlah_pesanan", "total_qty"]
+
+
+def test_fact_checksum_equals_rows_checksum_of_the_canonical_rows(workspace):
+    warehouse = Warehouse(workspace.warehouse_url)
+    other_day = fact_row("TK-X", "2026-11-22T10:00:00+07:00", day=date(2026, 11, 22))
+    insert_facts(warehouse, [*ODD_ROWS, other_day])
+    digest, rows = digest_and_rows(warehouse)
+    assert [r[0] for r in rows] == ["TK-E0", "TK-E1", "TK-E2", "TK-E3", "TK-E4", "TK-Z", "TK-a",
+                                    "TK-É"]  # code-point order
+    assert rows[2][6] == 3 and rows[2][2] == "2026-11-21T10:00:00.500000+07:00"
+    assert digest.checksum == rows_checksum(rows)
+    assert digest.rows == len(ODD_ROWS)
+    assert digest.per_kota == {"Medan": 5, "Band\x1fung": 1, "Surabaya": 2}
+
+
+def test_fact_checksum_is_the_same_across_fetch_batches(workspace, monkeypatch):
+    """Escaped rows in several fetches (PostgreSQL opens its second cursor mid-way)."""
+    warehouse = Warehouse(workspace.warehouse_url)
+    insert_facts(warehouse, ODD_ROWS)
+    whole, rows = digest_and_rows(warehouse)
+    monkeypatch.setattr(checksums, "FETCH_ROWS", 3)
+    batched, _ = digest_and_rows(warehouse)
+    assert batched == whole
+    assert batched.checksum == rows_checksum(rows)
+
+
+def test_a_date_without_rows_has_the_checksum_of_no_lines(workspace):
+    warehouse = Warehouse(workspace.warehouse_url)
+    insert_facts(warehouse, ODD_ROWS)
+    digest, rows = digest_and_rows(warehouse, date(2026, 11, 20))
+    assert (digest.checksum, digest.rows, digest.per_kota, rows) == (EMPTY_SHA256, 0, {}, [])
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("tz", ["Asia/Kolkata", "America/St_Johns", "UTC"])
+def test_postgresql_renders_timestamps_like_isoformat_in_any_zone(pg_url, tz):
+    """Offsets with minutes, negative offsets and UTC take the long way in SQL."""
+    warehouse = Warehouse(pg_url, tz)
+    insert_facts(warehouse, ODD_ROWS)
+    digest, rows = digest_and_rows(warehouse)
+    assert rows[0][2] != ODD_ROWS[0]["order_ts"]  # rendered in `tz`
+    assert digest.checksum == rows_checksum(rows)
+
+
+@pytest.mark.postgres
+def test_sqlite_and_postgresql_give_the_same_fact_checksum(tmp_path: Path, pg_url):
+    lite = Warehouse(f"sqlite:///{tmp_path / 'wh.db'}")
+    pg = Warehouse(pg_url)
+    for warehouse in (lite, pg):
+        insert_facts(warehouse, ODD_ROWS)
+    (lite_digest, lite_rows), (pg_digest, pg_rows) = digest_and_rows(lite), digest_and_rows(pg)
+    assert lite_rows == pg_rows
+    assert lite_digest == pg_digest

@@ -1,0 +1,134 @@
+"""The warehouse on SQLite and PostgreSQL: URLs, schema, bulk load, canonical rows, exact sums."""
+
+from __future__ import annotations
+
+from datetime import date
+from decimal import Decimal
+
+import pyarrow as pa
+import pytest
+from sqlalchemy import inspect, text
+
+from tokokita_etl.contract import FACT_COLUMNS
+from tokokita_etl.errors import ConfigError, WarehouseError
+from tokokita_etl.warehouse import Warehouse, fact_pesanan, karantina, summary_harian
+
+DAY = date(2026, 11, 21)
+
+
+def fact_batch(rows: list[tuple]) -> pa.RecordBatch:
+    """Fact rows (in FACT_COLUMNS order, canonical text, qty an integer) as one Arrow batch."""
+    schema = pa.schema([(c, pa.int64() if c == "qty" else pa.string()) for c in FACT_COLUMNS])
+    return pa.RecordBatch.from_pylist([dict(zip(FACT_COLUMNS, r, strict=True)) for r in rows],
+                                      schema=schema)
+
+
+def fact(order_id: str, bruto: str, *, kota: str = "Medan", day: date = DAY) -> tuple:
+    return (order_id, day.isoformat(), f"{day.isoformat()}T10:00:00+07:00", "C1", kota, "Teh",
+            1, bruto, "0.00", bruto, bruto)
+
+
+def loaded(warehouse: Warehouse, rows: list[tuple]) -> Warehouse:
+    warehouse.ensure_schema()
+    with warehouse.begin() as conn:
+        assert warehouse.bulk_insert(conn, "fact_pesanan", list(FACT_COLUMNS),
+                                     [fact_batch(rows)]) == len(rows)
+    return warehouse
+
+
+@pytest.mark.parametrize(("url", "fragment"), [
+    ("not a url", "not a valid SQLAlchemy URL"),
+    ("mysql://u@h/db", "backend 'mysql' is not supported"),
+])
+def test_a_bad_url_is_a_configuration_error_naming_the_setting(url, fragment):
+    with pytest.raises(ConfigError) as err:
+        Warehouse(url)
+    assert "warehouse_url" in str(err.value) and fragment in str(err.value)
+
+
+def test_an_unreachable_server_is_a_warehouse_error_naming_the_url_without_its_password():
+    warehouse = Warehouse("postgresql+psycopg://etl:rahasia@127.0.0.1:1/tokokita")
+    with pytest.raises(WarehouseError) as err, warehouse.begin():
+        pass
+    assert "127.0.0.1:1/tokokita" in str(err.value)
+    assert "rahasia" not in str(err.value)
+
+
+def test_ensure_schema_creates_the_tables_once(workspace):
+    warehouse = Warehouse(workspace.warehouse_url)
+    warehouse.ensure_schema()
+    warehouse.ensure_schema()
+    with warehouse.begin() as conn:
+        tables = set(inspect(conn).get_table_names())
+    assert {"fact_pesanan", "summary_harian", "karantina"} <= tables
+
+
+def test_key_order_is_the_key_within_a_date_in_code_point_order(workspace):
+    warehouse = Warehouse(workspace.warehouse_url)
+    collate = "" if warehouse.is_sqlite else ' COLLATE "C"'
+    assert warehouse.key_order(fact_pesanan) == f"order_id{collate}"
+    assert warehouse.key_order(summary_harian, "s.") == f"s.kota{collate}"
+    assert warehouse.key_order(karantina) == "line"  # an integer: no collation
+
+
+def test_staged_text_is_cast_to_the_column_types_where_the_backend_has_them(workspace):
+    warehouse = Warehouse(workspace.warehouse_url)
+    casts = {c: warehouse.from_stage(fact_pesanan, c) for c in FACT_COLUMNS}
+    if warehouse.is_sqlite:
+        assert casts == {c: c for c in FACT_COLUMNS}
+        return
+    assert casts["order_ts"] == "CAST(order_ts AS TIMESTAMP WITH TIME ZONE)"
+    assert casts["order_date"] == "CAST(order_date AS DATE)"
+    assert casts["bruto"] == "CAST(bruto AS NUMERIC(18, 2))"
+    assert (casts["order_id"], casts["qty"]) == ("order_id", "qty")
+    assert warehouse.from_stage(karantina, "line") == "line"
+
+
+def test_bulk_insert_and_fact_rows_round_trip_canonical_values_in_code_point_order(workspace):
+    warehouse = loaded(Warehouse(workspace.warehouse_url), [
+        fact("TK-É", "10.50"), fact("TK-a", "20.00"), fact("TK-Z", "0.05"),
+        fact("TK-B", "1.00", day=date(2026, 11, 22)),
+    ])
+    with warehouse.begin() as conn:
+        rows = list(warehouse.fact_rows(conn, DAY))
+    assert rows == [list(fact(oid, bruto)) for oid, bruto in
+                    (("TK-Z", "0.05"), ("TK-a", "20.00"), ("TK-É", "10.50"))]
+
+
+def test_summary_rows_are_canonical_in_kota_order(workspace):
+    warehouse = Warehouse(workspace.warehouse_url)
+    warehouse.ensure_schema()
+    day = warehouse.day_param(DAY)
+    money = str if warehouse.is_sqlite else Decimal
+    with warehouse.begin() as conn:
+        conn.execute(text(
+            "INSERT INTO summary_harian VALUES (:d, :kota, :n, :q, :bruto, :bersih)"),
+            [{"d": day, "kota": k, "n": 1, "q": 2, "bruto": money("3.10"), "bersih": money("3.00")}
+             for k in ("medan", "Medan", "Ámbon")])
+        rows = list(warehouse.summary_rows(conn, DAY))
+    assert rows == [["2026-11-21", k, 1, 2, "3.10", "3.00"] for k in ("Medan", "medan", "Ámbon")]
+
+
+def test_fact_totals_are_exact_beyond_binary_floating_point(workspace):
+    """Cents that float sums get wrong, and amounts whose cents overflow a double's 2**53."""
+    big = "9999999999999999.99"
+    amounts = ["0.10", "0.20", "0.70", big, big, big]
+    warehouse = loaded(Warehouse(workspace.warehouse_url),
+                       [fact(f"TK-{i}", bruto) for i, bruto in enumerate(amounts)])
+    with warehouse.begin() as conn:
+        rows, bruto, bersih = warehouse.fact_totals(conn, DAY)
+        empty = warehouse.fact_totals(conn, date(2026, 11, 20))
+    expected = sum((Decimal(a) for a in amounts), Decimal(0))
+    assert (rows, bruto, bersih) == (6, expected, expected)
+    assert str(bruto) == "30000000000000000.97"
+    assert empty == (0, Decimal(0), Decimal(0))
+
+
+def test_a_failed_transaction_leaves_nothing_behind(workspace):
+    warehouse = loaded(Warehouse(workspace.warehouse_url), [fact("TK-1", "1.00")])
+    with pytest.raises(WarehouseError), warehouse.begin() as conn:
+        warehouse.bulk_insert(conn, "fact_pesanan", list(FACT_COLUMNS),
+                              [fact_batch([fact("TK-2", "2.00")])])
+        conn.execute(text("INSERT INTO fact_pesanan (order_id) VALUES ('TK-3')"))  # NOT NULL
+    with warehouse.begin() as conn:
+        assert [r[0] for r in warehouse.fact_rows(conn, DAY)] == ["TK-1"]
