@@ -1,90 +1,120 @@
-"""`make demo`: the sample partitions processed through Airflow, on SQLite, without Docker.
+"""`make demo` and `make up`: the sample week through a running Airflow, on SQLite, no Docker.
 
 1. airflow-init (the compose file's init command) on the embedded target: `airflow db migrate`
    on `airflow_home/airflow.db`, the admin login, the SQLite warehouse's tables;
-2. one Airflow run per sample partition (`stack.dagrun`: `dag.test()` with the
-   `partition_date` param; done dates are skipped by the watermark gate, so a second
-   `make demo` changes nothing);
-3. the per-date status table and where the gold files are.
+2. api-server, scheduler, dag-processor and triggerer start; the scheduler catches up the
+   sample week as ordinary scheduled runs (the runs firing 2026-11-02..08 02:30 WIB, which
+   process 2026-11-01..07: three with a partition, four skipped for a missing file);
+3. the per-run outcome, the per-date status table and where the gold files are.
+
+`make demo` stops the services afterwards; `make up` leaves them running for the UI. Running
+either again creates no run and changes nothing: the week's runs exist and are done.
 """
 
 from __future__ import annotations
 
-import json
-import subprocess
 import sys
-import time
+from datetime import UTC, datetime
 
 from stack import REPO
-from stack.embedded import AIRFLOW_HOME, embedded_target
-from stack.local import LocalStack
+from stack.embedded import AIRFLOW_HOME, STATE_FILE, embedded_target
+from stack.local import LocalStack, stop_procs, write_state
 
-DAG = "tokokita_orders_daily"
+DAG_ID = "tokokita_orders_daily"
 
 
-def describe(result: dict) -> str:
-    """One line per run: what the gate and the stages did."""
-    tasks = result["tasks"]
-    if tasks.get("publish_gold") == "success":
+def describe(run: dict, tasks: dict[str, dict]) -> str:
+    """One line per run: the partition it processed and what the sensor, gate and stages did."""
+    states = {task: ti["state"] for task, ti in tasks.items()}
+    if states.get("publish_gold") == "success":
         what = "processed, gold published"
-    elif tasks.get("wait_for_raw_partition") == "skipped":
+    elif states.get("wait_for_raw_partition") == "skipped":
         what = "skipped: no partition"
-    elif tasks.get("check_watermark") == "skipped":
-        what = "skipped: already succeeded (the watermark gate)"
-    elif tasks.get("check_watermark") == "failed":
+    elif states.get("check_watermark") == "skipped":
+        what = "skipped by the watermark gate (done, or older than the lookback)"
+    elif states.get("check_watermark") == "failed":
         what = "blocked at max attempts (trigger with reset_attempts after fixing it)"
     else:
-        failed = [t for t, s in tasks.items() if s == "failed"]
+        failed = [t for t, s in states.items() if s == "failed"]
         what = f"failed in {', '.join(failed) or '?'}"
-    return f"  {result['date']}  run {result['state']:<7}  {what}   ({result['run_id']})"
+    return f"  {run.get('partition_key') or '?':<10}  run {run['state']:<7}  {what}   " \
+           f"({run['dag_run_id']})"
 
 
-def main() -> int:
-    """Init, run every sample date through Airflow, print status and gold files."""
-    from tokokita_etl.config import load_settings
-    from tokokita_etl.demo import partition_dates
+def print_status(settings) -> None:
+    """The per-date status table and the gold files."""
     from tokokita_etl.status import format_status, status_rows
-
-    target = embedded_target()
-    stack = LocalStack(target)
-    env = stack.env("airflow-scheduler")
-    settings = load_settings(env=env, cwd=REPO)
-    print(f"Airflow home:  {AIRFLOW_HOME} (metadata: airflow.db, SQLite)")
-    print(f"warehouse:     {settings.warehouse_url}")
-    print(f"raw:           {settings.raw_dir}\n")
-
-    started = time.monotonic()
-    stack.init()
-    print(f"[airflow-init] database migrated, login and warehouse ready "
-          f"({time.monotonic() - started:.0f}s)")
-
-    dates = [d.isoformat() for d in partition_dates(settings)]
-    result_file = AIRFLOW_HOME / "demo-runs.json"
-    result_file.unlink(missing_ok=True)
-    log_file = AIRFLOW_HOME / "logs" / "demo.log"
-    log_file.parent.mkdir(parents=True, exist_ok=True)
-    print(f"Running {DAG} through Airflow for {', '.join(dates)} (task logs: {log_file})")
-    started = time.monotonic()
-    with open(log_file, "w") as log:
-        code = subprocess.run([sys.executable, "-m", "stack.dagrun", str(result_file), *dates],
-                              env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
-                              check=False).returncode
-    results = json.loads(result_file.read_text()) if result_file.exists() else []
-    for result in results:
-        print(describe(result))
-    print(f"({time.monotonic() - started:.0f}s)\n")
-    if code != 0 or len(results) != len(dates):
-        print(log_file.read_text(errors="replace")[-4000:], file=sys.stderr)
-        print(f"error: the Airflow runs did not complete (exit {code}); see {log_file}",
-              file=sys.stderr)
-        return 1
 
     print(format_status(status_rows(settings)))
     print("\ngold files:")
     for path in sorted(settings.gold_dir.glob("summary_harian_*.csv")):
         print(f"  {path.relative_to(REPO) if path.is_relative_to(REPO) else path}")
-    print("\n`make up` starts the Airflow UI on this same home; `make down` stops it.")
-    return 1 if any(r["state"] != "success" for r in results) else 0
+
+
+def run_sample_week(*, keep_running: bool, timeout: float = 300) -> int:
+    """Start the services, wait for the sample week's scheduled runs, print what they did."""
+    from stack.rest import AirflowApi, wait_for
+    from tokokita_etl.config import load_settings
+
+    target = embedded_target()
+    stack = LocalStack(target, log_dir=AIRFLOW_HOME / "logs" / "stack")
+    env = stack.env("airflow-apiserver")
+    username = env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS"].split(":")[0]
+    password = stack.env("airflow-init").get("_AIRFLOW_WWW_USER_PASSWORD", "")
+    print(f"Airflow home {AIRFLOW_HOME} (metadata: airflow.db, SQLite); initialising ...",
+          flush=True)
+    stack.init()
+    stack.start()
+    if keep_running:
+        write_state(STATE_FILE, stack)
+    print(f"started {', '.join(f'{p.name}={p.pid}' for p in stack.procs)}; logs in "
+          f"{stack.log_dir}", flush=True)
+    try:
+        stack.wait_healthy(timeout=180)
+        api = AirflowApi(target.api_url, username, password)
+        dag = api.wait_dag(DAG_ID, timeout=120)
+        if dag["is_paused"]:
+            api.set_paused(DAG_ID, False)
+            print(f"unpaused {DAG_ID}")
+        print(f"healthy; catching up {env['TOKOKITA_START_DATE']} .. "
+              f"{env['TOKOKITA_END_DATE'] or 'now'} ...", flush=True)
+
+        def caught_up():
+            scheduled = [r for r in api.dag_runs(DAG_ID) if r["run_type"] == "scheduled"]
+            nxt = api.dag(DAG_ID).get("next_dagrun_run_after")
+            finished = all(r["state"] in ("success", "failed") for r in scheduled)
+            # caught up: no next run (the catch-up's end) or the next one is in the future
+            later = nxt is None or datetime.fromisoformat(nxt.replace("Z", "+00:00")) > \
+                datetime.now(UTC)
+            return scheduled if scheduled and finished and later else None
+
+        runs = wait_for(caught_up, timeout, 2.0, "the sample week's scheduled runs")
+        print(f"caught up: {len(runs)} scheduled runs")
+        for run in sorted(runs, key=lambda r: r["run_after"]):
+            print(describe(run, api.task_instances(DAG_ID, run["dag_run_id"])))
+        api.close()
+    except BaseException:
+        print(stack.log_tail(), file=sys.stderr)
+        stop_procs(stack.procs)
+        STATE_FILE.unlink(missing_ok=True)
+        raise
+    if not keep_running:
+        stop_procs(stack.procs)
+    print()
+    print_status(load_settings(env=stack.env("airflow-scheduler"), cwd=REPO))
+    if keep_running:
+        print(f"\nAirflow UI and REST API: {target.api_url}   login: {username} / {password}")
+        print(f"DAG: {target.api_url}/dags/{DAG_ID}")
+        print("Stop with `make down`.")
+    else:
+        print("\n`make up` starts the Airflow UI on this same home; `make down` stops it.")
+    return 1 if any(r["state"] != "success" for r in runs) else 0
+
+
+def main() -> int:
+    """`make demo`: the sample week through Airflow, then stop."""
+    return run_sample_week(keep_running=False)
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -43,24 +43,30 @@ def _stack(root: Path, *args: str, timeout: float, **env: str) -> subprocess.Com
                           capture_output=True, text=True, timeout=timeout, check=False)
 
 
-def test_make_demo_runs_the_samples_through_airflow_and_is_idempotent(fresh):
+def test_make_demo_runs_the_sample_week_as_scheduled_runs_and_is_idempotent(fresh):
     first = _stack(fresh, "demo", timeout=300)
     assert first.returncode == 0, first.stdout + first.stderr
+    assert "caught up: 7 scheduled runs" in first.stdout
     for day in SAMPLES:
-        assert re.search(rf"{day}\s+run success\s+processed, gold published", first.stdout)
+        assert re.search(rf"{day}\s+run success\s+processed, gold published\s+"
+                         rf"\(scheduled__{day}__", first.stdout)
         assert re.search(rf"^{day}\s+success\s+1\s", first.stdout, re.M)
         assert f"data/gold/summary_harian_{day}.csv" in first.stdout
         assert (fresh / "data" / "gold" / f"summary_harian_{day}.csv").exists()
+    for day in ("2026-11-01", "2026-11-05", "2026-11-06", "2026-11-07"):
+        assert re.search(rf"{day}\s+run success\s+skipped: no partition", first.stdout)
     assert (fresh / "airflow_home" / "airflow.db").exists()  # Airflow metadata on SQLite
     assert (fresh / "data" / "warehouse" / "tokokita.db").exists()  # warehouse on SQLite
     manifests = list((fresh / "data" / "state" / "runs").glob("run-*.json"))
     assert {json.loads(p.read_text())["trigger"].split(":")[0] for p in manifests} == {"airflow"}
+    assert not (fresh / "airflow_home" / "stack.json").exists()  # the services were stopped
 
     second = _stack(fresh, "demo", timeout=300)
     assert second.returncode == 0, second.stdout + second.stderr
+    assert "caught up: 7 scheduled runs" in second.stdout  # no new run
     for day in SAMPLES:
-        assert re.search(rf"{day}\s+run success\s+skipped: already succeeded", second.stdout)
         assert re.search(rf"^{day}\s+success\s+1\s", second.stdout, re.M)  # attempt unchanged
+    assert len(list((fresh / "data" / "state" / "runs").glob("run-*.json"))) == len(manifests)
 
 
 def test_make_up_serves_the_ui_caught_up_and_make_down_stops_it(fresh):
@@ -74,7 +80,7 @@ def test_make_up_serves_the_ui_caught_up_and_make_down_stops_it(fresh):
         assert up.returncode == 0, up.stdout + up.stderr
         assert f"Airflow UI and REST API: http://127.0.0.1:{port}   login: airflow / airflow" \
             in up.stdout
-        assert re.search(r"caught up: \d+ scheduled runs", up.stdout)
+        assert "caught up: 7 scheduled runs" in up.stdout
         state = json.loads((fresh / "airflow_home" / "stack.json").read_text())
         pids = [p["pid"] for p in state["procs"]]
         assert [p["name"] for p in state["procs"]] == [
