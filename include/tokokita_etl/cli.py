@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable
 from datetime import datetime
 
-from tokokita_etl.config import Settings, load_settings
+from tokokita_etl.config import DEFAULT_TIMEZONE, Settings, load_settings
 from tokokita_etl.errors import EXIT_USAGE, EtlError
 from tokokita_etl.pipeline import run_for_date
 from tokokita_etl.policy import due_runs
@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None, *, now: Callable[[], datetime] = utc_now
         try:
             zone = load_settings().timezone
         except EtlError:
-            zone = "Asia/Jakarta"
+            zone = DEFAULT_TIMEZONE
         return cron.main(argv[1:], default_tz=zone)
     parser = _parser()
     try:

@@ -54,6 +54,8 @@ from datetime import UTC, date, datetime, timedelta
 from itertools import pairwise
 from zoneinfo import ZoneInfo
 
+from tokokita_etl.config import DEFAULT_TIMEZONE
+
 __all__ = [
     "CronError",
     "CronReport",
@@ -971,7 +973,8 @@ def _field_meaning(key: str, values: list[int]) -> str:
 # --- report --------------------------------------------------------------------------
 
 
-def explain(expr: str, *, after: datetime, count: int = 6, tz: str = "Asia/Jakarta") -> CronReport:
+def explain(expr: str, *, after: datetime, count: int = 6,
+            tz: str = DEFAULT_TIMEZONE) -> CronReport:
     """Validate, describe and preview an expression, with its warnings."""
     schedule = parse(expr)
     zone = _zone(tz)
@@ -1026,7 +1029,7 @@ def _count(text: str) -> int:
 def main(
     argv: list[str] | None = None,
     *,
-    default_tz: str = "Asia/Jakarta",
+    default_tz: str = DEFAULT_TIMEZONE,
     now: Callable[[], datetime] | None = None,
 ) -> int:
     """Command line: print the report for EXPR; 0 when valid, 2 when not."""

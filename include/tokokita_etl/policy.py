@@ -16,7 +16,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tokokita_etl.config import partition_exists
+from tokokita_etl.config import DEFAULT_TIMEZONE, partition_exists
 from tokokita_etl.errors import (
     BlockedError,
     ConcurrentRunError,
@@ -27,7 +27,7 @@ from tokokita_etl.errors import (
     ValidationError,
     WarehouseError,
 )
-from tokokita_etl.schedule import DEFAULT_TZ, local_today
+from tokokita_etl.schedule import local_today
 
 if TYPE_CHECKING:
     from tokokita_etl.state import Watermark
@@ -125,7 +125,7 @@ def decide(state: Watermark, day: date, *, max_attempts: int, force: bool = Fals
 
 
 def due_runs(state: Watermark, now: datetime, raw_dir: Path, lookback_days: int = 7,
-             max_attempts: int = 3, *, tz: str = DEFAULT_TZ) -> list[date]:
+             max_attempts: int = 3, *, tz: str = DEFAULT_TIMEZONE) -> list[date]:
     """Past dates inside the lookback window with a partition that `decide` would run."""
     today = local_today(now, tz)
     due = []
@@ -137,14 +137,14 @@ def due_runs(state: Watermark, now: datetime, raw_dir: Path, lookback_days: int 
     return sorted(due)
 
 
-def outside_lookback(day: date, now: datetime, lookback_days: int, tz: str = DEFAULT_TZ) -> bool:
+def outside_lookback(day: date, now: datetime, lookback_days: int, tz: str = DEFAULT_TIMEZONE) -> bool:
     """Whether `day` is older than the lookback window at `now` (due_runs would not list it)."""
     return day < local_today(now, tz) - timedelta(days=lookback_days)
 
 
 def gate_decision(state: Watermark, day: date, *, run_type: str, now: datetime,
                   lookback_days: int, max_attempts: int, force: bool = False,
-                  reset_attempts: bool = False, tz: str = DEFAULT_TZ) -> Decision:
+                  reset_attempts: bool = False, tz: str = DEFAULT_TIMEZONE) -> Decision:
     """The gate's rule for one run: the lookback applies to scheduled runs, then `decide`."""
     if run_type == "scheduled" and outside_lookback(day, now, lookback_days, tz):
         return Decision(Action.SKIP, f"{day} is older than lookback_days={lookback_days}: a "

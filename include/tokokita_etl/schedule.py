@@ -8,19 +8,18 @@ from __future__ import annotations
 from datetime import date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
+from tokokita_etl.config import DEFAULT_TIMEZONE
 from tokokita_etl.errors import ConfigError
 
-DEFAULT_TZ = "Asia/Jakarta"
 
-
-def local_today(now: datetime, tz: str = DEFAULT_TZ) -> date:
+def local_today(now: datetime, tz: str = DEFAULT_TIMEZONE) -> date:
     """`now`'s calendar date in `tz` (a naive `now` is taken as wall time in `tz`)."""
     if now.tzinfo is None:
         return now.date()
     return now.astimezone(ZoneInfo(tz)).date()
 
 
-def parse_run_date(text: str, now: datetime, tz: str = DEFAULT_TZ) -> date:
+def parse_run_date(text: str, now: datetime, tz: str = DEFAULT_TIMEZONE) -> date:
     """`YYYY-MM-DD`, `yesterday` or `today` (relative to `now` in `tz`) to a date."""
     word = text.strip().lower()
     if word == "yesterday":
@@ -34,7 +33,7 @@ def parse_run_date(text: str, now: datetime, tz: str = DEFAULT_TZ) -> date:
             from None
 
 
-def parse_now(text: str, tz: str = DEFAULT_TZ) -> datetime:
+def parse_now(text: str, tz: str = DEFAULT_TIMEZONE) -> datetime:
     """An ISO 8601 instant; without an offset it is wall time in `tz`."""
     try:
         value = datetime.fromisoformat(text.strip())
@@ -43,7 +42,7 @@ def parse_now(text: str, tz: str = DEFAULT_TZ) -> datetime:
     return value if value.tzinfo else value.replace(tzinfo=ZoneInfo(tz))
 
 
-def partition_date_for_run(anchor: datetime, tz: str = DEFAULT_TZ,
+def partition_date_for_run(anchor: datetime, tz: str = DEFAULT_TIMEZONE,
                            override: str | date | None = None) -> date:
     """The partition a run processes: the day before its fire time's local date, unless given.
 
@@ -62,7 +61,7 @@ def partition_date_for_run(anchor: datetime, tz: str = DEFAULT_TZ,
     return anchor.astimezone(ZoneInfo(tz)).date() - timedelta(days=1)
 
 
-def fire_time_for_partition(day: date, cron: str, tz: str = DEFAULT_TZ) -> datetime:
+def fire_time_for_partition(day: date, cron: str, tz: str = DEFAULT_TIMEZONE) -> datetime:
     """The scheduled fire time of the run that processes `day`: the first tick on D+1.
 
     The inverse of `partition_date_for_run` for scheduled runs (`30 2 * * *` in Jakarta:

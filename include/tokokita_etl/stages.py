@@ -45,7 +45,8 @@ def _extract(settings: Settings, day: date) -> dict[str, Any]:
 def _transform(settings: Settings, day: date) -> dict[str, Any]:
     from tokokita_etl.transform import transform
 
-    return transform(day, settings.staging_path(day), tz=settings.timezone).to_dict()
+    return transform(day, settings.staging_path(day), tz=settings.timezone,
+                     memory_limit=settings.duckdb_memory_limit).to_dict()
 
 
 def _load(settings: Settings, day: date) -> dict[str, Any]:

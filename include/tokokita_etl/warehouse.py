@@ -32,7 +32,7 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.engine import Connection, Engine, make_url
-from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+from sqlalchemy.exc import ArgumentError, OperationalError, SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
 from tokokita_etl.config import DEFAULT_TIMEZONE
@@ -146,7 +146,10 @@ class Warehouse:
                 yield conn
         except (SQLAlchemyError, sqlite3.Error, psycopg.Error) as exc:
             reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
-            raise WarehouseError(f"warehouse {self.display_url}: {reason}") from None
+            transient = isinstance(exc, OperationalError | sqlite3.OperationalError
+                                   | psycopg.OperationalError)
+            raise WarehouseError(f"warehouse {self.display_url}: {reason}",
+                                 transient=transient) from None
 
     def ensure_schema(self) -> None:
         """Create the warehouse tables when missing."""
@@ -260,12 +263,3 @@ class Warehouse:
             "FROM fact_pesanan WHERE order_date = :d"), {"d": self.day_param(day)}).one()
         return int(n), Decimal(str(bruto or 0)), Decimal(str(bersih or 0))
 
-
-def __getattr__(name: str):
-    # `canonical_line` moved to tokokita_etl.checksums; importable from here until the pipeline
-    # tests import it from there
-    if name == "canonical_line":
-        from tokokita_etl.checksums import canonical_line
-
-        return canonical_line
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

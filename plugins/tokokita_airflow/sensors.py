@@ -10,9 +10,13 @@ from airflow.sdk import BaseSensorOperator
 from airflow.sdk.exceptions import AirflowSkipException
 
 from tokokita_airflow.runtime import partition_date, pipeline_settings, run_anchor, run_type
+from tokokita_etl.config import Settings
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
+
+#: the `wait_window_hours` setting's default (the DAG passes the configured window)
+DEFAULT_WAIT_WINDOW = timedelta(hours=Settings.wait_window_hours)
 
 
 class RawPartitionSensor(BaseSensorOperator):
@@ -31,7 +35,7 @@ class RawPartitionSensor(BaseSensorOperator):
     template_fields: Sequence[str] = ("raw_dir",)
     ui_color = "#e8f4fd"
 
-    def __init__(self, *, wait_window: timedelta = timedelta(hours=6), raw_dir: str | None = None,
+    def __init__(self, *, wait_window: timedelta = DEFAULT_WAIT_WINDOW, raw_dir: str | None = None,
                  deferrable: bool = False, **kwargs) -> None:
         kwargs.setdefault("mode", "reschedule")
         kwargs.setdefault("poke_interval", 300)

@@ -53,6 +53,18 @@ class PartitionDateTimetable(CronTriggerTimetable):
             return None
         return info._replace(partition_key=self.partition_key(info.run_after))
 
+    def next_dagrun_info_v2(self, *, last_dagrun_info: DagRunInfo | None,
+                            restriction: TimeRestriction) -> DagRunInfo | None:
+        """As `next_dagrun_info`, from the last run's fire time.
+
+        Airflow gives a run with a partition key no data interval, so the last run is
+        placed by its `run_after` (this timetable's data intervals are exact instants).
+        """
+        last = None
+        if last_dagrun_info is not None:
+            last = last_dagrun_info.data_interval or DataInterval.exact(last_dagrun_info.run_after)
+        return self.next_dagrun_info(last_automated_data_interval=last, restriction=restriction)
+
     def generate_run_id(self, *, run_type: DagRunType, run_after: Any,
                         data_interval: DataInterval | None, **extra: Any) -> str:
         """`<type>__<partition key>__<fire time>` when the run has a partition key."""

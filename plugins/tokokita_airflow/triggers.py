@@ -34,9 +34,11 @@ class RawPartitionTrigger(BaseTrigger):
         """Poll the file until it is there or the deadline passes."""
         from pathlib import Path
 
+        from tokokita_etl.config import partition_file_exists
+
         path, deadline = Path(self.filepath), datetime.fromisoformat(self.deadline)
         while True:
-            if path.is_file() and path.stat().st_size > 0:
+            if partition_file_exists(path):
                 yield TriggerEvent({"status": "present", "filepath": self.filepath})
                 return
             remaining = (deadline - datetime.now(UTC)).total_seconds()

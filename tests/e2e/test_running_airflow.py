@@ -42,14 +42,15 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from tests.e2e.harness import (
+from stack.ephemeral import (
     DAG_ID,
     E2E_REPORT,
     JKT,
     PASSWORD,
     USERNAME,
-    E2EStack,
+    EphemeralStack,
     fire_time,
+    last_fired_day,
     partition_day,
 )
 
@@ -99,26 +100,21 @@ class Plan:
 
 
 def make_plan(now: datetime) -> Plan:
-    local = now.astimezone(ZoneInfo(JKT))
-    today = local.date()
-    # the run of T-1 fires at T 02:30; leave the scheduler two minutes of slack around it
-    fired = local >= fire_time(today - timedelta(days=1)) + timedelta(minutes=2)
-    last_day = today - timedelta(days=1 if fired else 2)
-    return Plan(now=now, today=today, last_day=last_day)
+    return Plan(now=now, today=now.astimezone(ZoneInfo(JKT)).date(), last_day=last_fired_day(now))
 
 
-def write_good(stack: E2EStack, day: date, seed: int = 7) -> None:
+def write_good(stack: EphemeralStack, day: date, seed: int = 7) -> None:
     from tokokita_etl.samples import generate_partition
 
     generate_partition(stack.data / "raw" / f"pesanan_{day.isoformat()}.csv", day, 60, seed=seed)
 
 
-def write_bad(stack: E2EStack, day: date) -> None:
+def write_bad(stack: EphemeralStack, day: date) -> None:
     (stack.data / "raw" / f"pesanan_{day.isoformat()}.csv").write_text(
         BAD_PARTITION.format(day=day.isoformat()))
 
 
-def seed(stack: E2EStack, plan: Plan) -> None:
+def seed(stack: EphemeralStack, plan: Plan) -> None:
     """The state before the stack starts, made with the pipeline itself (as the CLI would)."""
     from tokokita_etl.pipeline import run_for_date
 
@@ -163,16 +159,16 @@ def _timeout(signum, frame):
 @pytest.fixture(scope="module")
 def e2e(tmp_path_factory):
     """The seeded, running stack; stopped and its databases dropped afterwards."""
-    from tokokita_etl.state import state_store
     from tokokita_etl.policy import due_runs
+    from tokokita_etl.state import state_store
 
     started = time.monotonic()
     waited = wait_past_midnight(datetime.now(UTC))
     previous = signal.signal(signal.SIGALRM, _timeout)
     signal.alarm(HARD_TIMEOUT_S)
     plan = make_plan(datetime.now(UTC))
-    stack = E2EStack(tmp_path_factory.mktemp("e2e"), start_date=plan.start_date,
-                     end_date=plan.end_date)
+    stack = EphemeralStack(tmp_path_factory.mktemp("e2e"), start_date=plan.start_date,
+                           end_date=plan.end_date)
     try:
         stack.prepare()
         seed(stack, plan)
@@ -198,12 +194,12 @@ def e2e(tmp_path_factory):
         assert not left, f"processes left behind: {left}"
 
 
-def _runs_by_day(stack: E2EStack, run_type: str) -> dict[date, dict]:
+def _runs_by_day(stack: EphemeralStack, run_type: str) -> dict[date, dict]:
     return {partition_day(r): r for r in stack.api.dag_runs(DAG_ID)
             if r["run_type"] == run_type and r["logical_date"]}
 
 
-def _wait_runs(stack: E2EStack, days: list[date], run_type: str, timeout: float) -> dict:
+def _wait_runs(stack: EphemeralStack, days: list[date], run_type: str, timeout: float) -> dict:
     from stack.rest import wait_for
 
     def done():
@@ -215,7 +211,7 @@ def _wait_runs(stack: E2EStack, days: list[date], run_type: str, timeout: float)
     return wait_for(done, timeout, 1.0, f"{run_type} runs of {days[0]}..{days[-1]}")
 
 
-def _states(stack: E2EStack, run: dict) -> dict[str, str]:
+def _states(stack: EphemeralStack, run: dict) -> dict[str, str]:
     return {k: ti["state"] for k, ti in stack.api.task_instances(DAG_ID, run["dag_run_id"]).items()}
 
 
