@@ -3,7 +3,7 @@ through the command line.
 
     python -m bench --catchup [--days 30] [--catchup-rows 2000]
 
-The stack side is ``tests/e2e/bench_catchup.py`` (it starts the compose services as local
+The stack side is ``bench/catchup_stack.py`` (it starts the compose services as local
 processes on throw-away PostgreSQL databases and waits for the scheduler's N catch-up runs).
 The command-line side generates N partitions of the same size with the same generator and
 seed, then runs ``tokokita-etl run --date D`` for each date in turn, each a new process, on a
@@ -59,8 +59,8 @@ def cli_catchup(days: int, rows: int, pg_url: str = DEFAULT_PG_URL) -> dict:
 
 
 def stack_catchup(days: int, rows: int) -> dict:
-    """The e2e helper's catch-up on the running stack (a child process)."""
-    proc = subprocess.run([sys.executable, "-m", "tests.e2e.bench_catchup", "--days", str(days),
+    """The catch-up on a throw-away running stack (a child process)."""
+    proc = subprocess.run([sys.executable, "-m", "bench.catchup_stack", "--days", str(days),
                            "--rows", str(rows)], cwd=REPO, capture_output=True, text=True,
                           check=False)
     if proc.returncode != 0 and not proc.stdout.strip():

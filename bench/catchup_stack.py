@@ -1,9 +1,9 @@
-"""Wall time of an N-day catch-up on the running stack (not part of `make test`).
+"""Wall time of an N-day catch-up on the running stack (the stack side of `python -m bench --catchup`).
 
-    .venv/bin/python -m tests.e2e.bench_catchup --days 30 [--rows 2000]
+    .venv/bin/python -m bench.catchup_stack --days 30 [--rows 2000]
 
 Generates a good partition for each of the last N days, starts the compose services locally
-on throw-away PostgreSQL databases (tests/e2e/harness.py) with the DAG's start date N days
+on throw-away PostgreSQL databases (stack/ephemeral.py) with the DAG's start date N days
 back and lookback_days=N, and measures the time until the scheduler's N catch-up runs have
 all finished, plus the stack's peak memory. Prints one JSON object.
 """
@@ -17,9 +17,9 @@ import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
-from tests.e2e.harness import DAG_ID, E2EStack, partition_day
-from tests.e2e.test_running_airflow import make_plan
+from stack.ephemeral import DAG_ID, JKT, EphemeralStack, fire_time, last_fired_day, partition_day
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,14 +32,16 @@ def main(argv: list[str] | None = None) -> int:
     from stack.rest import wait_for
     from tokokita_etl.samples import generate_partition
 
-    plan = make_plan(datetime.now(UTC))
-    first = plan.last_day - timedelta(days=args.days - 1)
+    now = datetime.now(UTC)
+    today = now.astimezone(ZoneInfo(JKT)).date()
+    last_day = last_fired_day(now)
+    first = last_day - timedelta(days=args.days - 1)
     days = [first + timedelta(days=i) for i in range(args.days)]
-    lookback = (plan.today - first).days
+    lookback = (today - first).days
     with tempfile.TemporaryDirectory(prefix="tokokita-catchup-") as tmp:
-        stack = E2EStack(Path(tmp), start_date=(first + timedelta(days=1)).isoformat(),
-                         end_date=plan.end_date,
-                         tokokita_env={"TOKOKITA_LOOKBACK_DAYS": str(lookback)})
+        stack = EphemeralStack(Path(tmp), start_date=(first + timedelta(days=1)).isoformat(),
+                               end_date=fire_time(last_day).isoformat(),
+                               tokokita_env={"TOKOKITA_LOOKBACK_DAYS": str(lookback)})
         try:
             stack.prepare()
             for day in days:

@@ -1,13 +1,14 @@
-"""A throw-away running Airflow for end-to-end tests: the compose services as local processes.
+"""A throw-away running Airflow: the compose services as local processes.
 
-`E2EStack` creates two PostgreSQL databases (`airflow_e2e_<id>` for Airflow's metadata,
+`EphemeralStack` creates two PostgreSQL databases (`airflow_e2e_<id>` for Airflow's metadata,
 `tokokita_e2e_<id>` for the warehouse), a home folder, runs the compose file's airflow-init
 command, starts api-server, scheduler, dag-processor and triggerer with the environment the
 compose file declares (`stack.local` says which few values differ locally), and tears it all
-down again: processes by their process group, databases dropped, even after a failure.
+down again: processes by their process group, databases dropped, even after a failure. The
+end-to-end tests (tests/e2e) and the catch-up benchmark (bench/catchup_stack.py) use it.
 
-Test-only settings, and nothing else, come on top of the compose environment (`FAST_ENV`
-and the cluster policy in `LOCAL_SETTINGS`).
+Settings for throw-away stacks only, and nothing else, come on top of the compose
+environment (`FAST_ENV` and the cluster policy in `LOCAL_SETTINGS`).
 """
 
 from __future__ import annotations
@@ -29,21 +30,21 @@ from stack.rest import AirflowApi
 DAG_ID = "tokokita_orders_daily"
 JKT = "Asia/Jakarta"
 USERNAME = "airflow"  # the compose file's default _AIRFLOW_WWW_USER_USERNAME / _PASSWORD
-PASSWORD = "airflow"
+PASSWORD = "airflow"  # noqa: S105
 
 #: filled by the e2e tests: wall times (s) and the stack's peak memory (bytes); printed at
 #: the end of the pytest run (tests/e2e/conftest.py)
 E2E_REPORT: dict[str, object] = {}
 
-#: test-only Airflow settings (NOT from docker-compose.yaml): no periodic re-parse of the
-#: unchanged DAG file while the test runs (it costs CPU on a 2-core runner)
+#: throw-away stack only (NOT from docker-compose.yaml): no periodic re-parse of the
+#: unchanged DAG file while the stack runs (it costs CPU on a 2-core runner)
 FAST_ENV = {
     "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "600",
 }
 
-#: test-only cluster policy, in the home's config/ folder (Airflow puts it on sys.path):
-#: the DAG's 5-minute retry_delay would make a failing date take 10 minutes
-LOCAL_SETTINGS = '''"""End-to-end tests only: retry failed TokoKita stages after 1 s instead of 5 min."""
+#: throw-away stack only: a cluster policy in the home's config/ folder (Airflow puts it on
+#: sys.path); the DAG's 5-minute retry_delay would make a failing date take 10 minutes
+LOCAL_SETTINGS = '''"""Throw-away stacks only: retry failed TokoKita stages after 1 s instead of 5 min."""
 from datetime import timedelta
 
 
@@ -96,7 +97,7 @@ class MemorySampler(threading.Thread):
         self.join(timeout=5)
 
 
-class E2EStack:
+class EphemeralStack:
     """The local stack with throw-away databases, home and data folder."""
 
     def __init__(self, root: Path, *, start_date: str, end_date: str | None,
@@ -170,7 +171,7 @@ class E2EStack:
             for name in self._created_dbs:
                 conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
-    # -- what tests look at -----------------------------------------------------------
+    # -- what tests and benchmarks look at --------------------------------------------
 
     def service_env(self, name: str = "airflow-scheduler") -> dict[str, str]:
         """A service's local environment (for the `airflow` CLI and the pipeline's settings)."""
@@ -214,6 +215,17 @@ def partition_day(run: dict[str, Any]) -> date:
 
     logical = datetime.fromisoformat(run["logical_date"].replace("Z", "+00:00"))
     return logical.astimezone(ZoneInfo(JKT)).date() - timedelta(days=1)
+
+
+def last_fired_day(now: datetime) -> date:
+    """D of the latest scheduled run that has fired at `now`."""
+    from zoneinfo import ZoneInfo
+
+    local = now.astimezone(ZoneInfo(JKT))
+    today = local.date()
+    # the run of T-1 fires at T 02:30; leave the scheduler two minutes of slack around it
+    fired = local >= fire_time(today - timedelta(days=1)) + timedelta(minutes=2)
+    return today - timedelta(days=1 if fired else 2)
 
 
 def fire_time(day: date) -> datetime:

@@ -6,7 +6,7 @@ import json
 import os
 from pathlib import Path
 
-from tests.e2e.harness import E2E_REPORT
+from stack.ephemeral import E2E_REPORT
 
 
 def pytest_terminal_summary(terminalreporter) -> None:

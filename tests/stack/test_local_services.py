@@ -136,8 +136,8 @@ def test_init_creates_the_warehouse_database_on_postgresql(tmp_path):
 
     import psycopg
 
+    from stack.ephemeral import admin_conninfo, db_url
     from stack.init import prepare_warehouse
-    from tests.e2e.harness import admin_conninfo, db_url
 
     name = f"tokokita_e2e_{uuid.uuid4().hex[:10]}"
     url = db_url(name)
