@@ -65,17 +65,17 @@ def run_project(spec: dict) -> dict:
 
 
 def run_baseline_side(spec: dict) -> dict:
-    """The plain-Python baseline for one date, fresh warehouse."""
+    """The plain-Python baseline (devtools.reference) for one date, fresh warehouse."""
     from datetime import date
 
-    from bench.baseline import run_baseline
+    from devtools.reference import run_reference
 
     imported = time.perf_counter()
     work = Path(spec["work"])
     day = date.fromisoformat(spec["date"])
     start = time.perf_counter()
-    result = run_baseline(Path(spec["raw_dir"]) / f"pesanan_{day.isoformat()}.csv", day,
-                          spec["warehouse_url"], work / "gold", work / "quarantine")
+    result = run_reference(Path(spec["raw_dir"]) / f"pesanan_{day.isoformat()}.csv", day,
+                           spec["warehouse_url"], work / "gold", work / "quarantine")
     run_s = time.perf_counter() - start
     return {
         "run_s": run_s,

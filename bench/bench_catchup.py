@@ -23,7 +23,7 @@ from datetime import date, timedelta
 from pathlib import Path
 
 from bench.harness import DEFAULT_PG_URL, REPO, Warehouses
-from tokokita_etl.samples import generate_partition
+from devtools.samples import generate_partition
 
 
 def cli_catchup(days: int, rows: int, pg_url: str = DEFAULT_PG_URL) -> dict:

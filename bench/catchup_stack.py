@@ -29,8 +29,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=1800)
     args = parser.parse_args(argv)
 
+    from devtools.samples import generate_partition
     from stack.rest import wait_for
-    from tokokita_etl.samples import generate_partition
 
     now = datetime.now(UTC)
     today = now.astimezone(ZoneInfo(JKT)).date()

@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO / "include") not in sys.path:  # the pipeline of this checkout
     sys.path.insert(0, str(REPO / "include"))
 
-from tokokita_etl.samples import generate_partition  # noqa: E402
+from devtools.samples import generate_partition  # noqa: E402
 
 OUT = REPO / "bench" / "out"
 DAY = date(2026, 11, 10)

@@ -157,7 +157,7 @@ def render(data: dict) -> str:
         "is the child's own (its `VmHWM`; `ru_maxrss` is kept in the JSON). *project* is",
         "`run_for_date` (what `tokokita-etl run`",
         "does: extract, transform, load, validate, gold, watermark and manifest); *baseline* is",
-        "`bench/baseline.py` (csv module, Decimal, a row loop, row-wise INSERTs in one",
+        "`devtools/reference.py` (csv module, Decimal, a row loop, row-wise INSERTs in one",
         "transaction). *identical* = same gold file bytes, same quarantine counts per reason and",
         "same fact row count. Up to 1M rows each size ran twice and the table shows each side's",
         "faster run (all runs are in the JSON); 5M rows ran once.",

@@ -104,7 +104,7 @@ def make_plan(now: datetime) -> Plan:
 
 
 def write_good(stack: EphemeralStack, day: date, seed: int = 7) -> None:
-    from tokokita_etl.samples import generate_partition
+    from devtools.samples import generate_partition
 
     generate_partition(stack.data / "raw" / f"pesanan_{day.isoformat()}.csv", day, 60, seed=seed)
 

@@ -1,4 +1,4 @@
-"""The plain-Python baseline reproduces every figure of data/raw/EXPECTED.md."""
+"""The reference implementation (devtools/reference.py) reproduces every figure of data/raw/EXPECTED.md."""
 
 from __future__ import annotations
 
@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from bench.baseline import (
+from devtools.reference import (
     QUARANTINE_HEADER,
     REASONS,
-    BaselineDataError,
+    ReferenceDataError,
     check_row,
     parse_order_ts,
-    run_baseline,
+    run_reference,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -87,7 +87,7 @@ EXPECTED = _expected()
 
 def _run_all(tmp_path: Path, url: str) -> dict[date, dict]:
     return {
-        day: run_baseline(
+        day: run_reference(
             RAW / f"pesanan_{day.isoformat()}.csv", day, url, tmp_path / "gold", tmp_path / "q"
         )
         for day in DAYS
@@ -101,7 +101,7 @@ def _read_rows(path: Path) -> list[dict[str, str]]:
 
 @pytest.fixture(scope="module")
 def sqlite_results(tmp_path_factory) -> tuple[Path, dict[date, dict]]:
-    out = tmp_path_factory.mktemp("baseline")
+    out = tmp_path_factory.mktemp("reference")
     return out, _run_all(out, f"sqlite:///{out / 'warehouse.db'}")
 
 
@@ -196,10 +196,10 @@ def test_fact_table_after_three_days(sqlite_results):
     out, _ = sqlite_results
     conn = sqlite3.connect(out / "warehouse.db")
     try:
-        fact = dict(conn.execute("SELECT order_date, COUNT(*) FROM baseline_fact GROUP BY 1"))
-        ts = dict(conn.execute("SELECT order_id, order_ts FROM baseline_fact"))
+        fact = dict(conn.execute("SELECT order_date, COUNT(*) FROM reference_fact GROUP BY 1"))
+        ts = dict(conn.execute("SELECT order_id, order_ts FROM reference_fact"))
         late = conn.execute(
-            "SELECT order_date, kota FROM baseline_fact WHERE order_id = 'TK-20261103-0010'"
+            "SELECT order_date, kota FROM reference_fact WHERE order_id = 'TK-20261103-0010'"
         ).fetchone()
     finally:
         conn.close()
@@ -216,7 +216,7 @@ def test_rerun_is_identical_and_not_an_other_partition(tmp_path):
     url = f"sqlite:///{tmp_path / 'wh.db'}"
     first = _run_all(tmp_path / "a", url)
     gold = {d: Path(r["gold"]).read_bytes() for d, r in first.items()}
-    again = run_baseline(
+    again = run_reference(
         RAW / "pesanan_2026-11-03.csv", DAYS[1], url, tmp_path / "b" / "gold", tmp_path / "b" / "q"
     )
     assert again["fact"] == EXPECTED[DAYS[1]]["fact"]
@@ -230,13 +230,13 @@ def _pg_admin(url: str) -> str:
 
 
 @pytest.fixture
-def baseline_pg_url():
+def reference_pg_url():
     url = os.environ.get("TOKOKITA_TEST_PG_URL")
     if not url:
         pytest.skip("TOKOKITA_TEST_PG_URL is not set")
     import psycopg
 
-    schema = f"baseline_{uuid.uuid4().hex[:12]}"
+    schema = f"reference_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(_pg_admin(url), autocommit=True) as conn:
         conn.execute(f'CREATE SCHEMA "{schema}"')
     sep = "&" if "?" in url else "?"
@@ -248,9 +248,9 @@ def baseline_pg_url():
 
 
 @pytest.mark.postgres
-def test_postgresql_gives_identical_outputs(sqlite_results, baseline_pg_url, tmp_path):
+def test_postgresql_gives_identical_outputs(sqlite_results, reference_pg_url, tmp_path):
     sqlite_out, sqlite_res = sqlite_results
-    pg_res = _run_all(tmp_path, baseline_pg_url)
+    pg_res = _run_all(tmp_path, reference_pg_url)
     for day in DAYS:
         name = f"summary_harian_{day.isoformat()}.csv"
         assert (tmp_path / "gold" / name).read_bytes() == (sqlite_out / "gold" / name).read_bytes()
@@ -266,7 +266,7 @@ def test_postgresql_gives_identical_outputs(sqlite_results, baseline_pg_url, tmp
 def _run_text(tmp_path: Path, data: bytes, day: date = date(2026, 11, 5)) -> dict:
     raw = tmp_path / f"pesanan_{day.isoformat()}.csv"
     raw.write_bytes(data)
-    return run_baseline(raw, day, f"sqlite:///{tmp_path / 'wh.db'}", tmp_path / "g", tmp_path / "q")
+    return run_reference(raw, day, f"sqlite:///{tmp_path / 'wh.db'}", tmp_path / "g", tmp_path / "q")
 
 
 @pytest.mark.parametrize(
@@ -280,7 +280,7 @@ def _run_text(tmp_path: Path, data: bytes, day: date = date(2026, 11, 5)) -> dic
     ],
 )
 def test_partition_failures(tmp_path, data, message):
-    with pytest.raises(BaselineDataError, match=message):
+    with pytest.raises(ReferenceDataError, match=message):
         _run_text(tmp_path, data)
     assert not (tmp_path / "g").exists()
 
@@ -289,7 +289,7 @@ def test_undecodable_byte_offset_and_nothing_loaded(tmp_path):
     good = HEADER + "TK-1,2026-11-05 10:00:00,C,Bandung,Kopi,1,1000,0\n"
     data = good.encode() + b"TK-2,2026-11-05 10:00:00,C,Bandung,Kopi \xff,1,1000,0\n"
     offset = len(good.encode()) + len("TK-2,2026-11-05 10:00:00,C,Bandung,Kopi ")
-    with pytest.raises(BaselineDataError, match=rf"byte offset {offset} \(line 3\)"):
+    with pytest.raises(ReferenceDataError, match=rf"byte offset {offset} \(line 3\)"):
         _run_text(tmp_path, data)
 
 

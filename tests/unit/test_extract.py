@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from devtools.samples import generate_partition
 from tests.conftest import HEADER, SAMPLE_RAW
 from tokokita_etl.contract import EXTRACT_MALFORMED, EXTRACT_ROWS
 from tokokita_etl.extract import (
@@ -24,7 +25,6 @@ from tokokita_etl.extract import (
     _extract_by_records,
     extract,
 )
-from tokokita_etl.samples import generate_partition
 
 DAY = date(2026, 11, 10)
 GOOD = "TK-1,2026-11-10 10:00:00,CUST-1,Bandung,Kaos,2,50000.00,1000"

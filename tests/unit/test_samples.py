@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.baseline import REQUIRED, run_baseline
-from tokokita_etl import samples
-from tokokita_etl.samples import DIRT_WEIGHTS, generate_partition
+from devtools import samples
+from devtools.reference import REQUIRED, run_reference
+from devtools.samples import DIRT_WEIGHTS, generate_partition
 
 DAY = date(2026, 11, 10)
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,7 +69,7 @@ def test_counts_are_what_a_contract_loader_finds(tmp_path):
     day = date(2026, 11, 12)
     raw = tmp_path / "raw" / "pesanan_2026-11-12.csv"
     counts = generate_partition(raw, day, 30_000, seed=11, dirt=0.25, duplicates=0.05)
-    result = run_baseline(
+    result = run_reference(
         raw, day, f"sqlite:///{tmp_path / 'wh.db'}", tmp_path / "gold", tmp_path / "q"
     )
     assert result["extracted"] == counts["rows"]
@@ -171,7 +171,7 @@ def test_fast_enough(tmp_path):
 def test_cli(tmp_path):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "include"), str(ROOT)])}
     out = subprocess.run(
-        [sys.executable, "-m", "tokokita_etl.samples", "--date", "2026-11-10", "--rows", "1000",
+        [sys.executable, "-m", "devtools.samples", "--date", "2026-11-10", "--rows", "1000",
          "--out", str(tmp_path), "--seed", "9"],
         check=True, capture_output=True, text=True, env=env, cwd=tmp_path,
     )

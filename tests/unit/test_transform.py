@@ -418,12 +418,12 @@ def test_a_missing_or_zero_byte_file_is_not_a_partition(tmp_path, content):
 
 def test_year_0000_is_not_a_calendar_date_time(tmp_path):
     """Regression: `0000-01-01 00:00:00` was accepted as a timestamp by DuckDB and quarantined
-    as wrong_date; it is not a real calendar date-time (bad_order_ts), as the baseline says."""
+    as wrong_date; it is not a real calendar date-time (bad_order_ts), as the reference says."""
     assert one_row_reason(tmp_path, order_ts="0000-01-01 00:00:00") == "bad_order_ts"
     assert one_row_reason(tmp_path, order_ts="0001-01-01 00:00:00") == "wrong_date"
 
 
-# -- differential: the same rows through the plain-Python reference (bench/baseline.py) -------
+# -- differential: the same rows through the plain-Python reference (devtools/reference.py) ---
 
 FIELD_VALUES = {
     "order_ts": st.sampled_from([
@@ -452,7 +452,7 @@ FIELD_VALUES = {
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_every_row_gets_the_same_outcome_as_the_reference_implementation(tmp_path_factory, data):
-    from bench.baseline import check_row
+    from devtools.reference import check_row
 
     tmp = tmp_path_factory.mktemp("diff")
     n = data.draw(st.integers(min_value=1, max_value=25))

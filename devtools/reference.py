@@ -1,10 +1,11 @@
-"""Benchmark baseline: the orders data contract written the plain way.
+"""Reference implementation: the orders data contract written the plain way.
 
 One row loop with the `csv` module, `Decimal` and `zoneinfo`, a dict for
 de-duplication, one INSERT per row inside one transaction (SQLite through
 `sqlite3` or PostgreSQL through `psycopg`), the daily summary computed in
 Python, and the gold and quarantine files written with `csv`. It follows
-docs/decisions.md to the letter, so it doubles as a differential oracle.
+docs/decisions.md to the letter: the tests use it as a differential oracle,
+the benchmarks as the plain-Python baseline the pipeline is measured against.
 """
 
 from __future__ import annotations
@@ -48,8 +49,8 @@ REASONS = (
 )
 GOLD_HEADER = ("order_date", "kota", "jumlah_pesanan", "total_qty", "bruto", "bersih")
 QUARANTINE_HEADER = ("order_date", "line", "reason", *REQUIRED, "raw")
-FACT_TABLE = "baseline_fact"
-SUMMARY_TABLE = "baseline_summary"
+FACT_TABLE = "reference_fact"
+SUMMARY_TABLE = "reference_summary"
 
 ASCII_WS = " \t\r\n\f\v"
 BOM = b"\xef\xbb\xbf"
@@ -91,7 +92,7 @@ DDL = {
 }
 
 
-class BaselineDataError(ValueError):
+class ReferenceDataError(ValueError):
     """The whole partition cannot be loaded (bad encoding, header or file)."""
 
 
@@ -116,7 +117,7 @@ class _Records:
             try:
                 text = data.decode("utf-8")
             except UnicodeDecodeError as exc:
-                raise BaselineDataError(
+                raise ReferenceDataError(
                     f"{self.path}: not valid UTF-8 at byte offset {self.offset + exc.start}"
                     f" (line {self.line_no})"
                 ) from None
@@ -254,13 +255,13 @@ def _write_csv(path: Path, header: tuple[str, ...], rows: list[list[Any]]) -> No
         raise
 
 
-def run_baseline(
+def run_reference(
     raw_file: Path, day: date, warehouse_url: str, gold_dir: Path, quarantine_dir: Path
 ) -> dict:
     """Load one raw partition the plain way and write its gold and quarantine files."""
     raw_file = Path(raw_file)
     if not raw_file.is_file() or raw_file.stat().st_size == 0:
-        raise BaselineDataError(f"{raw_file}: not a partition (missing or empty file)")
+        raise ReferenceDataError(f"{raw_file}: not a partition (missing or empty file)")
 
     counts = dict.fromkeys(REASONS, 0)
     quarantine: list[tuple[int, str, list[str] | None, str]] = []
@@ -273,17 +274,17 @@ def run_baseline(
         header: list[str] | None = None
         for _line, fields, _raw in records:
             if fields is None:
-                raise BaselineDataError(f"{raw_file}: header has broken quoting")
+                raise ReferenceDataError(f"{raw_file}: header has broken quoting")
             if fields:
                 header = [name.strip(ASCII_WS) for name in fields]
                 break
         if header is None:
-            raise BaselineDataError(f"{raw_file}: no header")
+            raise ReferenceDataError(f"{raw_file}: no header")
         if len(set(header)) != len(header):
-            raise BaselineDataError(f"{raw_file}: duplicated header name in {header}")
+            raise ReferenceDataError(f"{raw_file}: duplicated header name in {header}")
         missing = [name for name in REQUIRED if name not in header]
         if missing:
-            raise BaselineDataError(f"{raw_file}: missing required column(s) {missing}")
+            raise ReferenceDataError(f"{raw_file}: missing required column(s) {missing}")
         extra = [name for name in header if name not in REQUIRED]
         if extra:
             log.info("%s: ignoring extra column(s) %s", raw_file, extra)

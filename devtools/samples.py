@@ -1,4 +1,4 @@
-"""Deterministic generator of large raw order partitions (tests and benchmarks).
+"""Deterministic generator of large raw order partitions (a development tool for tests and benchmarks).
 
 The output follows the raw-partition format of the data contract and mixes in
 dirty rows for every row-level quarantine reason plus duplicates, in known
@@ -360,7 +360,7 @@ def generate_partition(
 
 def main(argv: list[str] | None = None) -> int:
     """Command line: write data/raw/pesanan_<date>.csv with generated orders."""
-    parser = argparse.ArgumentParser(prog="python -m tokokita_etl.samples", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m devtools.samples", description=__doc__)
     parser.add_argument("--date", required=True, type=date.fromisoformat)
     parser.add_argument("--rows", required=True, type=int)
     parser.add_argument("--out", type=Path, default=Path("data/raw"))
