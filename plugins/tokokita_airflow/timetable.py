@@ -1,11 +1,13 @@
-"""`PartitionDateTimetable`: a cron trigger timetable whose runs carry the date they process.
+"""`PartitionDateTimetable`: a cron trigger timetable whose scheduled runs carry their date.
 
 Airflow shows a run's partition key in the run's header and in the runs list (column
-"Partition Key"), so scheduled and backfill runs get D (`YYYY-MM-DD`) as their partition
-key, and their run ids name it too (`scheduled__2026-11-02__2026-11-02T19:30:00+00:00`).
-`partitioned_at_runtime` lets a manual trigger carry a partition key, which the tasks then
-process. The optional `last_fire` ends the scheduled catch-up without a DAG end date, so a
-manual run after it still has its tasks.
+"Partition Key"), so the scheduler's runs get D (`YYYY-MM-DD`) as their partition key, and
+their run ids name it too (`scheduled__2026-11-02__2026-11-02T19:30:00+00:00`), which the
+grid's tooltip shows. Only the scheduler's runs: Airflow's backfill treats run infos with a
+partition key as partition-only runs without a logical date, so backfill runs keep Airflow's
+own ids. `partitioned_at_runtime` is what lets a run of a cron timetable hold a key. The
+optional `last_fire` ends the scheduled catch-up without a DAG end date, so a manual run
+after it still has its tasks.
 """
 
 from __future__ import annotations
@@ -46,10 +48,17 @@ class PartitionDateTimetable(CronTriggerTimetable):
 
     def next_dagrun_info(self, *, last_automated_data_interval: DataInterval | None,
                          restriction: TimeRestriction) -> DagRunInfo | None:
-        """The cron timetable's next run, with its partition key; none after `last_fire`."""
+        """The cron timetable's next run; none after `last_fire`."""
         info = super().next_dagrun_info(
             last_automated_data_interval=last_automated_data_interval, restriction=restriction)
         if info is None or (self.last_fire is not None and info.run_after > self.last_fire):
+            return None
+        return info
+
+    def next_run_info_from_dag_model(self, *, dag_model: Any) -> DagRunInfo | None:
+        """The run the scheduler creates next, with D as its partition key."""
+        info = super().next_run_info_from_dag_model(dag_model=dag_model)
+        if info is None:
             return None
         return info._replace(partition_key=self.partition_key(info.run_after))
 
@@ -69,7 +78,7 @@ class PartitionDateTimetable(CronTriggerTimetable):
                         data_interval: DataInterval | None, **extra: Any) -> str:
         """`<type>__<partition key>__<fire time>` when the run has a partition key."""
         key = extra.get("partition_key")
-        if key and run_type in (DagRunType.SCHEDULED, DagRunType.BACKFILL_JOB):
+        if key and run_type is DagRunType.SCHEDULED:
             return run_type.generate_run_id(suffix=f"{key}__{run_after.isoformat()}")
         return super().generate_run_id(run_type=run_type, run_after=run_after,
                                        data_interval=data_interval, **extra)

@@ -1,0 +1,270 @@
+"""Every Airflow gesture on every state of a date (docs/operations.md), on a running Airflow.
+
+The compose services run as local processes on throw-away PostgreSQL databases (metadata and
+warehouse) and are driven through the REST API with a real login, as the UI drives them:
+clear (a task alone, with downstream, the whole run), trigger (the form's defaults,
+`partition_date`, `force`, `reset_attempts`), mark success, mark failed, delete. The
+watermark, the manifests, the warehouse and the gold files are read to check what happened.
+
+Dates are relative to today T in Jakarta; the scheduled catch-up fires for T-3 and T-2 only.
+
+| date | partition                       | used for                                            |
+|------|---------------------------------|-----------------------------------------------------|
+| T-1  | good                            | a trigger with the form's defaults processes it     |
+| T-2  | none                            | missing: trigger and clear are skipped, no attempt  |
+| T-3  | good, processed by its run      | clears of a done date; mark failed; delete          |
+| T-4  | without the `kota` column       | fast failure, clear with attempts left, blocked,    |
+|      |                                 | mark success, reset_attempts after the fix          |
+| T-5  | 150,000 rows                    | two concurrent triggers of one date                 |
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from datetime import UTC, date, datetime, timedelta
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from stack.ephemeral import DAG_ID, JKT, EphemeralStack
+
+pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
+
+HARD_TIMEOUT_S = int(os.environ.get("TOKOKITA_E2E_TIMEOUT", "480"))
+STAGES = ("extract", "transform", "load", "validate", "publish_gold")
+NO_KOTA = ("order_id,order_ts,customer_id,produk,qty,harga_satuan,diskon\n"
+           "TK-1,{day} 10:00:00,C1,Teh,1,1000,0\n")
+
+
+def _timeout(signum, frame):
+    raise TimeoutError(f"the UI gestures e2e test exceeded {HARD_TIMEOUT_S} s")
+
+
+def today_in_jakarta() -> date:
+    return datetime.now(UTC).astimezone(ZoneInfo(JKT)).date()
+
+
+class Dates:
+    """T-1 .. T-5 (see the module docstring)."""
+
+    def __init__(self, today: date) -> None:
+        self.yesterday, self.missing, self.done, self.bad, self.big = (
+            today - timedelta(days=n) for n in range(1, 6))
+
+
+@pytest.fixture(scope="module")
+def gestures(tmp_path_factory):
+    """The running stack with its scheduled catch-up finished."""
+    from devtools.samples import generate_partition
+    from tokokita_etl.schedule import fire_time_for_partition
+
+    today = today_in_jakarta()
+    dates = Dates(today)
+    now = datetime.now(UTC)
+    if now + timedelta(minutes=5) > fire_time_for_partition(today - timedelta(days=1),
+                                                            "30 2 * * *", JKT) > now:
+        pytest.skip("too close to today's 02:30 fire time in Jakarta")  # pragma: no cover
+    previous = signal.signal(signal.SIGALRM, _timeout)
+    signal.alarm(HARD_TIMEOUT_S)
+    stack = EphemeralStack(
+        tmp_path_factory.mktemp("gestures"), start_date=dates.missing.isoformat(),
+        end_date=fire_time_for_partition(dates.missing, "30 2 * * *", JKT).isoformat())
+    try:
+        stack.prepare()
+        raw = stack.data / "raw"
+        for day, rows in ((dates.yesterday, 40), (dates.done, 60), (dates.big, 150_000)):
+            generate_partition(raw / f"pesanan_{day}.csv", day, rows, seed=11)
+        (raw / f"pesanan_{dates.bad}.csv").write_text(NO_KOTA.format(day=dates.bad))
+        stack.start()
+        stack.api.wait_dag(DAG_ID, timeout=120)
+        scheduled = wait_for_runs(stack, "scheduled", 2)
+        assert {r["partition_key"] for r in scheduled} == {str(dates.done), str(dates.missing)}
+        yield stack, dates
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+        stack.close()
+
+
+def wait_for_runs(stack: EphemeralStack, run_type: str, count: int,
+                  timeout: float = 120) -> list[dict]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        runs = [r for r in stack.api.dag_runs(DAG_ID) if r["run_type"] == run_type]
+        if len(runs) >= count and all(r["state"] in ("success", "failed") for r in runs):
+            return runs
+        time.sleep(1)
+    raise TimeoutError(f"{count} {run_type} runs did not finish: {runs}")
+
+
+def scheduled_run(stack: EphemeralStack, day: date) -> dict:
+    return next(r for r in stack.api.dag_runs(DAG_ID)
+                if r["run_type"] == "scheduled" and r["partition_key"] == str(day))
+
+
+def trigger(stack: EphemeralStack, **conf) -> dict:
+    run = stack.api.trigger(DAG_ID, {k: str(v) if isinstance(v, date) else v
+                                     for k, v in conf.items()})
+    return stack.api.wait_run(DAG_ID, run["dag_run_id"], timeout=180)
+
+
+def clear(stack: EphemeralStack, run_id: str, task_ids: list[str], *, downstream: bool) -> dict:
+    stack.api.clear_task_instances(DAG_ID, run_id, task_ids, only_failed=False,
+                                   downstream=downstream)
+    time.sleep(1)  # the clear sets the run back to queued before it is picked up
+    return stack.api.wait_run(DAG_ID, run_id, timeout=180)
+
+
+def states(stack: EphemeralStack, run_id: str) -> dict[str, str]:
+    return {t: ti["state"] for t, ti in stack.api.task_instances(DAG_ID, run_id).items()}
+
+
+def entry(stack: EphemeralStack, day: date) -> dict:
+    return stack.watermark().get(str(day), {})
+
+
+def manifests(stack: EphemeralStack, day: date) -> list[dict]:
+    folder = stack.data / "state" / "runs"
+    paths = sorted(folder.glob(f"run-{day}-*.json"), key=lambda p: p.stat().st_mtime_ns)
+    return [json.loads(p.read_text()) for p in paths]
+
+
+def test_clearing_any_stage_of_a_succeeded_run_changes_nothing(gestures):
+    """Regression: clearing `load` of a succeeded run failed on the removed staging folder,
+    recorded attempt 3 of 3 and blocked a date whose warehouse and gold were correct."""
+    stack, dates = gestures
+    run = scheduled_run(stack, dates.done)
+    assert run["state"] == "success"
+    assert run["dag_run_id"].startswith(f"scheduled__{dates.done}__")
+    before = entry(stack, dates.done)
+    gold = (stack.data / "gold" / f"summary_harian_{dates.done}.csv").read_bytes()
+    assert (before["status"], before["attempt"]) == ("success", 1)
+
+    for stage in STAGES:  # each stage with downstream, as the clear dialog preselects
+        finished = clear(stack, run["dag_run_id"], [stage], downstream=True)
+        assert finished["state"] == "success", stage
+        cleared = STAGES[STAGES.index(stage):]
+        assert all(states(stack, run["dag_run_id"])[t] == "skipped" for t in cleared), stage
+    finished = clear(stack, run["dag_run_id"], ["load"], downstream=False)  # a task alone
+    assert finished["state"] == "success"
+    assert states(stack, run["dag_run_id"])["load"] == "skipped"
+    finished = clear(stack, run["dag_run_id"], ["wait_for_raw_partition"], downstream=True)
+    assert finished["state"] == "success"  # the whole run: the gate skips the done date
+    assert states(stack, run["dag_run_id"])["check_watermark"] == "skipped"
+
+    after = entry(stack, dates.done)
+    assert (after["status"], after["attempt"]) == ("success", 1)
+    assert after["checksums"] == before["checksums"]
+    assert (stack.data / "gold" / f"summary_harian_{dates.done}.csv").read_bytes() == gold
+    assert str(dates.done) in stack.warehouse_dates()
+
+
+def test_trigger_with_the_forms_defaults_processes_yesterday_in_jakarta(gestures):
+    """Regression: the form's default logical date ("now") made a task-less green run."""
+    stack, dates = gestures
+    run = stack.api.request("POST", f"/dags/{DAG_ID}/dagRuns", expect=(200,), json={
+        "logical_date": datetime.now(UTC).isoformat(), "conf": {}})
+    finished = stack.api.wait_run(DAG_ID, run["dag_run_id"], timeout=180)
+    assert finished["state"] == "success"
+    assert states(stack, run["dag_run_id"])["publish_gold"] == "success"
+    assert entry(stack, dates.yesterday)["status"] == "success"
+
+
+def test_a_missing_partition_is_skipped_on_trigger_and_on_clear_without_an_attempt(gestures):
+    stack, dates = gestures
+    run = trigger(stack, partition_date=dates.missing)
+    assert run["state"] == "success"
+    assert states(stack, run["dag_run_id"])["wait_for_raw_partition"] == "skipped"
+    finished = clear(stack, run["dag_run_id"], ["extract"], downstream=True)
+    assert finished["state"] == "success"
+    assert states(stack, run["dag_run_id"])["extract"] == "skipped"
+    assert entry(stack, dates.missing) == {}
+
+
+def test_a_bad_partition_fails_in_seconds_then_blocks_and_reset_attempts_recovers(gestures):
+    stack, dates = gestures
+    started = time.monotonic()
+    run = trigger(stack, partition_date=dates.bad)
+    seconds_to_failure = time.monotonic() - started
+    assert run["state"] == "failed"
+    extract = stack.api.tries(DAG_ID, run["dag_run_id"], "extract")
+    assert [t["state"] for t in extract] == ["failed"]  # the partition's fault: no retry
+    first = entry(stack, dates.bad)
+    assert (first["status"], first["attempt"], first["failed_stage"]) == ("failed", 1, "extract")
+    assert "kota" in first["error"]
+    print(f"\nbad partition to failed run: {seconds_to_failure:.1f} s (trigger included)")
+
+    # clear the failed stage with attempts left: it runs again, one more attempt
+    assert clear(stack, run["dag_run_id"], ["extract"], downstream=True)["state"] == "failed"
+    assert entry(stack, dates.bad)["attempt"] == 2
+
+    # mark the failed run as success: Airflow's record only, the date is still failed and due
+    stack.api.request("PATCH", f"/dags/{DAG_ID}/dagRuns/{run['dag_run_id']}", expect=(200,),
+                      json={"state": "success"})
+    assert entry(stack, dates.bad)["status"] == "failed"
+    from tokokita_etl.policy import due_runs
+    from tokokita_etl.state import state_store
+
+    settings = stack.settings()
+    assert dates.bad in due_runs(state_store(settings).read(), datetime.now(UTC),
+                                 settings.raw_dir, settings.lookback_days,
+                                 settings.max_attempts, tz=settings.timezone)
+
+    assert trigger(stack, partition_date=dates.bad)["state"] == "failed"  # attempt 3
+    blocked = trigger(stack, partition_date=dates.bad, force=True)
+    assert blocked["state"] == "failed"
+    assert states(stack, blocked["dag_run_id"])["check_watermark"] == "failed"
+    assert entry(stack, dates.bad)["attempt"] == 3
+    refused = manifests(stack, dates.bad)[-1]
+    assert refused["status"] == "blocked"
+    assert f'{{"partition_date": "{dates.bad}", "reset_attempts": true}}' in refused["error"]
+    # a cleared stage of the blocked date fails at once, without a 4th attempt
+    assert clear(stack, blocked["dag_run_id"], ["extract"], downstream=True)["state"] == "failed"
+    assert entry(stack, dates.bad)["attempt"] == 3
+
+    from devtools.samples import generate_partition
+
+    generate_partition(stack.data / "raw" / f"pesanan_{dates.bad}.csv", dates.bad, 30, seed=5)
+    assert trigger(stack, partition_date=dates.bad, reset_attempts=True)["state"] == "success"
+    fixed = entry(stack, dates.bad)
+    assert (fixed["status"], fixed["attempt"]) == ("success", 1)
+    assert "error" not in fixed and "failed_stage" not in fixed
+    assert fixed["resets"][-1]["previous_attempt"] == 3
+
+
+def test_two_concurrent_triggers_of_one_date_one_processes_the_other_is_skipped(gestures):
+    stack, dates = gestures
+    conf = {"partition_date": str(dates.big)}
+    first = stack.api.trigger(DAG_ID, conf)
+    second = stack.api.trigger(DAG_ID, conf)
+    runs = [stack.api.wait_run(DAG_ID, r["dag_run_id"], timeout=240) for r in (first, second)]
+    assert [r["state"] for r in runs] == ["success", "success"]  # never a red run
+    published = [r for r in runs if states(stack, r["dag_run_id"])["publish_gold"] == "success"]
+    assert len(published) == 1
+    other = next(r for r in runs if r is not published[0])
+    assert states(stack, other["dag_run_id"])["check_watermark"] == "skipped"
+    done = entry(stack, dates.big)
+    assert (done["status"], done["attempt"]) == ("success", 1)
+    statuses = [m["status"] for m in manifests(stack, dates.big)]
+    assert sorted(statuses) == ["skipped", "success"]
+    skipped = next(m for m in manifests(stack, dates.big) if m["status"] == "skipped")
+    holder = f"airflow:{DAG_ID}:{published[0]['dag_run_id']}"
+    assert f"{dates.big} is being processed by {holder}" in skipped["error"]
+    claims = stack.data / "state" / "claims"
+    assert list(claims.glob("*.json")) == []  # the claim did not outlive its run
+
+
+def test_mark_failed_and_delete_leave_the_watermark_warehouse_and_gold_alone(gestures):
+    stack, dates = gestures
+    run = scheduled_run(stack, dates.done)
+    before = entry(stack, dates.done)
+    stack.api.request("PATCH", f"/dags/{DAG_ID}/dagRuns/{run['dag_run_id']}", expect=(200,),
+                      json={"state": "failed"})
+    assert entry(stack, dates.done) == before
+    stack.api.request("DELETE", f"/dags/{DAG_ID}/dagRuns/{run['dag_run_id']}", expect=(204,))
+    assert entry(stack, dates.done) == before
+    assert str(dates.done) in stack.warehouse_dates()
+    assert str(dates.done) in stack.gold_dates()
