@@ -1,11 +1,12 @@
-"""Shared fixtures: sample data, isolated work directories, and a PostgreSQL schema per test.
+"""Shared by every test folder: the PostgreSQL server of the run, sample data and helpers.
 
 PostgreSQL comes from ``TOKOKITA_TEST_PG_URL`` (default: the local trust server). Before any
 test module is imported, `pytest_configure` creates its database when missing, or, when nothing
 listens there, starts a throw-away server for the run (tests/pgserver.py) and points the
-variable at it. Each test that asks for ``pg_url`` gets a fresh schema selected through the URL
-query ``?options=-csearch_path=<schema>``; the schema is dropped afterwards. A server that
-cannot be used FAILS the run, it never skips.
+variable at it. A server that cannot be used FAILS the run, it never skips. The warehouse
+fixtures (a fresh PostgreSQL schema per test, SQLite and PostgreSQL workspaces) are in
+tests/db/conftest.py; `Workspace` and the command-line helpers stay here for the tests that
+import them.
 """
 
 from __future__ import annotations
@@ -18,8 +19,6 @@ import os
 import shutil
 import subprocess
 import sys
-import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -57,46 +56,6 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if throwaway is not None:
         throwaway.stop()
         pgserver.report(f"stopped and deleted the throw-away server at 127.0.0.1:{throwaway.port}")
-
-
-def _pg_admin_conninfo(url: str) -> str:
-    """A libpq conninfo for the server of a SQLAlchemy PostgreSQL URL."""
-    from sqlalchemy.engine import make_url
-
-    parsed = make_url(url)
-    return parsed.set(drivername="postgresql").render_as_string(hide_password=False)
-
-
-def _pg_connect(url: str):
-    import psycopg
-
-    try:
-        return psycopg.connect(_pg_admin_conninfo(url), autocommit=True, connect_timeout=5)
-    except psycopg.OperationalError as exc:
-        pytest.fail(f"PostgreSQL is unreachable at {url} (set TOKOKITA_TEST_PG_URL): {exc}",
-                    pytrace=False)
-
-
-@pytest.fixture
-def pg_url() -> Iterator[str]:
-    """A SQLAlchemy URL whose search_path is a fresh, empty schema (dropped afterwards)."""
-    from sqlalchemy.engine import make_url
-
-    schema = f"t_{uuid.uuid4().hex[:16]}"
-    with _pg_connect(PG_URL) as conn:
-        conn.execute(f'CREATE SCHEMA "{schema}"')
-    url = make_url(PG_URL).update_query_dict({"options": f"-csearch_path={schema}"})
-    try:
-        yield url.render_as_string(hide_password=False)
-    finally:
-        with _pg_connect(PG_URL) as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def backend(request) -> str:
-    """The warehouse backend name; pipeline tests run on both."""
-    return request.param
 
 
 @dataclass
@@ -182,22 +141,6 @@ class Workspace:
         """Temporary files anywhere in the workspace (there must never be any after a run)."""
         return sorted(p for pattern in ("*.tmp", "*.part") for p in self.root.rglob(pattern)
                       if p.parent != self.raw)
-
-
-@pytest.fixture
-def workspace(tmp_path: Path, backend: str, request) -> Workspace:
-    """A workspace on the parametrised backend (SQLite file or a fresh PostgreSQL schema)."""
-    if backend == "postgresql":
-        url = request.getfixturevalue("pg_url")
-    else:
-        url = f"sqlite:///{tmp_path / 'warehouse' / 'tokokita.db'}"
-    return Workspace(tmp_path, url)
-
-
-@pytest.fixture
-def sqlite_workspace(tmp_path: Path) -> Workspace:
-    """A workspace on an SQLite file warehouse."""
-    return Workspace(tmp_path, f"sqlite:///{tmp_path / 'warehouse' / 'tokokita.db'}")
 
 
 def clean_env(**extra: str) -> dict[str, str]:

@@ -1,11 +1,12 @@
 """Re-runs: the skip path, --force giving identical results, manifests, re-load semantics,
-and parallel runs of different dates in real processes."""
+parallel runs of different dates in real processes, and what is due after real runs."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 from datetime import UTC, date, datetime
+from zoneinfo import ZoneInfo
 
 from tests.conftest import (
     CLI,
@@ -17,10 +18,12 @@ from tests.conftest import (
     read_csv_rows,
 )
 from tokokita_etl.pipeline import run_for_date
+from tokokita_etl.policy import due_runs
 from tokokita_etl.state import StateStore
 from tokokita_etl.warehouse import Warehouse
 
 D02, D03, D04 = SAMPLE_DATES
+JKT = ZoneInfo("Asia/Jakarta")
 
 
 def run(ws: Workspace, day: date, **kwargs):
@@ -214,3 +217,19 @@ def test_parallel_cli_runs_of_different_dates_all_land_and_same_date_runs_never_
             StateStore(reference.state_file).read().entry(day)["checksums"]
     assert ws.leftovers() == []
     assert not any((ws.state_dir / "claims").glob("*.json"))
+
+
+# -- due_runs after real runs (the sample-week scenarios of tests/pure/test_schedule.py) ----
+
+def test_reference_scenarios_hold_after_real_pipeline_runs(sqlite_workspace):
+    ws = sqlite_workspace
+    ws.copy_samples()
+    settings_ = ws.settings()
+    state = StateStore(settings_.state_file)
+    nov5, nov6 = datetime(2026, 11, 5, 2, 30, tzinfo=JKT), datetime(2026, 11, 6, 2, 30, tzinfo=JKT)
+    assert due_runs(state.read(), nov5, settings_.raw_dir) == [D02, D03, D04]
+    for day in (D02, D03):
+        assert run_for_date(settings_, day, log=lambda _: None).status == "success"
+    assert due_runs(state.read(), nov6, settings_.raw_dir) == [D04]
+    assert run_for_date(settings_, D04, log=lambda _: None).status == "success"
+    assert due_runs(state.read(), nov6, settings_.raw_dir) == []

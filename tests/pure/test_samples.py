@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from devtools import samples
-from devtools.reference import REQUIRED, run_reference
+from devtools.reference import REQUIRED
 from devtools.samples import DIRT_WEIGHTS, generate_partition
 
 DAY = date(2026, 11, 10)
@@ -63,21 +63,6 @@ def test_dirt_and_duplicate_ratios_roughly_as_asked(tmp_path):
 
     clean = generate_partition(tmp_path / "q.csv", DAY, 5_000, dirt=0, duplicates=0)
     assert clean["fact"] == 5_000
-
-
-def test_counts_are_what_a_contract_loader_finds(tmp_path):
-    day = date(2026, 11, 12)
-    raw = tmp_path / "raw" / "pesanan_2026-11-12.csv"
-    counts = generate_partition(raw, day, 30_000, seed=11, dirt=0.25, duplicates=0.05)
-    result = run_reference(
-        raw, day, f"sqlite:///{tmp_path / 'wh.db'}", tmp_path / "gold", tmp_path / "q"
-    )
-    assert result["extracted"] == counts["rows"]
-    assert result["fact"] == counts["fact"]
-    assert result["duplikat"] == counts["duplicate"]
-    for reason in DIRT_WEIGHTS:
-        assert result["karantina"][reason] == counts[reason], reason
-    assert result["karantina"]["order_id_in_other_partition"] == 0
 
 
 def test_realistic_values(tmp_path):

@@ -14,7 +14,6 @@ from hypothesis import strategies as st
 from tests.conftest import HEADER, SAMPLE_DATES, SAMPLE_RAW
 from tokokita_etl.config import partition_path
 from tokokita_etl.errors import ConfigError
-from tokokita_etl.pipeline import run_for_date
 from tokokita_etl.policy import decide, due_runs
 from tokokita_etl.schedule import local_today, parse_now, parse_run_date
 from tokokita_etl.state import FAILED, SUCCESS, StateStore, Watermark
@@ -60,19 +59,6 @@ def workspace_samples(tmp_path):
         name = f"pesanan_{day.isoformat()}.csv"
         (raw / name).write_bytes((SAMPLE_RAW / name).read_bytes())
     return raw, store(tmp_path)
-
-
-def test_reference_scenarios_hold_after_real_pipeline_runs(sqlite_workspace):
-    ws = sqlite_workspace
-    ws.copy_samples()
-    settings_ = ws.settings()
-    state = StateStore(settings_.state_file)
-    assert due_runs(state.read(), at("2026-11-05 02:30"), settings_.raw_dir) == [D02, D03, D04]
-    for day in (D02, D03):
-        assert run_for_date(settings_, day, log=lambda _: None).status == "success"
-    assert due_runs(state.read(), at("2026-11-06 02:30"), settings_.raw_dir) == [D04]
-    assert run_for_date(settings_, D04, log=lambda _: None).status == "success"
-    assert due_runs(state.read(), at("2026-11-06 02:30"), settings_.raw_dir) == []
 
 
 # -- the individual rules ---------------------------------------------------------------------

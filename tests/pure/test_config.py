@@ -330,21 +330,3 @@ def test_cli_uses_yaml_then_env_then_flags_and_resolves_relative_paths_against_c
     assert due("--raw-dir", str(tmp_path / "env_raw"), "--lookback-days", "5") == ["2026-11-02"]
     monkeypatch.chdir(tmp_path / "yaml_raw")  # a different cwd: no config file, relative paths move
     assert due("--raw-dir", ".", "--lookback-days", "5") == ["2026-11-01"]
-
-
-def test_cli_run_writes_relative_outputs_under_cwd(tmp_path, monkeypatch, capsys):
-    for name in [k for k in os.environ if k.startswith("TOKOKITA_")]:
-        monkeypatch.delenv(name)
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "data" / "raw").mkdir(parents=True)
-    (tmp_path / "data" / "raw" / "pesanan_2026-11-02.csv").write_bytes(
-        (REPO / "data" / "raw" / "pesanan_2026-11-02.csv").read_bytes())
-    code = cli.main(["run", "--date", "2026-11-02"], now=lambda: datetime.fromisoformat(
-        "2026-11-03T01:00:00+00:00"))
-    out = capsys.readouterr().out
-    assert code == 0, out
-    assert (tmp_path / "data" / "gold" / "summary_harian_2026-11-02.csv").is_file()
-    assert (tmp_path / "data" / "quarantine" / "karantina_2026-11-02.csv").is_file()
-    assert (tmp_path / "data" / "warehouse" / "tokokita.db").is_file()
-    state = json.loads((tmp_path / "data" / "state" / "state.json").read_text())
-    assert state["runs"]["2026-11-02"]["gold"] == "data/gold/summary_harian_2026-11-02.csv"

@@ -1,13 +1,16 @@
-"""The command line: due, status, run (yesterday, blocked, reset), exit codes, `python -m`."""
+"""The command line: due, status, run (yesterday, blocked, reset), exit codes, `python -m`,
+relative outputs under the working directory."""
 
 from __future__ import annotations
 
 import json
+import os
 from datetime import UTC, datetime
 
 import pytest
 
-from tests.conftest import HEADER, SAMPLE_DATES, Workspace, in_process_cli, run_cli
+from tests.conftest import HEADER, REPO, SAMPLE_DATES, Workspace, in_process_cli, run_cli
+from tokokita_etl import cli
 from tokokita_etl.state import StateStore
 
 D02, D03, D04 = SAMPLE_DATES
@@ -226,3 +229,23 @@ def test_python_dash_m_runs_the_command_line(sqlite_workspace):
     module = run_cli(["due", "--now", "2026-11-05T02:30", "--json"], cwd=ws.root, env=ws.env(),
                      module=True)
     assert (module.returncode, module.stdout) == (0, '["2026-11-02", "2026-11-03", "2026-11-04"]\n')
+
+
+# -- relative settings through a real run (the precedence itself: tests/pure/test_config.py) --
+
+def test_cli_run_writes_relative_outputs_under_cwd(tmp_path, monkeypatch, capsys):
+    for name in [k for k in os.environ if k.startswith("TOKOKITA_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data" / "raw").mkdir(parents=True)
+    (tmp_path / "data" / "raw" / "pesanan_2026-11-02.csv").write_bytes(
+        (REPO / "data" / "raw" / "pesanan_2026-11-02.csv").read_bytes())
+    code = cli.main(["run", "--date", "2026-11-02"], now=lambda: datetime.fromisoformat(
+        "2026-11-03T01:00:00+00:00"))
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert (tmp_path / "data" / "gold" / "summary_harian_2026-11-02.csv").is_file()
+    assert (tmp_path / "data" / "quarantine" / "karantina_2026-11-02.csv").is_file()
+    assert (tmp_path / "data" / "warehouse" / "tokokita.db").is_file()
+    state = json.loads((tmp_path / "data" / "state" / "state.json").read_text())
+    assert state["runs"]["2026-11-02"]["gold"] == "data/gold/summary_harian_2026-11-02.csv"

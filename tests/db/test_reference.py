@@ -1,4 +1,5 @@
-"""The reference implementation (devtools/reference.py) reproduces every figure of data/raw/EXPECTED.md."""
+"""The reference implementation (devtools/reference.py) reproduces every figure of
+data/raw/EXPECTED.md and finds the counts the generator (devtools/samples.py) wrote."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from devtools.reference import (
     parse_order_ts,
     run_reference,
 )
+from devtools.samples import DIRT_WEIGHTS, generate_partition
 
 ROOT = Path(__file__).resolve().parents[2]
 RAW = ROOT / "data" / "raw"
@@ -391,3 +393,21 @@ def test_normalisation():
         "X", "2026-11-05T10:05:00+07:00", "C", "Jakarta Selatan", "P", 3,
     )
     assert (f"{price:.2f}", f"{disc:.2f}", f"{bruto:.2f}") == ("0.50", "0.00", "1.50")
+
+
+# --- a generated partition: the generator's counts are what the reference finds ----------
+
+
+def test_counts_are_what_a_contract_loader_finds(tmp_path):
+    day = date(2026, 11, 12)
+    raw = tmp_path / "raw" / "pesanan_2026-11-12.csv"
+    counts = generate_partition(raw, day, 30_000, seed=11, dirt=0.25, duplicates=0.05)
+    result = run_reference(
+        raw, day, f"sqlite:///{tmp_path / 'wh.db'}", tmp_path / "gold", tmp_path / "q"
+    )
+    assert result["extracted"] == counts["rows"]
+    assert result["fact"] == counts["fact"]
+    assert result["duplikat"] == counts["duplicate"]
+    for reason in DIRT_WEIGHTS:
+        assert result["karantina"][reason] == counts[reason], reason
+    assert result["karantina"]["order_id_in_other_partition"] == 0
