@@ -229,8 +229,9 @@ def last_fired_day(now: datetime) -> date:
 
 
 def fire_time(day: date) -> datetime:
-    """The scheduled fire time of partition `day`: D+1 02:30 Jakarta."""
-    from zoneinfo import ZoneInfo
+    """The scheduled fire time of partition `day` (D+1 02:30 Jakarta), as the DAG's schedule."""
+    from tokokita_etl.config import dag_schedule_from_env
+    from tokokita_etl.schedule import fire_time_for_partition
 
-    nxt = day + timedelta(days=1)
-    return datetime(nxt.year, nxt.month, nxt.day, 2, 30, tzinfo=ZoneInfo(JKT))
+    schedule = dag_schedule_from_env()
+    return fire_time_for_partition(day, schedule.cron, schedule.timezone)

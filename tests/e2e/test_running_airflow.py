@@ -13,7 +13,7 @@ Dates are relative to the real clock (the gate's lookback uses it): T is today i
 |------|------------------------------------------|----------------------|--------------------|
 | T-10 | good partition, processed (success)      | skip: lookback       | skip: done         |
 | T-9  | no partition                             | skip: sensor         | skip: missing      |
-| T-8  | bad partition, 1 failed attempt          | skip: lookback       | blocked at 3       |
+| T-8  | bad partition, 2 failed attempts         | skip: lookback       | fails: blocked at 3 |
 | T-7  | good partition                           | processed (edge)     |                    |
 | T-6  | good partition, processed                | skip: done           |                    |
 | T-5  | good partition, 3 failed attempts        | gate fails: blocked  |                    |
@@ -23,8 +23,9 @@ Dates are relative to the real clock (the gate's lookback uses it): T is today i
 | T-1  | good partition once its run has fired    | processed            |                    |
 
 Then through the REST API: T-7 again with `force` (identical checksums), a clear of T-8's
-failed extract (runs once more and fails at once as blocked: attempts stay bounded at 3, no
-retry; the attempts counted on across the backfill's tries and runs), and T-8 with
+failed extract (runs once more and fails at once as blocked: attempts stay bounded at 3; an
+unusable partition is never retried by Airflow, so the backfill's one try made the third
+attempt), and T-8 with
 `reset_attempts` after its partition is fixed (succeeds, reset recorded).
 """
 
@@ -126,7 +127,7 @@ def seed(stack: EphemeralStack, plan: Plan) -> None:
         write_good(stack, plan.t(1))
     for minus in (10, 6):
         assert run_for_date(settings, plan.t(minus), log=quiet).status == "success"
-    for minus, failures in ((8, 1), (3, 1), (5, 3)):
+    for minus, failures in ((8, 2), (3, 1), (5, 3)):
         good = (stack.data / "raw" / f"pesanan_{plan.t(minus).isoformat()}.csv")
         saved = good.read_bytes() if good.exists() else None
         write_bad(stack, plan.t(minus))
@@ -273,7 +274,7 @@ def test_catchup_processes_exactly_the_due_runs(e2e):
     assert marks[t(3).isoformat()]["attempt"] == 2
     assert all(marks[d.isoformat()]["attempt"] == 1 for d in plan.due_before if d != t(3))
     assert (marks[t(5).isoformat()]["status"], marks[t(5).isoformat()]["attempt"]) == ("failed", 3)
-    assert marks[t(8).isoformat()]["attempt"] == 1
+    assert marks[t(8).isoformat()]["attempt"] == 2
     assert stack.warehouse_dates() == done
     assert stack.gold_dates() == done
     # nothing is left due at this clock
@@ -316,9 +317,9 @@ def test_backfill_skips_done_and_missing_and_blocks_the_failing_date(e2e):
     entry = marks[t(8).isoformat()]
     assert (entry["status"], entry["attempt"]) == ("failed", 3)
     assert "missing required column" in entry["error"]
-    # two tries in this backfill (attempts 2 and 3), then no retry although retries=2 allows one
+    # one try in this backfill (attempt 3): the partition's fault is never retried
     tries = stack.api.tries(DAG_ID, failing["dag_run_id"], "extract")
-    assert [x["state"] for x in tries].count("failed") == 2
+    assert [x["state"] for x in tries] == ["failed"]
 
 
 def test_rest_trigger_with_force_reproduces_identical_checksums(e2e):
