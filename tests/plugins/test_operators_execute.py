@@ -1,0 +1,543 @@
+"""The operators, sensor, retry policy and timetable called directly, as Airflow's own provider
+tests call FileSensor.poke() or an operator's execute(): built with keyword arguments, given
+a minimal context (`dag_run` and `params`), against the `project` fixture's folder."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from datetime import UTC, date, datetime, timedelta
+from types import SimpleNamespace
+from typing import Any
+
+import pendulum
+import pytest
+from airflow.sdk import RetryAction
+from airflow.sdk.exceptions import AirflowSkipException, TaskDeferred
+
+import tokokita_airflow.operators as operators_module
+from tests.conftest import HEADER
+from tokokita_airflow.operators import EtlStageOperator, WatermarkGateOperator
+from tokokita_airflow.outcomes import TaskRefused
+from tokokita_airflow.retry import WatermarkRetryPolicy
+from tokokita_airflow.runtime import pipeline_settings
+from tokokita_airflow.sensors import RawPartitionSensor
+from tokokita_airflow.timetable import PartitionDateTimetable
+from tokokita_etl.errors import DataError, WarehouseError
+from tokokita_etl.runs import read_claim
+from tokokita_etl.state import FAILED, SUCCESS, state_store
+
+DAG_ID = "tokokita_orders_daily"
+D02 = "2026-11-02"
+FIRST = "manual__2026-11-30T01:00:00+00:00"
+SECOND = "manual__2026-11-30T01:05:00+00:00"
+STAGES = ("extract", "transform", "load", "validate", "publish_gold")
+JKT = "Asia/Jakarta"
+
+
+def context(partition_date: str | None = D02, *, run_id: str = FIRST, run_type: str = "manual",
+            logical_date: datetime | None = None, run_after: datetime | None = None,
+            partition_key: str | None = None, **params: Any) -> dict[str, Any]:
+    """The part of a task's context the TokoKita tasks read."""
+    dag_run = SimpleNamespace(dag_id=DAG_ID, run_id=run_id, run_type=run_type,
+                              logical_date=logical_date,
+                              run_after=run_after or datetime.now(UTC),
+                              partition_key=partition_key)
+    return {"dag_run": dag_run,
+            "params": {"partition_date": partition_date, "force": False,
+                       "reset_attempts": False, **params}}
+
+
+def owner(run_id: str = FIRST) -> str:
+    return f"airflow:{DAG_ID}:{run_id}"
+
+
+def day(text: str) -> date:
+    return date.fromisoformat(text)
+
+
+def entry(text: str) -> dict:
+    return state_store(pipeline_settings()).read().entry(text)
+
+
+def manifests(project, text: str) -> list[dict]:
+    return [json.loads(path.read_text()) for path in project.manifests(text)]
+
+
+def record(text: str, status: str, times: int = 1) -> None:
+    store = state_store(pipeline_settings())
+    for _ in range(times):
+        payload = {"error": "missing column qty", "failed_stage": "extract"} \
+            if status == FAILED else {"rows": {"fact": 8}}
+        store.record(day(text), status, payload, datetime.now(UTC))
+
+
+@pytest.fixture
+def holders_alive(monkeypatch) -> list[str]:
+    """Every Airflow claim holder reads as still running (it would otherwise ask a running
+    Airflow for its run's state); returns the holders asked about."""
+    asked: list[str] = []
+
+    def alive(holder: str) -> bool:
+        asked.append(holder)
+        return False
+
+    monkeypatch.setattr(operators_module, "holder_finished", alive)
+    return asked
+
+
+def gate(**kwargs) -> WatermarkGateOperator:
+    return WatermarkGateOperator(task_id="check_watermark", **kwargs)
+
+
+def stage(name: str) -> EtlStageOperator:
+    return EtlStageOperator(task_id=name, stage=name)
+
+
+# -- the watermark gate -------------------------------------------------------------------------
+
+def test_the_gate_claims_a_new_date_for_its_run_and_returns_the_partition_date(project,
+                                                                              holders_alive):
+    assert gate().execute(context()) == {"partition_date": D02, "attempts_before": 0}
+    claim = read_claim(pipeline_settings(), day(D02))
+    assert claim.owner == owner()
+    assert manifests(project, D02) == []  # a run that proceeds writes its manifest at its end
+
+
+def test_the_gate_skips_a_done_date_and_writes_a_skipped_manifest(project, holders_alive):
+    record(D02, SUCCESS)
+    with pytest.raises(AirflowSkipException, match=f"{D02} already succeeded"):
+        gate().execute(context())
+    [manifest] = manifests(project, D02)
+    assert (manifest["status"], manifest["attempt"], manifest["exit_code"]) == ("skipped", 1, 0)
+    assert manifest["trigger"] == owner()
+    assert manifest["rows"] == {"fact": 8}  # the figures of the success it skipped
+    assert read_claim(pipeline_settings(), day(D02)) is None
+    assert entry(D02)["attempt"] == 1
+
+
+def test_the_gate_reprocesses_a_done_date_when_the_run_is_forced(project, holders_alive):
+    record(D02, SUCCESS)
+    assert gate().execute(context(force=True)) == {"partition_date": D02, "attempts_before": 1}
+    assert read_claim(pipeline_settings(), day(D02)).owner == owner()
+    assert manifests(project, D02) == []
+
+
+def test_the_gates_own_force_argument_overrides_the_run_params(project, holders_alive):
+    record(D02, SUCCESS)
+    assert gate(force="true").execute(context(force=False))["partition_date"] == D02
+
+
+def test_a_gate_forced_by_its_own_argument_has_its_stages_reprocess_the_date(project,
+                                                                          holders_alive):
+    """Regression: the gate's `force` argument let the gate pass and claim a done date, but
+    every stage reads only the run's `force` param, so each skipped it ("a cleared stage of a
+    done date changes nothing"): nothing was reprocessed and the claim stayed held."""
+    record(D02, SUCCESS)
+    ctx = context(force=False)
+    gate(force=True).execute(ctx)
+    meta = stage("extract").execute(ctx)
+    assert meta["stage"] == "extract"
+
+
+def test_the_gate_fails_a_blocked_date_with_task_refused_and_a_blocked_manifest(project,
+                                                                               holders_alive):
+    record(D02, FAILED, times=3)
+    with pytest.raises(TaskRefused) as refused:
+        gate().execute(context())
+    message = str(refused.value.code)
+    assert f"{D02} is blocked after 3 attempts (max_attempts=3)" in message
+    assert f'{{"partition_date": "{D02}", "reset_attempts": true}}' in message
+    [manifest] = manifests(project, D02)
+    assert (manifest["status"], manifest["attempt"], manifest["exit_code"]) == ("blocked", 3, 3)
+    assert entry(D02)["attempt"] == 3  # no attempt for a refused run
+    assert read_claim(pipeline_settings(), day(D02)) is None
+
+
+def test_the_gate_unblocks_a_date_with_reset_attempts_and_logs_and_records_who_reset_it(
+        project, holders_alive, capsys):
+    record(D02, FAILED, times=3)
+    result = gate().execute(context(reset_attempts="true"))  # as a trigger form may send it
+    assert result == {"partition_date": D02, "attempts_before": 0}
+    log = capsys.readouterr().out
+    assert f"reset_attempts: attempts of {D02} reset from 3 to 0 by {owner()}" in log
+    [reset] = entry(D02)["resets"]
+    assert (reset["by"], reset["previous_attempt"]) == (owner(), 3)
+    assert read_claim(pipeline_settings(), day(D02)).owner == owner()
+
+
+def test_a_scheduled_gate_skips_a_date_older_than_the_lookback(project, holders_alive):
+    old = (datetime.now(UTC).date() - timedelta(days=12)).isoformat()
+    fire = datetime.now(UTC) - timedelta(days=11)
+    with pytest.raises(AirflowSkipException, match="older than lookback_days=7"):
+        gate().execute(context(None, run_type="scheduled", logical_date=fire, partition_key=old,
+                               run_id=f"scheduled__{old}"))
+    [manifest] = manifests(project, old)
+    assert manifest["status"] == "skipped"
+
+
+def test_a_second_gate_skips_while_another_run_holds_the_date_naming_the_holder(
+        project, holders_alive, capsys):
+    gate().execute(context(run_id=FIRST))
+    with pytest.raises(AirflowSkipException) as skipped:
+        gate().execute(context(run_id=SECOND))
+    assert f"is being processed by {owner(FIRST)}" in str(skipped.value)
+    assert holders_alive == [owner(FIRST)]
+    assert read_claim(pipeline_settings(), day(D02)).owner == owner(FIRST)
+    assert f"Skipped: {D02} is being processed by {owner(FIRST)}" in capsys.readouterr().out
+    [manifest] = manifests(project, D02)
+    assert (manifest["status"], manifest["trigger"]) == ("skipped", owner(SECOND))
+    assert owner(FIRST) in manifest["error"]
+
+
+def test_a_second_gate_takes_the_date_over_once_the_holders_run_has_finished(project,
+                                                                            monkeypatch):
+    monkeypatch.setattr(operators_module, "holder_finished", lambda holder: holder == owner(FIRST))
+    gate().execute(context(run_id=FIRST))
+    assert gate().execute(context(run_id=SECOND))["partition_date"] == D02
+    assert read_claim(pipeline_settings(), day(D02)).owner == owner(SECOND)
+
+
+def test_the_gate_of_the_same_run_again_keeps_its_claim(project, holders_alive):
+    gate().execute(context())
+    since = read_claim(pipeline_settings(), day(D02)).since
+    assert gate().execute(context())["partition_date"] == D02  # a cleared gate
+    assert read_claim(pipeline_settings(), day(D02)).since == since
+    assert holders_alive == []
+
+
+# -- the stage operators ------------------------------------------------------------------------
+
+def test_all_five_stages_of_a_new_date_publish_gold_and_record_one_successful_attempt(
+        project, holders_alive):
+    ctx = context()
+    gate().execute(ctx)
+    for name in STAGES:
+        meta = stage(name).execute(ctx)
+        assert (meta["partition_date"], meta["stage"]) == (D02, name)
+    assert meta["attempt"] == 1
+    assert meta["gold"].endswith(f"summary_harian_{D02}.csv")
+    assert project.gold(D02).exists()
+    recorded = entry(D02)
+    assert (recorded["status"], recorded["attempt"]) == ("success", 1)
+    assert recorded["rows"] == {"extracted": 8, "karantina": 0, "duplikat": 0, "fact": 8,
+                                "summary": 4}
+    [manifest] = manifests(project, D02)
+    assert (manifest["status"], manifest["trigger"]) == ("success", owner())
+    assert read_claim(pipeline_settings(), day(D02)) is None  # released after publish_gold
+    assert not pipeline_settings().staging_path(day(D02)).exists()
+
+
+def test_a_stage_of_a_done_date_is_skipped_and_changes_nothing(project, holders_alive):
+    record(D02, SUCCESS)
+    state_before = project.state_file.read_bytes()
+    with pytest.raises(AirflowSkipException, match="a cleared stage of a done date changes nothing"):
+        stage("load").execute(context())
+    assert project.state_file.read_bytes() == state_before
+    assert not pipeline_settings().staging_path(day(D02)).exists()
+    assert manifests(project, D02) == []
+
+
+def test_a_stage_of_a_blocked_date_fails_at_once_without_an_attempt(project, holders_alive):
+    record(D02, FAILED, times=3)
+    with pytest.raises(TaskRefused, match="--reset-attempts"):
+        stage("extract").execute(context())
+    assert entry(D02)["attempt"] == 3
+    [manifest] = manifests(project, D02)
+    assert manifest["status"] == "blocked"
+    assert not pipeline_settings().staging_path(day(D02)).exists()
+
+
+def test_a_missing_partition_skips_the_stage_with_no_attempt_and_frees_the_date(project,
+                                                                                holders_alive):
+    missing = "2026-11-10"
+    with pytest.raises(AirflowSkipException, match=re.escape(f"pesanan_{missing}.csv")):
+        stage("extract").execute(context(missing))
+    assert entry(missing).get("attempt", 0) == 0
+    assert read_claim(pipeline_settings(), day(missing)) is None
+    [manifest] = manifests(project, missing)
+    assert (manifest["status"], manifest["attempt"]) == ("missing", 0)
+
+
+def test_an_unusable_partition_fails_with_task_refused_and_records_exactly_one_attempt(
+        project, holders_alive):
+    bad = "2026-11-05"
+    header = HEADER.replace(",qty", "")
+    (project.raw / f"pesanan_{bad}.csv").write_text(
+        f"{header}\nTK-1,{bad} 08:00:00,CUST-1,Bandung,Sepatu,450000,0\n")
+    with pytest.raises(TaskRefused) as refused:
+        stage("extract").execute(context(bad))
+    assert "extract: " in str(refused.value.code)
+    assert "missing required column(s) qty" in str(refused.value.code)
+    recorded = entry(bad)
+    assert (recorded["status"], recorded["attempt"], recorded["failed_stage"]) == (
+        "failed", 1, "extract")
+    assert read_claim(pipeline_settings(), day(bad)) is None
+    [manifest] = manifests(project, bad)
+    assert (manifest["status"], manifest["attempt"]) == ("failed", 1)
+    # and Airflow is told not to retry it
+    decision = WatermarkRetryPolicy().evaluate(refused.value, 1, 3, context(bad))
+    assert decision.action is RetryAction.FAIL
+
+
+def test_a_cleared_load_whose_staging_folder_is_gone_rebuilds_extract_and_transform(
+        project, holders_alive):
+    ctx = context()
+    gate().execute(ctx)
+    stage("extract").execute(ctx)
+    stage("transform").execute(ctx)
+    staging = pipeline_settings().staging_path(day(D02))
+    shutil.rmtree(staging)  # removed, or written on another worker
+    meta = stage("load").execute(ctx)
+    assert (meta["partition_date"], meta["stage"]) == (D02, "load")
+    assert sorted(p.name for p in staging.glob("*.json")) == [
+        "extract.json", "load.json", "transform.json"]
+    loaded = json.loads((staging / "load.json").read_text())
+    assert (loaded["fact"], loaded["summary"], loaded["karantina"]) == (8, 4, 0)
+    for name in ("validate", "publish_gold"):
+        stage(name).execute(ctx)
+    assert (entry(D02)["status"], entry(D02)["attempt"]) == ("success", 1)
+
+
+def test_a_forced_rerun_of_a_cleared_load_after_success_rebuilds_and_changes_no_figure(
+        project, holders_alive):
+    ctx = context()
+    for name in STAGES:
+        stage(name).execute(ctx)
+    before = entry(D02)
+    forced = context(run_id=SECOND, force=True)
+    stage("load").execute(forced)  # the staging folder was dropped after the success
+    meta = stage("validate").execute(forced)
+    assert meta["stage"] == "validate"
+    validated = json.loads(
+        (pipeline_settings().staging_path(day(D02)) / "validate.json").read_text())
+    assert validated["checksums"] == before["checksums"]
+    assert (validated["fact_rows"], validated["summary_rows"]) == (8, 4)
+
+
+def test_a_stage_skips_while_another_run_holds_the_date(project, holders_alive):
+    gate().execute(context(run_id=FIRST))
+    with pytest.raises(AirflowSkipException, match=re.escape(f"being processed by {owner(FIRST)}")):
+        stage("extract").execute(context(run_id=SECOND))
+    assert not pipeline_settings().staging_path(day(D02)).exists()
+    assert entry(D02).get("attempt", 0) == 0
+
+
+def test_a_transient_warehouse_failure_is_one_attempt_and_is_retried_while_attempts_are_left(
+        project, holders_alive, monkeypatch):
+    monkeypatch.setenv("TOKOKITA_WAREHOUSE_URL", "postgresql+psycopg://postgres@127.0.0.1:1/none")
+    ctx = context()
+    gate().execute(ctx)
+    stage("extract").execute(ctx)
+    stage("transform").execute(ctx)
+    with pytest.raises(WarehouseError) as failed:
+        stage("load").execute(ctx)
+    assert failed.value.transient
+    recorded = entry(D02)
+    assert (recorded["status"], recorded["attempt"], recorded["failed_stage"]) == (
+        "failed", 1, "load")
+    assert read_claim(pipeline_settings(), day(D02)).owner == owner()  # kept for the retry
+    policy = WatermarkRetryPolicy()
+    assert policy.evaluate(failed.value, 1, 3, ctx).action is RetryAction.DEFAULT
+    record(D02, FAILED, times=2)
+    out_of_attempts = policy.evaluate(failed.value, 3, 3, ctx)
+    assert out_of_attempts.action is RetryAction.FAIL
+    assert "max_attempts=3" in out_of_attempts.reason
+    # failed for good: the task's failure callback frees the date for the next run
+    for callback in stage("load").on_failure_callback:
+        callback(ctx)
+    assert read_claim(pipeline_settings(), day(D02)) is None
+
+
+# -- the raw-partition sensor -------------------------------------------------------------------
+
+def sensor(**kwargs) -> RawPartitionSensor:
+    return RawPartitionSensor(task_id="wait_for_raw_partition", **kwargs)
+
+
+def test_the_sensor_finds_a_present_partition(project):
+    assert sensor().poke(context()) is True
+
+
+def test_the_sensor_skips_a_manual_run_whose_partition_is_missing_naming_the_file(project):
+    with pytest.raises(AirflowSkipException) as skipped:
+        sensor().poke(context("2026-11-10"))
+    message = str(skipped.value)
+    assert str(project.raw / "pesanan_2026-11-10.csv") in message
+    assert "manual run" in message
+    assert project.manifests("2026-11-10") == []  # the pipeline never started for it
+
+
+def test_an_empty_partition_file_counts_as_missing(project):
+    (project.raw / "pesanan_2026-11-10.csv").write_bytes(b"")
+    with pytest.raises(AirflowSkipException, match=r"pesanan_2026-11-10\.csv"):
+        sensor().poke(context("2026-11-10"))
+
+
+def scheduled_context(fired_ago: timedelta) -> tuple[dict, str]:
+    fire = datetime.now(UTC).replace(microsecond=0) - fired_ago
+    missing = (pendulum.instance(fire).in_timezone(JKT).date() - timedelta(days=1)).isoformat()
+    return context(None, run_type="scheduled", logical_date=fire, run_after=fire,
+                   partition_key=missing, run_id=f"scheduled__{missing}"), missing
+
+
+def test_the_sensor_of_a_scheduled_run_waits_inside_its_window_and_skips_after_it(project):
+    waiting, _ = scheduled_context(timedelta(minutes=5))
+    assert sensor(wait_window=timedelta(hours=1)).poke(waiting) is False
+    late, missing = scheduled_context(timedelta(hours=2))
+    with pytest.raises(AirflowSkipException, match="wait window ended at") as skipped:
+        sensor(wait_window=timedelta(hours=1)).poke(late)
+    assert f"pesanan_{missing}.csv" in str(skipped.value)
+
+
+def test_the_sensor_looks_in_its_raw_dir_argument_when_given(project, tmp_path):
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    with pytest.raises(AirflowSkipException, match=re.escape(str(other / f"pesanan_{D02}.csv"))):
+        sensor(raw_dir=str(other)).poke(context())
+    shutil.copy(project.raw / f"pesanan_{D02}.csv", other)
+    assert sensor(raw_dir=str(other)).poke(context()) is True
+
+
+def test_a_deferrable_sensor_defers_to_the_trigger_until_the_end_of_the_window(project):
+    waiting, missing = scheduled_context(timedelta(minutes=5))
+    fire = waiting["dag_run"].logical_date
+    with pytest.raises(TaskDeferred) as deferred:
+        sensor(deferrable=True, wait_window=timedelta(hours=1)).execute(waiting)
+    _, kwargs = deferred.value.trigger.serialize()
+    assert kwargs["filepath"] == str(project.raw / f"pesanan_{missing}.csv")
+    assert datetime.fromisoformat(kwargs["deadline"]) == fire + timedelta(hours=1)
+    assert deferred.value.method_name == "execute_complete"
+    assert sensor(deferrable=True).execute(context()) is None  # present: no deferral
+
+
+def test_a_deferred_sensor_resumes_as_success_when_present_and_skips_on_timeout(project):
+    sensor().execute_complete(context(), {"status": "present", "filepath": "/x.csv"})
+    with pytest.raises(AirflowSkipException, match="did not arrive within the wait window"):
+        sensor().execute_complete(context(), {"status": "timeout", "filepath": "/x.csv"})
+
+
+# -- the retry policy ---------------------------------------------------------------------------
+
+def test_the_retry_policy_never_retries_a_refused_task(project):
+    decision = WatermarkRetryPolicy().evaluate(TaskRefused("blocked"), 1, 3, context())
+    assert decision.action is RetryAction.FAIL
+    assert decision.reason == "no retry: blocked"
+
+
+def test_the_retry_policy_retries_a_transient_error_with_attempts_left_and_not_at_max(project):
+    error = WarehouseError("warehouse: connection refused", transient=True)
+    policy = WatermarkRetryPolicy()
+    record(D02, FAILED)
+    assert policy.evaluate(error, 1, 3, context()).action is RetryAction.DEFAULT
+    record(D02, FAILED, times=2)
+    assert policy.evaluate(error, 3, 3, context()).action is RetryAction.FAIL
+
+
+def test_the_retry_policy_does_not_retry_a_partition_error(project):
+    record(D02, FAILED)
+    decision = WatermarkRetryPolicy().evaluate(DataError("missing column"), 1, 3, context())
+    assert decision.action is RetryAction.FAIL
+    assert "partition" in decision.reason
+
+
+def test_the_retry_policy_without_a_context_leaves_it_to_airflow():
+    assert WatermarkRetryPolicy().evaluate(RuntimeError("x"), 1, 3, None).action \
+        is RetryAction.DEFAULT
+
+
+def test_the_retry_policy_round_trips_through_serialization():
+    assert isinstance(WatermarkRetryPolicy.deserialize(WatermarkRetryPolicy().serialize()),
+                      WatermarkRetryPolicy)
+
+
+# -- the timetable ------------------------------------------------------------------------------
+
+def jkt(text: str):
+    return pendulum.parse(text, tz=JKT)
+
+
+def test_the_timetable_round_trips_through_serialization_with_and_without_last_fire():
+    for last_fire in (None, jkt("2026-11-10T02:30:00")):
+        timetable = PartitionDateTimetable("30 2 * * *", timezone=JKT, last_fire=last_fire)
+        data = timetable.serialize()
+        again = PartitionDateTimetable.deserialize(json.loads(json.dumps(data)))
+        assert again.serialize() == data
+        assert again.last_fire == last_fire
+        assert again.summary == "30 2 * * * (processes the day before)"
+
+
+def test_the_timetable_fires_daily_and_each_run_processes_the_day_before_its_jakarta_date():
+    from airflow.timetables.base import DataInterval, TimeRestriction
+
+    timetable = PartitionDateTimetable("30 2 * * *", timezone=JKT)
+    restriction = TimeRestriction(earliest=jkt("2026-11-02T00:00:00"), latest=None, catchup=True)
+    first = timetable.next_dagrun_info(last_automated_data_interval=None, restriction=restriction)
+    assert first.run_after == jkt("2026-11-02T02:30:00")
+    assert timetable.partition_key(first.run_after) == "2026-11-01"
+    second = timetable.next_dagrun_info(last_automated_data_interval=first.data_interval,
+                                        restriction=restriction)
+    assert second.run_after == jkt("2026-11-03T02:30:00")
+    assert timetable.partition_key(second.run_after) == "2026-11-02"
+    # a fire time given in UTC is placed by its Jakarta date: 19:30 UTC is 02:30 the next day
+    assert timetable.partition_key(pendulum.datetime(2026, 11, 2, 19, 30, tz="UTC")) == D02
+    # the v2 entry point places a last run without a data interval by its fire time
+    from airflow.timetables.base import DagRunInfo
+
+    keyed = DagRunInfo(run_after=second.run_after, data_interval=None, partition_key=D02)
+    third = timetable.next_dagrun_info_v2(last_dagrun_info=keyed, restriction=restriction)
+    assert third.run_after == jkt("2026-11-04T02:30:00")
+    assert isinstance(first.data_interval, DataInterval)
+
+
+def test_the_run_the_scheduler_creates_next_carries_its_partition_date_as_partition_key():
+    from airflow.timetables.base import DataInterval
+
+    timetable = PartitionDateTimetable("30 2 * * *", timezone=JKT)
+    fire = pendulum.datetime(2026, 11, 2, 19, 30, tz="UTC")  # 2026-11-03 02:30 in Jakarta
+    dag_model = SimpleNamespace(next_dagrun_create_after=fire, next_dagrun=fire,
+                                next_dagrun_data_interval=DataInterval.exact(fire),
+                                next_dagrun_partition_date=None, next_dagrun_partition_key=None)
+    info = timetable.next_run_info_from_dag_model(dag_model=dag_model)
+    assert info.partition_key == D02
+    assert info.run_after == fire
+    none_next = SimpleNamespace(next_dagrun_create_after=None)
+    assert timetable.next_run_info_from_dag_model(dag_model=none_next) is None
+
+
+def test_last_fire_ends_the_scheduled_runs():
+    from airflow.timetables.base import TimeRestriction
+
+    last_fire = jkt("2026-11-03T02:30:00")
+    timetable = PartitionDateTimetable("30 2 * * *", timezone=JKT, last_fire=last_fire)
+    restriction = TimeRestriction(earliest=jkt("2026-11-02T00:00:00"), latest=None, catchup=True)
+    info, fired = None, []
+    while len(fired) < 10:
+        info = timetable.next_dagrun_info(
+            last_automated_data_interval=info.data_interval if info else None,
+            restriction=restriction)
+        if info is None:
+            break
+        fired.append(info.run_after)
+    assert fired == [jkt("2026-11-02T02:30:00"), last_fire]
+
+
+def test_a_scheduled_run_id_names_its_partition_date_other_run_ids_are_airflows_own():
+    from airflow.timetables.base import DataInterval
+    from airflow.utils.types import DagRunType
+
+    timetable = PartitionDateTimetable("30 2 * * *", timezone=JKT)
+    fire = jkt("2026-11-03T02:30:00")
+    run_id = timetable.generate_run_id(run_type=DagRunType.SCHEDULED, run_after=fire,
+                                       data_interval=DataInterval.exact(fire), partition_key=D02)
+    assert run_id == f"scheduled__{D02}__2026-11-03T02:30:00+07:00"
+    plain = timetable.generate_run_id(run_type=DagRunType.SCHEDULED, run_after=fire,
+                                      data_interval=DataInterval.exact(fire))
+    assert D02 not in plain
+    assert plain.startswith("scheduled__")
+    backfill = timetable.generate_run_id(run_type=DagRunType.BACKFILL_JOB, run_after=fire,
+                                         data_interval=DataInterval.exact(fire),
+                                         partition_key=D02)
+    assert backfill.startswith("backfill__")
+    assert D02 not in backfill
