@@ -149,7 +149,9 @@ def claim_date(settings: Settings, day: date, owner: str, now: datetime,
                 f"{held.since.isoformat(timespec='seconds')}; this run does not interleave "
                 f"with it (claim {path}, expires {held.expires.isoformat(timespec='seconds')})")
         if held is not None and held.owner == owner:
-            return  # a retry or a cleared task of the holder keeps its claim and start
+            # a retry or a cleared task of the holder: same start, the expiry renewed
+            body = json.dumps({"owner": owner, "since": held.since.isoformat(timespec="seconds"),
+                               "expires": json.loads(body)["expires"]})
         write_text_atomic(path, body)
 
 

@@ -12,7 +12,6 @@ from airflow.sdk.exceptions import AirflowSkipException
 from tokokita_airflow.outcomes import TaskRefused
 from tokokita_airflow.retry import WatermarkRetryPolicy
 from tokokita_airflow.runtime import (
-    flag,
     holder_finished,
     partition_date,
     pipeline_settings,
@@ -35,19 +34,16 @@ class WatermarkGateOperator(BaseOperator):
     - another live run of D holds it: skip, naming the holder.
     - `reset_attempts`: set attempts to 0, recorded with when and by which run.
     When D is processed, this run claims it, so two runs of one date never interleave.
-
-    :param force: reprocess a date that already succeeded (templated); None: the `force` param.
-    :param reset_attempts: unblock a date at max attempts (templated); None: the param.
+    `force` and `reset_attempts` are the run's params (the trigger form's toggles): the stages
+    read the same params, so a forced run is forced in every task.
     """
 
-    template_fields: Sequence[str] = ("force", "reset_attempts")
+    template_fields: Sequence[str] = ()
     ui_color = "#fff3cd"
 
-    def __init__(self, *, force: Any = None, reset_attempts: Any = None, **kwargs) -> None:
+    def __init__(self, **kwargs) -> None:
         kwargs.setdefault("retries", 0)
         super().__init__(**kwargs)
-        self.force = force
-        self.reset_attempts = reset_attempts
 
     def execute(self, context: Context) -> dict[str, Any]:
         """Apply the watermark rules for D."""
@@ -59,9 +55,8 @@ class WatermarkGateOperator(BaseOperator):
         day = partition_date(context)
         now = datetime.now(UTC)
         owner = run_owner(context)
-        force = run_flag(context, "force") if self.force is None else flag(self.force)
-        reset = run_flag(context, "reset_attempts") if self.reset_attempts is None \
-            else flag(self.reset_attempts)
+        force = run_flag(context, "force")
+        reset = run_flag(context, "reset_attempts")
         self.log.info("This %s run processes partition %s (force=%s, reset_attempts=%s)",
                       run_type(context), day, force, reset)
         try:

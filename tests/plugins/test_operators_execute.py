@@ -124,21 +124,13 @@ def test_the_gate_reprocesses_a_done_date_when_the_run_is_forced(project, holder
     assert manifests(project, D02) == []
 
 
-def test_the_gates_own_force_argument_overrides_the_run_params(project, holders_alive):
+def test_a_forced_run_is_forced_in_the_gate_and_in_every_stage(project, holders_alive):
+    """Regression: the gate took `force` from its own argument while the stages read only the
+    run's param, so a gate forced that way claimed a done date and every stage skipped it."""
     record(D02, SUCCESS)
-    assert gate(force="true").execute(context(force=False))["partition_date"] == D02
-
-
-def test_a_gate_forced_by_its_own_argument_has_its_stages_reprocess_the_date(project,
-                                                                          holders_alive):
-    """Regression: the gate's `force` argument let the gate pass and claim a done date, but
-    every stage reads only the run's `force` param, so each skipped it ("a cleared stage of a
-    done date changes nothing"): nothing was reprocessed and the claim stayed held."""
-    record(D02, SUCCESS)
-    ctx = context(force=False)
-    gate(force=True).execute(ctx)
-    meta = stage("extract").execute(ctx)
-    assert meta["stage"] == "extract"
+    ctx = context(force=True)
+    gate().execute(ctx)
+    assert stage("extract").execute(ctx)["stage"] == "extract"
 
 
 def test_the_gate_fails_a_blocked_date_with_task_refused_and_a_blocked_manifest(project,
