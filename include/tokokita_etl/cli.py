@@ -48,7 +48,11 @@ def _parser() -> argparse.ArgumentParser:
     due.add_argument("--max-attempts", type=int)
     due.add_argument("--json", action="store_true")
 
-    status = sub.add_parser("status", parents=[common], help="per-date watermark status")
+    status = sub.add_parser("status", parents=[common], help="the state of each partition date "
+                            "(done, due, waiting, missing, running, failed, blocked)")
+    status.add_argument("--now", help="ISO 8601 clock (default: now; no offset: pipeline zone)")
+    status.add_argument("--days", type=int, help="how many days back to show (default: "
+                        "lookback_days + 30); dates in the watermark are always shown")
     status.add_argument("--json", action="store_true")
 
     sub.add_parser("cron", add_help=False, help="validate, explain and preview a cron expression")
@@ -88,9 +92,11 @@ def cmd_due(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_status(args: argparse.Namespace) -> int:
-    """`status`."""
-    rows = status_rows(_settings(args))
+def cmd_status(args: argparse.Namespace, now: Callable[[], datetime] = utc_now) -> int:
+    """`status [--now T] [--days N] [--json]`."""
+    settings = _settings(args)
+    clock = parse_now(args.now, settings.timezone) if args.now else now()
+    rows = status_rows(settings, clock, args.days)
     print(json.dumps(rows, indent=2) if args.json else format_status(rows))
     return 0
 
@@ -117,7 +123,7 @@ def main(argv: list[str] | None = None, *, now: Callable[[], datetime] = utc_now
             return cmd_run(args, now)
         if args.command == "due":
             return cmd_due(args)
-        return cmd_status(args)
+        return cmd_status(args, now)
     except EtlError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code

@@ -1,46 +1,192 @@
-"""Per-date status rows, for the command line's `status`, the status page and the local stack."""
+"""The state of each partition date in a window: for `tokokita-etl status` and the status page.
+
+One rule in one place: a date is **done**, **due**, **waiting** for its file, **missing**,
+**running** (another run holds its claim), **failed** (attempts left) or **blocked**, decided
+from the watermark, the raw folder, the claims and the attempts policy
+(`tokokita_etl.policy`). The command line and the Airflow status page only show these rows.
+"""
 
 from __future__ import annotations
 
-from datetime import date
+import json
+from datetime import date, datetime, timedelta
 from typing import Any
 
-from tokokita_etl.config import Settings
-from tokokita_etl.policy import is_blocked
-from tokokita_etl.state import state_store
+from tokokita_etl.config import Settings, partition_exists
+from tokokita_etl.errors import EtlError
+from tokokita_etl.policy import (
+    Action,
+    decide,
+    due_runs,
+    is_blocked,
+    outside_lookback,
+    unblock_hint,
+)
+from tokokita_etl.runs import read_claim
+from tokokita_etl.schedule import fire_time_for_partition, local_today
+from tokokita_etl.state import FAILED, SUCCESS, state_store
+
+#: every state a date can be in, in the order of the legend
+STATES = ("done", "due", "waiting", "missing", "running", "failed", "blocked", "not processed")
+
+#: how many days before the lookback window the default window also shows
+HISTORY_DAYS = 30
 
 
-def status_rows(settings: Settings) -> list[dict[str, Any]]:
-    """One row per date in the watermark, oldest first: status, attempts, rows, blocked."""
+def window(settings: Settings, now: datetime, days: int | None = None) -> list[date]:
+    """The default dates, oldest first: the lookback plus the last 30 days, up to yesterday
+    (in the pipeline zone), never before the catch-up's `start_date`."""
+    today = local_today(now, settings.timezone)
+    count = settings.lookback_days + HISTORY_DAYS if days is None else max(days, 0)
+    first = max(today - timedelta(days=count), settings.start_date)
+    return [first + timedelta(days=n) for n in range((today - first).days)]
+
+
+def _last_manifest(settings: Settings, day: date) -> dict[str, Any]:
+    """The newest manifest of `day` with a recorded outcome (success or failed), or {}."""
+    paths = sorted(settings.runs_dir.glob(f"run-{day.isoformat()}-*.json"),
+                   key=lambda p: p.stat().st_mtime_ns, reverse=True)
+    for path in paths:
+        try:
+            body = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(body, dict) and body.get("status") in (SUCCESS, FAILED):
+            return body
+    return {}
+
+
+def _number(value: Any) -> float | None:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def date_states(settings: Settings, now: datetime, days: int | None = None,
+                dates: list[date] | None = None) -> list[dict[str, Any]]:
+    """One row per date, oldest first: the window (`window`) and every date in the watermark.
+
+    Each row: `date`, `state` (one of `STATES`), `label` (`failed 1/3`, `running`...),
+    `reason` (one sentence), `unblock` (the exact action, for a blocked date), `holder` (of a
+    running date), `due`, `partition` (file present), `status`, `attempt`, `max_attempts`,
+    `blocked`, `rows`, `quarantine_share`, `bruto`, `bersih`, `duration_s`, `error`,
+    `failed_stage`, `gold` (done dates only), `updated_at`, `warnings`.
+    """
     state = state_store(settings).read()
+    known = {date.fromisoformat(d) for d in state.runs}
+    wanted = sorted(set(window(settings, now, days) if dates is None else dates) |
+                    (known if dates is None else set()))
+    due = set(due_runs(state, now, settings.raw_dir, settings.lookback_days,
+                       settings.max_attempts, tz=settings.timezone))
+    wait_window = timedelta(hours=settings.wait_window_hours)
     rows = []
-    for day, entry in state.runs.items():
-        rows.append({
-            "date": day,
-            "status": entry.get("status", "never"),
-            "attempt": state.attempts(day),
-            "rows": entry.get("rows", {}),
-            "blocked": is_blocked(state, date.fromisoformat(day), settings.max_attempts),
-            "gold": entry.get("gold", ""),
-            "updated_at": entry.get("updated_at", ""),
-            "warnings": entry.get("warnings", []),
-            "error": entry.get("error", ""),
-        })
+    for day in wanted:
+        entry = state.entry(day)
+        counts = entry.get("rows") if isinstance(entry.get("rows"), dict) else {}
+        extracted, karantina = _number(counts.get("extracted")), _number(counts.get("karantina"))
+        present = partition_exists(settings.raw_dir, day)
+        row: dict[str, Any] = {
+            "date": day.isoformat(), "state": "", "label": "", "reason": "", "unblock": "",
+            "holder": "", "due": day in due, "partition": present,
+            "status": entry.get("status", ""), "attempt": state.attempts(day),
+            "max_attempts": settings.max_attempts,
+            "blocked": is_blocked(state, day, settings.max_attempts),
+            "rows": counts,
+            "quarantine_share": (karantina / extracted) if extracted and karantina is not None
+            else None,
+            "bruto": entry.get("bruto"), "bersih": entry.get("bersih"),
+            "duration_s": None, "error": entry.get("error", ""),
+            "failed_stage": entry.get("failed_stage", ""),
+            "gold": entry.get("gold", "") if state.has_success(day) else "",
+            "updated_at": entry.get("updated_at", ""), "warnings": entry.get("warnings", []),
+        }
+        manifest = _last_manifest(settings, day) if entry else {}
+        if isinstance(manifest.get("duration_ms"), int | float) and manifest.get("duration_ms"):
+            row["duration_s"] = round(manifest["duration_ms"] / 1000, 1)
+        row.update(_state_of(settings, state, day, now, present=present, due=day in due,
+                             wait_window=wait_window))
+        rows.append(row)
     return rows
 
 
+def _state_of(settings: Settings, state, day: date, now: datetime, *, present: bool, due: bool,
+              wait_window: timedelta) -> dict[str, str]:
+    """state, label, reason, holder and unblock of one date (see `date_states`)."""
+    try:
+        claim = read_claim(settings, day)
+    except EtlError as exc:
+        return {"state": "running", "label": "running (claim unreadable)", "reason": str(exc)}
+    if claim is not None and claim.expires > now:
+        return {"state": "running", "label": "running", "holder": claim.owner,
+                "reason": f"being processed by {claim.owner} since "
+                          f"{claim.since.isoformat(timespec='seconds')}"}
+    used = f"{state.attempts(day)}/{settings.max_attempts}"
+    if state.has_success(day):
+        return {"state": "done", "label": "done", "reason": f"succeeded (attempt {used})"}
+    decision = decide(state, day, max_attempts=settings.max_attempts)
+    if decision.action is Action.BLOCKED:
+        return {"state": "blocked", "label": f"blocked {used}", "reason": decision.reason,
+                "unblock": unblock_hint(day)}
+    if state.entry(day).get("status") == FAILED:
+        later = "it is due: the next scheduled catch-up runs it" if due else \
+            "older than the lookback: a backfill or a manual run processes it"
+        return {"state": "failed", "label": f"failed {used}",
+                "reason": f"failed with attempts left ({used} used); {later}"}
+    if due:
+        return {"state": "due", "label": "due",
+                "reason": "the partition is there and the next scheduled run processes it"}
+    if present:
+        if outside_lookback(day, now, settings.lookback_days, settings.timezone):
+            return {"state": "not processed", "label": "not processed",
+                    "reason": f"older than lookback_days={settings.lookback_days}: only a "
+                              "backfill or a manual run processes it"}
+        return {"state": "not processed", "label": "not processed",
+                "reason": "the partition is there; no run has processed it yet"}
+    try:
+        fire = fire_time_for_partition(day, settings.cron, settings.timezone)
+    except EtlError:
+        fire = None
+    if fire is not None and now < fire + wait_window:
+        until = (fire + wait_window).astimezone(settings.tz).isoformat(timespec="minutes")
+        return {"state": "waiting", "label": "waiting for file",
+                "reason": f"no partition yet; its scheduled run waits for it until {until}"}
+    return {"state": "missing", "label": "missing",
+            "reason": "no partition file (or an empty one): nothing is attempted"}
+
+
+def status_rows(settings: Settings, now: datetime | None = None,
+                days: int | None = None) -> list[dict[str, Any]]:
+    """`date_states` at `now` (default: the real clock)."""
+    if now is None:
+        from tokokita_etl.runs import utc_now
+
+        now = utc_now()
+    return date_states(settings, now, days)
+
+
+def _count(value: Any) -> str:
+    return "-" if value is None else str(value)
+
+
 def format_status(rows: list[dict[str, Any]]) -> str:
-    """The status table as text."""
-    header = f"{'date':<10}  {'status':<8} {'attempt':>7}  {'extracted':>9} {'karantina':>9} " \
-             f"{'duplikat':>8} {'fact':>8} {'summary':>7}  blocked"
+    """The status table as text, with a note per date (why, what to do, warnings)."""
+    header = f"{'date':<10}  {'state':<16} {'attempt':>7}  {'extracted':>9} {'karantina':>9} " \
+             f"{'duplikat':>8} {'fact':>8} {'summary':>7}  note"
     lines = [header]
     for r in rows:
         n = r["rows"]
-        line = (f"{r['date']:<10}  {r['status']:<8} {r['attempt']:>7}  "
-                f"{n.get('extracted', '-'):>9} {n.get('karantina', '-'):>9} "
-                f"{n.get('duplikat', '-'):>8} {n.get('fact', '-'):>8} {n.get('summary', '-'):>7}  "
-                f"{'yes' if r['blocked'] else 'no'}")
-        if r["warnings"]:
-            line += f"  warning: {'; '.join(r['warnings'])}"
-        lines.append(line)
+        notes = []
+        if r["state"] == "blocked":
+            notes.append(f"to unblock: {r['unblock']}")
+        elif r["state"] in ("running", "waiting", "missing", "not processed"):
+            notes.append(r["reason"])
+        if r["error"] and r["state"] in ("failed", "blocked"):
+            notes.append(f"last error ({r['failed_stage'] or '?'}): {r['error']}")
+        notes.extend(f"warning: {w}" for w in r["warnings"])
+        line = (f"{r['date']:<10}  {r['label']:<16} {r['attempt']:>7}  "
+                f"{_count(n.get('extracted')):>9} {_count(n.get('karantina')):>9} "
+                f"{_count(n.get('duplikat')):>8} {_count(n.get('fact')):>8} "
+                f"{_count(n.get('summary')):>7}  {'; '.join(notes)}")
+        lines.append(line.rstrip())
     return "\n".join(lines)

@@ -44,24 +44,32 @@ def test_due_follows_the_reference_scenarios_through_real_runs(sqlite_workspace,
     assert json.loads(call("due", "--now", "2026-11-06T02:30", "--json")[1]) == []
 
 
-def test_status_json_lists_every_known_date_with_rows_attempts_and_blocked(sqlite_workspace, call):
+def test_status_json_shows_each_dates_state_with_rows_attempts_and_blocked(sqlite_workspace,
+                                                                          call):
     sqlite_workspace.copy_samples()
-    assert call("status", "--json") == (0, "[]\n", "")
+    code, out, _ = call("status", "--json")
+    assert code == 0
+    assert [(r["date"], r["state"]) for r in json.loads(out)] == [
+        ("2026-11-01", "missing"), ("2026-11-02", "due"), ("2026-11-03", "due"),
+        ("2026-11-04", "due")]
     call("run", "--date", "2026-11-02")
     call("run", "--date", "2026-11-03")
     code, out, _ = call("status", "--json")
     assert code == 0
     rows = json.loads(out)
-    assert [(r["date"], r["status"], r["attempt"], r["blocked"]) for r in rows] == [
-        ("2026-11-02", "success", 1, False), ("2026-11-03", "success", 1, False)]
-    assert rows[1]["rows"] == {"extracted": 36, "karantina": 23, "duplikat": 3, "fact": 10,
+    assert [(r["date"], r["state"], r["status"], r["attempt"], r["blocked"]) for r in rows] == [
+        ("2026-11-01", "missing", "", 0, False), ("2026-11-02", "done", "success", 1, False),
+        ("2026-11-03", "done", "success", 1, False), ("2026-11-04", "due", "", 0, False)]
+    assert rows[2]["rows"] == {"extracted": 36, "karantina": 23, "duplikat": 3, "fact": 10,
                                "summary": 4}
-    assert rows[0]["gold"].endswith("summary_harian_2026-11-02.csv")
+    assert rows[1]["gold"].endswith("summary_harian_2026-11-02.csv")
     code, out, _ = call("status")
     assert code == 0
     lines = out.splitlines()
-    assert lines[0].split()[:3] == ["date", "status", "attempt"]
-    assert lines[2].split()[:8] == ["2026-11-03", "success", "1", "36", "23", "3", "10", "4"]
+    assert lines[0].split()[:3] == ["date", "state", "attempt"]
+    assert lines[3].split()[:8] == ["2026-11-03", "done", "1", "36", "23", "3", "10", "4"]
+    assert lines[1].split()[:2] == ["2026-11-01", "missing"]
+    assert lines[4].split()[:2] == ["2026-11-04", "due"]
 
 
 def test_run_twice_skips_with_exit_0_and_force_reprocesses_identically(sqlite_workspace, call):
@@ -171,7 +179,12 @@ def test_after_max_attempts_the_date_is_blocked_with_exit_3_until_reset_attempts
     bodies = [json.loads(p.read_text()) for p in ws.manifests(D02)]
     assert sorted(b["status"] for b in bodies) == ["blocked", "failed", "failed", "failed"]
     assert any(b["status"] == "blocked" and b["exit_code"] == 3 and b["attempt"] == 3 for b in bodies)
-    assert json.loads(call("status", "--json")[1])[0]["blocked"] is True
+    blocked = next(r for r in json.loads(call("status", "--json")[1]) if r["date"] == str(D02))
+    assert (blocked["state"], blocked["label"], blocked["blocked"]) == ("blocked", "blocked 3/3",
+                                                                        True)
+    assert blocked["unblock"].startswith("fix the partition or the cause")
+    assert '{"partition_date": "2026-11-02", "reset_attempts": true}' in blocked["unblock"]
+    assert "to unblock: fix the partition" in call("status")[1]
     assert json.loads(call("due", "--now", "2026-11-03T02:30", "--json")[1]) == []
 
     # --reset-attempts alone does not help while the partition is still broken: one more attempt

@@ -39,7 +39,7 @@ def test_a_fully_quarantined_partition_succeeds_with_a_warning_in_log_manifest_a
     code, out, _ = call("status")
     assert code == 0 and "warning: 2026-11-02: 0 valid rows" in out
     status = json.loads(call("status", "--json")[1])
-    assert status[0]["warnings"] == manifest["warnings"]
+    assert next(r for r in status if r["date"] == str(D02))["warnings"] == manifest["warnings"]
 
 
 def test_volume_check_fail_turns_a_low_volume_run_into_a_validate_failure(sqlite_workspace,

@@ -1,0 +1,120 @@
+"""The state of each partition date (tokokita_etl.status): one rule for the page and the CLI."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from datetime import date, datetime, timedelta
+from zoneinfo import ZoneInfo
+
+from tokokita_etl.config import Settings
+from tokokita_etl.runs import claim_path
+from tokokita_etl.state import FAILED, SUCCESS, state_store
+from tokokita_etl.status import date_states, format_status, window
+
+JKT = ZoneInfo("Asia/Jakarta")
+TODAY = date(2026, 12, 1)
+
+
+def settings_in(tmp_path) -> Settings:
+    return dataclasses.replace(
+        Settings(), raw_dir=tmp_path / "raw", state_dir=tmp_path / "state",
+        gold_dir=tmp_path / "gold", start_date=date(2026, 11, 1))
+
+
+def at(hour: int, minute: int = 0, day: date = TODAY) -> datetime:
+    return datetime(day.year, day.month, day.day, hour, minute, tzinfo=JKT)
+
+
+def partition(settings: Settings, day: date) -> None:
+    settings.raw_dir.mkdir(parents=True, exist_ok=True)
+    (settings.raw_dir / f"pesanan_{day}.csv").write_text("order_id\nTK-1\n")
+
+
+def record(settings: Settings, day: date, status: str, times: int = 1, **payload) -> None:
+    for _ in range(times):
+        state_store(settings).record(day, status, payload, at(3))
+
+
+def by_date(rows: list[dict]) -> dict[str, dict]:
+    return {r["date"]: r for r in rows}
+
+
+def test_the_window_is_lookback_plus_30_days_up_to_yesterday_from_the_start_date(tmp_path):
+    settings = settings_in(tmp_path)
+    days = window(settings, at(12))
+    assert days[-1] == TODAY - timedelta(days=1)
+    assert days[0] == settings.start_date  # 37 days back would be before the catch-up start
+    later = window(settings, at(12, day=date(2027, 3, 1)))
+    assert len(later) == settings.lookback_days + 30
+    assert window(settings, at(12), days=3) == [TODAY - timedelta(days=n) for n in (3, 2, 1)]
+
+
+def test_each_date_gets_its_state_from_watermark_raw_folder_claims_and_policy(tmp_path):
+    settings = settings_in(tmp_path)
+    t = {n: TODAY - timedelta(days=n) for n in range(1, 12)}
+    record(settings, t[2], SUCCESS, rows={"extracted": 10, "karantina": 2, "duplikat": 1,
+                                          "fact": 7, "summary": 3},
+           bruto=1000, bersih=900, gold="gold/summary_harian.csv")
+    partition(settings, t[3])
+    record(settings, t[4], FAILED, error="missing required column(s) kota",
+           failed_stage="extract")
+    partition(settings, t[4])
+    record(settings, t[5], FAILED, times=3, error="bad bytes", failed_stage="extract")
+    partition(settings, t[6])
+    record(settings, t[7], FAILED, error="old failure", failed_stage="load",
+           gold="gold/stale.csv")
+    partition(settings, t[10])
+    claim_path(settings, t[8]).parent.mkdir(parents=True, exist_ok=True)
+    claim_path(settings, t[8]).write_text(json.dumps({
+        "owner": "airflow:tokokita_orders_daily:manual__x", "since": at(3).isoformat(),
+        "expires": at(9).isoformat()}))
+
+    rows = by_date(date_states(settings, at(4)))  # 04:00: yesterday's run fired at 02:30
+    state = {d: (r["state"], r["label"]) for d, r in rows.items()}
+    assert state[str(t[1])] == ("waiting", "waiting for file")
+    assert state[str(t[2])] == ("done", "done")
+    assert state[str(t[3])] == ("due", "due")
+    assert state[str(t[4])] == ("failed", "failed 1/3")
+    assert state[str(t[5])] == ("blocked", "blocked 3/3")
+    assert state[str(t[6])] == ("due", "due")
+    assert state[str(t[7])] == ("failed", "failed 1/3")
+    assert state[str(t[8])] == ("running", "running")
+    assert state[str(t[9])] == ("missing", "missing")
+    assert state[str(t[10])] == ("not processed", "not processed")  # older than the lookback
+    assert rows[str(t[2])]["quarantine_share"] == 0.2
+    assert (rows[str(t[2])]["bruto"], rows[str(t[2])]["bersih"]) == (1000, 900)
+    assert rows[str(t[5])]["unblock"].startswith("fix the partition or the cause")
+    assert f'{{"partition_date": "{t[5]}", "reset_attempts": true}}' in rows[str(t[5])]["unblock"]
+    assert rows[str(t[5])]["error"] == "bad bytes"
+    assert rows[str(t[8])]["holder"] == "airflow:tokokita_orders_daily:manual__x"
+    assert rows[str(t[7])]["gold"] == ""  # a failed date does not show an old gold path
+    assert rows[str(t[4])]["due"] is True
+    assert rows[str(t[7])]["due"] is False  # its partition is gone: due_runs leaves it out
+    assert "fix the partition" in format_status(list(rows.values()))
+
+
+def test_yesterday_without_a_file_is_waiting_until_the_wait_window_ends_then_missing(tmp_path):
+    settings = settings_in(tmp_path)
+    yesterday = str(TODAY - timedelta(days=1))
+    assert by_date(date_states(settings, at(1)))[yesterday]["state"] == "waiting"  # not fired
+    assert by_date(date_states(settings, at(8, 29)))[yesterday]["state"] == "waiting"
+    assert by_date(date_states(settings, at(8, 30)))[yesterday]["state"] == "missing"
+
+
+def test_an_expired_claim_does_not_make_a_date_running(tmp_path):
+    settings = settings_in(tmp_path)
+    day = TODAY - timedelta(days=2)
+    partition(settings, day)
+    claim_path(settings, day).parent.mkdir(parents=True, exist_ok=True)
+    claim_path(settings, day).write_text(json.dumps({
+        "owner": "cli:elsewhere:1:x", "since": at(0).isoformat(), "expires": at(1).isoformat()}))
+    assert by_date(date_states(settings, at(4)))[str(day)]["state"] == "due"
+
+
+def test_dates_in_the_watermark_outside_the_window_are_listed_too(tmp_path):
+    settings = settings_in(tmp_path)
+    record(settings, date(2026, 11, 2), SUCCESS)
+    rows = date_states(settings, at(12, day=date(2027, 3, 1)))
+    assert rows[0]["date"] == "2026-11-02" and rows[0]["state"] == "done"
+    assert len(rows) == settings.lookback_days + 30 + 1
