@@ -41,6 +41,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--reset-attempts", action="store_true",
                      help="unblock a date that reached max attempts")
     run.add_argument("--max-attempts", type=int)
+    run.add_argument("--log-format", choices=("text", "json"), default="text",
+                     help="json: print the run's summary as one JSON line on stdout (the "
+                     "progress lines go to stderr)")
 
     due = sub.add_parser("due", parents=[common], help="list the due partition dates")
     due.add_argument("--now", required=True, help="ISO 8601 clock (no offset: pipeline zone)")
@@ -69,12 +72,17 @@ def cmd_run(args: argparse.Namespace, now: Callable[[], datetime]) -> int:
     """`run --date D`."""
     settings = _settings(args)
     day = parse_run_date(args.date, now(), settings.timezone)
+    as_json = args.log_format == "json"
+
     def log(line: str) -> None:
-        to_stderr = line.startswith(("[error]", WARNING_PREFIX))
+        to_stderr = as_json or line.startswith(("[error]", WARNING_PREFIX))
         print(line, file=sys.stderr if to_stderr else sys.stdout, flush=True)
 
+    def emit(line: str) -> None:
+        print(line, file=sys.stdout, flush=True)
+
     outcome = run_for_date(settings, day, force=args.force, reset_attempts=args.reset_attempts,
-                           now=now, log=log)
+                           now=now, log=log, log_format=args.log_format, emit=emit)
     return outcome.exit_code
 
 

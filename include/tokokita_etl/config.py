@@ -53,6 +53,14 @@ def _duckdb_size_problem(size: str) -> str | None:
     return f"expected a DuckDB size such as 400MB, 2GB or 1GiB, got {size!r}"
 
 
+def _local_time_problem(text: str) -> str | None:
+    if re.fullmatch(r"[0-9]{2}:[0-9]{2}", text):
+        hours, minutes = int(text[:2]), int(text[3:])
+        if hours < 24 and minutes < 60:
+            return None
+    return f"expected a local time HH:MM (00:00 to 23:59), got {text!r}"
+
+
 def _url_problem(url: str) -> str | None:
     parts = urlsplit(url)
     if parts.scheme in ("http", "https") and parts.netloc:
@@ -92,6 +100,13 @@ class Settings:
     volume_check: str = field(default="warn", metadata={"choices": ("warn", "fail")})
     #: an http(s) URL to ping after each run; empty: none
     ping_url: str = field(default="", metadata={"problem": _url_problem, "empty": True})
+    #: the scheduled run for D must have succeeded by this local time (HH:MM, in `timezone`)
+    #: on its fire date, else the DAG's deadline alert fires
+    deadline_local_time: str = field(default="06:00",
+                                     metadata={"problem": _local_time_problem})
+    #: an http(s) URL the deadline alert POSTs JSON to; empty: the alert is only logged
+    deadline_webhook_url: str = field(default="",
+                                      metadata={"problem": _url_problem, "empty": True})
 
     @property
     def tz(self) -> ZoneInfo:
@@ -137,7 +152,8 @@ def env_var(name: str) -> str:
 ENV_VARS = {env_var(name): name for name in _FIELDS}
 PATH_SETTINGS = tuple(name for name, setting in _FIELDS.items() if setting.type == "Path")
 #: what the DAG file reads, from the environment only, when it is parsed
-DAG_PARSE_SETTINGS = ("cron", "timezone", "start_date", "end_date", "wait_window_hours")
+DAG_PARSE_SETTINGS = ("cron", "timezone", "start_date", "end_date", "wait_window_hours",
+                      "deadline_local_time", "deadline_webhook_url")
 
 
 def partition_path(raw_dir: Path, day: date) -> Path:
@@ -336,12 +352,17 @@ class DagSchedule:
     end_date: datetime | None
     #: how long after its fire time a scheduled run waits for its partition file
     wait_window: timedelta
+    #: the local time (in `timezone`) by which a scheduled run must have succeeded
+    deadline_local_time: time = time(6, 0)
+    #: where the deadline alert POSTs; empty: log only
+    deadline_webhook_url: str = ""
 
 
 def dag_schedule_from_env(env: Mapping[str, str] | None = None) -> DagSchedule:
     """The DAG's `DAG_PARSE_SETTINGS`, validated like `load_settings` does: environment only
     (`TOKOKITA_CRON`, `TOKOKITA_TIMEZONE`, `TOKOKITA_START_DATE`, `TOKOKITA_END_DATE`,
-    `TOKOKITA_WAIT_WINDOW_HOURS`), no file read; the defaults equal config/pipeline.yaml.
+    `TOKOKITA_WAIT_WINDOW_HOURS`, `TOKOKITA_DEADLINE_LOCAL_TIME`,
+    `TOKOKITA_DEADLINE_WEBHOOK_URL`), no file read; the defaults equal config/pipeline.yaml.
     """
     env = os.environ if env is None else env
     values, sources = {}, {}
@@ -357,6 +378,8 @@ def dag_schedule_from_env(env: Mapping[str, str] | None = None) -> DagSchedule:
         start_date=catchup_bound(settings.start_date, settings.timezone),
         end_date=catchup_bound(settings.end_date, settings.timezone) if settings.end_date else None,
         wait_window=timedelta(hours=settings.wait_window_hours),
+        deadline_local_time=time.fromisoformat(settings.deadline_local_time),
+        deadline_webhook_url=settings.deadline_webhook_url,
     )
 
 

@@ -2,10 +2,15 @@
 
 The Airflow tasks call the same pieces one by one (`runs.gate`, `stages.run_stage`,
 `runs.finish_*`), each in its own process.
+
+Pings (`notify.ping`, when `ping_url` is set): `/start` once the gate decides to process the
+date, then the success URL or `/fail` with the run's summary line as the body; a blocked date
+pings `/fail` (it needs a person); a skipped run (done, held by another run) pings nothing.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from datetime import date, datetime
@@ -17,6 +22,7 @@ from tokokita_etl.errors import (
     ConcurrentRunError,
     EtlError,
 )
+from tokokita_etl.notify import ping, summary_line
 from tokokita_etl.policy import Action
 from tokokita_etl.runs import (
     BLOCKED,
@@ -31,19 +37,32 @@ from tokokita_etl.runs import (
     release_date,
     utc_now,
 )
-from tokokita_etl.stages import STAGE_NAMES, run_stage
+from tokokita_etl.stages import STAGE_NAMES, WARNING_PREFIX, run_stage
 from tokokita_etl.validate import rupiah
 from tokokita_etl.warehouse import Warehouse
 
 Log = Callable[[str], None]
 Clock = Callable[[], datetime]
+#: `log_format` values: `text` (progress lines only) or `json` (plus the summary line)
+LOG_FORMATS = ("text", "json")
 
 
 def run_for_date(settings: Settings, day: date, *, force: bool = False,
                  reset_attempts: bool = False, now: Clock = utc_now,
-                 log: Log = print) -> RunOutcome:
-    """Run every stage for `day` under the watermark rules: the command line's `run`."""
+                 log: Log = print, log_format: str = "text",
+                 emit: Log = print) -> RunOutcome:
+    """Run every stage for `day` under the watermark rules: the command line's `run`.
+
+    With `log_format="json"` the run's summary line (`notify.run_summary`) is passed to
+    `emit` when the run ends.
+    """
+    if log_format not in LOG_FORMATS:
+        raise ValueError(f"log_format must be one of {', '.join(LOG_FORMATS)}, got {log_format!r}")
     Warehouse(settings.warehouse_url, settings.timezone)  # a bad URL is a config error up front
+
+    def warn(message: str) -> None:
+        log(f"{WARNING_PREFIX} {message}")
+
     started = now()
     perf = time.perf_counter()
     owner = cli_owner(started)
@@ -66,14 +85,28 @@ def run_for_date(settings: Settings, day: date, *, force: bool = False,
             outcome = finish_refused(settings, day, BlockedError(decision.message),
                                      status=BLOCKED, started=started, now=now(),
                                      trigger="cli")
+            ping(settings.ping_url, "fail", summary_line(outcome.summary), warn=warn)
         else:
             if force:
                 log(f"[gate] {decision.message}")
+            ping(settings.ping_url, "start", start_line(settings, day, started, "cli"),
+                 warn=warn)
             outcome = _run_stages(settings, day, owner, started, now, log)
+            ping(settings.ping_url, "success" if outcome.status == "success" else "fail",
+                 summary_line(outcome.summary), warn=warn)
     elapsed = round((time.perf_counter() - perf) * 1000)
     log(f"[done] {outcome.run_id} status={outcome.status} duration={elapsed}ms "
         f"exit={outcome.exit_code}")
+    if log_format == "json":
+        emit(summary_line(outcome.summary))
     return outcome
+
+
+def start_line(settings: Settings, day: date, started: datetime, trigger: str) -> str:
+    """The body of a start ping: one JSON line naming the date and the run's trigger."""
+    return json.dumps({"event": "tokokita_run_start", "pipeline": settings.pipeline,
+                       "partition_date": day.isoformat(), "trigger": trigger,
+                       "started_at": started.isoformat(timespec="seconds")})
 
 
 def _run_stages(settings: Settings, day: date, owner: str, started: datetime, now: Clock,

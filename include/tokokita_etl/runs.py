@@ -30,6 +30,7 @@ from tokokita_etl.errors import (
     StateError,
 )
 from tokokita_etl.files import write_new_atomic, write_text_atomic
+from tokokita_etl.notify import run_summary
 from tokokita_etl.policy import Action, counts_as_attempt, gate_decision
 from tokokita_etl.stages import read_stage, stage_durations
 from tokokita_etl.state import FAILED, SUCCESS, state_store
@@ -222,6 +223,11 @@ class RunOutcome:
     error: str | None = None
     entry: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def summary(self) -> dict[str, Any]:
+        """The run's one-line summary (`notify.run_summary`), as its manifest holds it."""
+        return read_summary(self.manifest)
+
 
 def manifest_path(settings: Settings, day: date, started: datetime) -> Path:
     """`runs/run-YYYY-MM-DD-HHMMSS.json` (partition date, then UTC start time)."""
@@ -250,8 +256,31 @@ def write_manifest(settings: Settings, day: date, started: datetime, finished: d
     }
     if error:
         body["error"] = error
-    return write_new_atomic(manifest_path(settings, day, started),
-                            json.dumps(body, indent=2, ensure_ascii=False) + "\n")
+    path = manifest_path(settings, day, started)
+    body["summary"] = run_summary(body, run_id=path.stem, entry=entry, started=started,
+                                  finished=finished)
+    return write_new_atomic(path, json.dumps(body, indent=2, ensure_ascii=False) + "\n")
+
+
+def read_summary(manifest: Path) -> dict[str, Any]:
+    """The `summary` of a manifest file ({} when it has none or cannot be read)."""
+    try:
+        body = json.loads(manifest.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return {}
+    summary = body.get("summary") if isinstance(body, dict) else None
+    return summary if isinstance(summary, dict) else {}
+
+
+def latest_summary(settings: Settings, day: date, trigger: str) -> dict[str, Any]:
+    """The summary of the newest manifest of `day` written by `trigger` ({} when none)."""
+    paths = sorted(settings.runs_dir.glob(f"run-{day.isoformat()}-*.json"),
+                   key=lambda path: path.stat().st_mtime_ns, reverse=True)
+    for path in paths:
+        summary = read_summary(path)
+        if summary.get("trigger") == trigger:
+            return summary
+    return {}
 
 
 def success_payload(settings: Settings, day: date) -> dict[str, Any]:

@@ -1,0 +1,178 @@
+"""What a run tells the outside world, and when: the one-line summary and the pings.
+
+One place decides both, for the command line and for Airflow alike:
+
+- `run_summary` is the run's one structured line (start, end, partition date, status, rows
+  per kind, bruto, bersih, duration, run id, trigger, warnings); the manifest holds it as
+  `summary`, the command line prints it with `--log-format json`, the Airflow task that ends
+  the run logs it.
+- `ping` calls a healthchecks-style URL (`ping_url`): `<url>/start` when a run starts
+  processing its date, `<url>` when it succeeds and `<url>/fail` when it fails for good, the
+  summary line as the body. A ping that fails is a warning, never a failed run.
+- `deadline_missed` is the DAG's deadline alert callback (run by Airflow's triggerer): it
+  logs the missed deadline and POSTs it as JSON to `deadline_webhook_url`.
+
+Nothing here imports Airflow; `urllib` is imported when a request is sent, so the DAG file
+can import this module at parse time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Callable, Mapping
+from datetime import date, datetime, time, timedelta
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+from zoneinfo import ZoneInfo
+
+logger = logging.getLogger(__name__)
+
+#: seconds a ping or a webhook call may take before it is given up (and logged)
+PING_TIMEOUT_S = 5.0
+#: ping kind -> path suffix of `ping_url` (the healthchecks.io convention)
+PING_SUFFIXES = {"start": "/start", "success": "", "fail": "/fail"}
+
+Warn = Callable[[str], None]
+
+
+# -- the one-line summary ------------------------------------------------------------------
+
+def run_summary(manifest: Mapping[str, Any], *, run_id: str, entry: Mapping[str, Any],
+                started: datetime, finished: datetime) -> dict[str, Any]:
+    """The run's summary, from its manifest body and its watermark entry.
+
+    Amounts stay the exact decimal strings of the entry (`bruto`, `bersih`; None when the run
+    did not succeed); times are ISO 8601 with their UTC offset.
+    """
+    summary: dict[str, Any] = {
+        "event": "tokokita_run",
+        "pipeline": manifest.get("pipeline"),
+        "run_id": run_id,
+        "trigger": manifest.get("trigger"),
+        "partition_date": manifest.get("partition_date"),
+        "status": manifest.get("status"),
+        "started_at": started.isoformat(timespec="seconds"),
+        "finished_at": finished.isoformat(timespec="seconds"),
+        "duration_ms": max(0, round((finished - started).total_seconds() * 1000)),
+        "attempt": manifest.get("attempt"),
+        "exit_code": manifest.get("exit_code"),
+        "rows": dict(manifest.get("rows") or {}),
+        "bruto": entry.get("bruto"),
+        "bersih": entry.get("bersih"),
+        "warnings": list(manifest.get("warnings") or []),
+    }
+    if manifest.get("error"):
+        summary["error"] = manifest["error"]
+    return summary
+
+
+def summary_line(summary: Mapping[str, Any]) -> str:
+    """The summary as one line of JSON (non-ASCII kept as is)."""
+    return json.dumps(summary, ensure_ascii=False, separators=(", ", ": "))
+
+
+# -- pings ---------------------------------------------------------------------------------
+
+def ping_target(base_url: str, kind: str) -> str:
+    """The URL pinged for `kind` (start, success, fail): `base_url` with the kind's suffix
+    appended to its path (a query string is kept)."""
+    parts = urlsplit(base_url)
+    path = parts.path.rstrip("/") + PING_SUFFIXES[kind]
+    return urlunsplit((parts.scheme, parts.netloc, path or "/", parts.query, parts.fragment))
+
+
+def _post(url: str, body: bytes, content_type: str, timeout: float) -> int:
+    import urllib.request
+
+    if urlsplit(url).scheme not in ("http", "https"):
+        raise ValueError(f"not an http(s) URL: {url!r}")
+    request = urllib.request.Request(  # noqa: S310 (http(s) only, checked above)
+        url, data=body, method="POST",
+        headers={"Content-Type": content_type, "User-Agent": "tokokita-etl"})
+    with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
+        response.read(4096)
+        return response.status
+
+
+def ping(ping_url: str, kind: str, body: str = "", *, warn: Warn | None = None,
+         timeout: float = PING_TIMEOUT_S) -> bool:
+    """Ping `ping_url` for `kind` with `body`; True when it answered 2xx.
+
+    Never raises: an empty URL does nothing, and an unreachable or failing endpoint is
+    reported through `warn` (default: this module's logger) and the run goes on.
+    """
+    if kind not in PING_SUFFIXES:
+        raise ValueError(f"unknown ping kind {kind!r}; expected one of {sorted(PING_SUFFIXES)}")
+    if not ping_url:
+        return False
+    url = ping_target(ping_url, kind)
+    try:
+        _post(url, body.encode("utf-8"), "text/plain; charset=utf-8", timeout)
+    except Exception as exc:  # a ping never fails the run
+        (warn or logger.warning)(f"ping {kind} to {url} failed ({exc}); the run goes on")
+        return False
+    return True
+
+
+# -- the deadline alert --------------------------------------------------------------------
+
+def deadline_interval(fire_time: datetime, deadline_local_time: time, tz: str) -> timedelta:
+    """How long after a run's fire time (its logical date) its deadline falls: the first
+    `deadline_local_time` in `tz` after the fire time (06:00 for a 02:30 fire: 3 h 30 min)."""
+    local_fire = fire_time.astimezone(ZoneInfo(tz))
+    deadline = datetime.combine(local_fire.date(), deadline_local_time, ZoneInfo(tz))
+    if deadline <= local_fire:
+        deadline = datetime.combine(local_fire.date() + timedelta(days=1), deadline_local_time,
+                                    ZoneInfo(tz))
+    return deadline - local_fire
+
+
+def deadline_message(context: Mapping[str, Any] | None, *, dag_id: str, tz: str,
+                     deadline_local_time: str) -> dict[str, Any]:
+    """The JSON the deadline alert sends: which run, for which partition date, and when its
+    deadline was."""
+    dag_run = dict((context or {}).get("dag_run") or {})
+    deadline = dict((context or {}).get("deadline") or {})
+    logical = dag_run.get("logical_date")
+    partition = dag_run.get("partition_key")
+    if not partition and logical:
+        fire = datetime.fromisoformat(str(logical).replace("Z", "+00:00"))
+        partition = (fire.astimezone(ZoneInfo(tz)).date() - timedelta(days=1)).isoformat()
+    deadline_time = deadline.get("deadline_time")
+    if isinstance(deadline_time, datetime | date):
+        deadline_time = deadline_time.isoformat()
+    return {
+        "event": "tokokita_deadline_missed",
+        "dag_id": dag_run.get("dag_id") or dag_id,
+        "run_id": dag_run.get("dag_run_id") or dag_run.get("run_id"),
+        "partition_date": partition,
+        "logical_date": logical,
+        "state": dag_run.get("state"),
+        "deadline_time": deadline_time,
+        "deadline_local_time": f"{deadline_local_time} {tz}",
+        "message": f"the run for {partition} has not succeeded by {deadline_local_time} {tz}",
+    }
+
+
+async def deadline_missed(*, dag_id: str = "", webhook_url: str = "", tz: str = "Asia/Jakarta",
+                          deadline_local_time: str = "06:00",
+                          context: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The DAG's deadline alert callback (an `AsyncCallback`, run by the triggerer).
+
+    Logs the missed deadline as an error and POSTs it as JSON to `webhook_url` (none when
+    empty); a webhook that fails is logged and does not raise.
+    """
+    message = deadline_message(context, dag_id=dag_id, tz=tz,
+                               deadline_local_time=deadline_local_time)
+    line = json.dumps(message, ensure_ascii=False, default=str)
+    logger.error("Deadline missed: %s", line)
+    if webhook_url:
+        try:
+            await asyncio.to_thread(_post, webhook_url, line.encode("utf-8"),
+                                    "application/json", PING_TIMEOUT_S)
+        except Exception as exc:  # the alert is logged either way
+            logger.warning("deadline webhook %s failed (%s)", webhook_url, exc)
+            message["webhook_error"] = str(exc)
+    return message
