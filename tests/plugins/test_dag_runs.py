@@ -256,19 +256,29 @@ def test_deferrable_sensor_waits_on_the_trigger_and_succeeds_when_the_file_lands
     run_current_scheduled_run_while_the_file_lands(project, run_dag, after_s=2.0)
 
 
-def test_status_page_shows_each_date_after_runs(project, run_dag):
+def test_status_page_refuses_requests_without_a_login_and_exposes_no_docs(project, run_dag):
+    """The page, its JSON and its actions need Airflow's login (the content is checked on a
+    running Airflow in tests/e2e/test_status_page.py); FastAPI's docs and schema are off."""
+    from airflow.api_fastapi.app import init_auth_manager
     from fastapi.testclient import TestClient
     from tokokita_plugin import TokokitaPlugin
 
     run_dag(fire_time("2026-11-02"))
+    init_auth_manager()  # the configured auth manager, as the api-server starts it
     app = TokokitaPlugin.fastapi_apps[0]["app"]
-    client = TestClient(app)
-    rows = client.get("/status.json").json()
-    assert [(r["date"], r["status"], r["attempt"], r["fact"]) for r in rows] == [
-        ("2026-11-02", "success", 1, 8)]
+    client = TestClient(app, follow_redirects=False)
+    assert client.get("/status.json").status_code == 401
     page = client.get("/")
-    assert page.status_code == 200
-    assert "<td>2026-11-02</td>" in page.text and "<td>success</td>" in page.text
+    assert page.status_code == 303 and "login" in page.headers["location"]
+    assert "next=" in page.headers["location"]
+    assert client.get("/confirm", params={"action": "unblock", "date": "2026-11-02"}
+                      ).status_code == 303
+    assert client.post("/actions", data={"action": "unblock", "date": "2026-11-02"}
+                       ).status_code == 401
+    assert client.get("/status.json", headers={"Authorization": "Bearer not-a-jwt"}
+                      ).status_code in (401, 403)
+    for path in ("/docs", "/redoc", "/openapi.json", "/docs/oauth2-redirect"):
+        assert client.get(path).status_code == 404, path
     assert TokokitaPlugin.external_views[0]["href"] == "/tokokita/"
 
 
