@@ -52,7 +52,6 @@ QUARANTINE_HEADER = ("order_date", "line", "reason", *REQUIRED, "raw")
 FACT_TABLE = "reference_fact"
 SUMMARY_TABLE = "reference_summary"
 
-ASCII_WS = " \t\r\n\f\v"
 BOM = b"\xef\xbb\xbf"
 TS_RE = re.compile(
     r"([0-9]{4})-([0-9]{2})-([0-9]{2})[T ]([0-9]{2}):([0-9]{2}):([0-9]{2})"
@@ -60,7 +59,6 @@ TS_RE = re.compile(
 )
 INT_RE = re.compile(r"[0-9]+")
 MONEY_RE = re.compile(r"[0-9]+(?:\.[0-9]{1,2})?")
-WS_RUN_RE = re.compile(r"[ \t\r\n\f\v]+")
 MAX_QTY = 2_147_483_647
 MAX_BRUTO = Decimal(10) ** 16  # NUMERIC(18,2) holds less than this
 
@@ -183,8 +181,10 @@ def parse_order_ts(text: str) -> datetime | None:
 
 def check_row(values: list[str], day: date) -> str | tuple:
     """Return the first broken rule's reason, or the normalised fact values."""
+    # str.strip() and str.split() with no argument use str.isspace: Unicode whitespace
+    # (U+00A0, U+3000, U+0085, ...) as well as ASCII (docs/decisions.md)
     order_id, order_ts, customer_id, kota, produk, qty, harga, diskon = (
-        v.strip(ASCII_WS) for v in values
+        v.strip() for v in values
     )
     if not order_id:
         return "missing_order_id"
@@ -216,7 +216,7 @@ def check_row(values: list[str], day: date) -> str | tuple:
         return "bad_discount"
     if disc > bruto:
         return "bad_discount"
-    kota_norm = WS_RUN_RE.sub(" ", kota).title()
+    kota_norm = " ".join(kota.split()).title()
     return (order_id, local.isoformat(), customer_id, kota_norm, produk, n, price, disc, bruto)
 
 
@@ -276,7 +276,7 @@ def run_reference(
             if fields is None:
                 raise ReferenceDataError(f"{raw_file}: header has broken quoting")
             if fields:
-                header = [name.strip(ASCII_WS) for name in fields]
+                header = [name.strip() for name in fields]  # as extract does
                 break
         if header is None:
             raise ReferenceDataError(f"{raw_file}: no header")

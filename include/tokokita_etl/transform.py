@@ -29,7 +29,13 @@ from tokokita_etl.contract import (
 )
 from tokokita_etl.files import atomic_path
 
-WS = " \t\r\n\f\v"
+#: what every field is trimmed of, and whose runs inside `kota` collapse to one space: every
+#: character Python's `str.isspace` accepts (ASCII whitespace, the information separators
+#: U+001C..U+001F, NEL U+0085, no-break spaces U+00A0/U+202F, U+1680, U+2000..U+200A, the
+#: line and paragraph separators U+2028/U+2029, U+205F and the ideographic space U+3000)
+WS = (" \t\n\v\f\r\x1c\x1d\x1e\x1f\x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005"
+      "\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
+_WS_RUN = re.compile(f"[{re.escape(WS)}]+")
 # ISO 8601 as decided in docs/decisions.md; calendar validity is checked by the cast
 TS_RE = (
     r"[0-9]{4}-[0-9]{2}-[0-9]{2}[T ]([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]"
@@ -56,8 +62,8 @@ class TransformResult:
 
 
 def title_kota(text: str) -> str:
-    """Collapse ASCII whitespace runs and title-case a city name."""
-    return re.sub(f"[{WS}]+", " ", text.strip(WS)).title()
+    """Trim, collapse whitespace runs (`WS`) to one ASCII space and title-case a city name."""
+    return _WS_RUN.sub(" ", text.strip(WS)).title()
 
 
 def _checked_sql(day: date, tz: str) -> str:
