@@ -21,6 +21,59 @@ FAILED = "failed"
 RUN_OUTCOME_FIELDS = ("error", "failed_stage", "warnings")
 
 
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _json_kind(value: Any) -> str:
+    kinds = {dict: "an object", list: "an array", str: "a string", bool: "a boolean",
+             int: "an integer", float: "a number", type(None): "null"}
+    return kinds.get(type(value), type(value).__name__)
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return f"{_json_kind(value)} {text if len(text) <= 60 else text[:57] + '...'}"
+
+
+def _reset_problem(value: Any) -> str | None:
+    if not isinstance(value, list):
+        return "must be an array of reset objects"
+    for reset in value:
+        if not isinstance(reset, dict) or not isinstance(reset.get("at", ""), str) \
+                or not isinstance(reset.get("by", ""), str) \
+                or not _is_count(reset.get("previous_attempt", 0)):
+            return ("must be an array of objects with 'at' and 'by' (strings) and "
+                    "'previous_attempt' (a count)")
+    return None
+
+
+#: what each known field of an entry must be (unknown fields are kept as they are); checked
+#: when the file is read, so a hand-edited watermark fails every run with a StateError naming
+#: the field instead of a traceback deep inside a stage
+_FIELD_RULES: dict[str, Callable[[Any], str | None]] = {
+    "attempt": lambda v: None if _is_count(v) else "must be a count (an integer >= 0)",
+    "status": lambda v: None if v in (SUCCESS, FAILED) else f"must be {SUCCESS!r} or {FAILED!r}",
+    "rows": lambda v: None if isinstance(v, dict) and all(_is_count(n) for n in v.values())
+    else "must be an object of counts (integers >= 0)",
+    "checksums": lambda v: None if isinstance(v, dict)
+    and all(isinstance(c, str) for c in v.values()) else "must be an object of strings",
+    "warnings": lambda v: None if isinstance(v, list) and all(isinstance(w, str) for w in v)
+    else "must be an array of strings",
+    "resets": _reset_problem,
+    **{name: (lambda v: None if isinstance(v, str) else "must be a string")
+       for name in ("updated_at", "gold", "error", "failed_stage")},
+    **{name: (lambda v: None if isinstance(v, str | int | float) and not isinstance(v, bool)
+              else "must be an amount (a string such as \"12500.00\")")
+       for name in ("bruto", "bersih")},
+}
+
+
+def _field_problem(name: str, value: Any) -> str | None:
+    rule = _FIELD_RULES.get(name)
+    return rule(value) if rule else None
+
+
 class Watermark:
     """A read-only snapshot of the watermark document."""
 
@@ -89,8 +142,16 @@ class StateStore:
                 date.fromisoformat(key)
             except ValueError:
                 raise StateError(f"{self.path}: corrupt watermark: bad date key {key!r}") from None
-            if not isinstance(entry, dict) or not isinstance(entry.get("attempt", 0), int):
-                raise StateError(f"{self.path}: corrupt watermark: bad entry for {key}")
+            if not isinstance(entry, dict):
+                raise StateError(f"{self.path}: corrupt watermark: bad entry for {key}: it "
+                                 f"must be an object, got {_json_kind(entry)}")
+            for name, value in entry.items():
+                problem = _field_problem(name, value)
+                if problem:
+                    raise StateError(
+                        f"{self.path}: corrupt watermark: bad entry for {key}: field {name!r} {problem}, got "
+                        f"{_shown(value)}; fix or restore it by hand, it is never reset "
+                        "automatically")
         return data
 
     def update(self, mutate: Callable[[dict[str, Any]], Any]) -> Any:
