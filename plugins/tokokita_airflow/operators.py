@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -77,19 +78,42 @@ class WatermarkGateOperator(BaseOperator):
             self.log.info("Skipped: %s; manifest %s", decision.message, outcome.manifest)
             raise AirflowSkipException(decision.message)
         if decision.action is Action.BLOCKED:
-            finish_refused(settings, day, BlockedError(decision.message), status=BLOCKED,
-                           started=now, now=datetime.now(UTC), trigger=owner)
+            outcome = finish_refused(settings, day, BlockedError(decision.message),
+                                     status=BLOCKED, started=now, now=datetime.now(UTC),
+                                     trigger=owner)
             self.log.error("Blocked: %s", decision.message)
+            _end_of_run(self.log, settings, "fail", outcome.summary)
             raise TaskRefused(decision.message)
         self.log.info("Decision: %s", decision.message)
+        from tokokita_etl.notify import ping, start_line
+
+        ping(settings.ping_url, "start", start_line(settings.pipeline, day, now, owner),
+             warn=self.log.warning)
         return {"partition_date": day.isoformat(), "attempts_before": decision.attempt}
 
 
-def _release_claim(context: Context) -> None:
-    """on_failure_callback: a stage failed for good, so D is free for the next run."""
-    from tokokita_etl.runs import release_date
+def _end_of_run(log: Any, settings: Any, kind: str, summary: dict[str, Any]) -> None:
+    """The task that ends a run logs its summary line and pings success or fail with it."""
+    from tokokita_etl.notify import ping, summary_line
 
-    release_date(pipeline_settings(), partition_date(context), run_owner(context))
+    line = summary_line(summary)
+    log.info("%s", line)
+    ping(settings.ping_url, kind, line, warn=log.warning)
+
+
+def _release_claim(context: Context) -> None:
+    """on_failure_callback: a stage failed for good (never called for a try that Airflow
+    retries), so D is free for the next run, and the run's end is logged and pinged."""
+    from tokokita_etl.runs import latest_summary, release_date
+
+    settings, day, owner = pipeline_settings(), partition_date(context), run_owner(context)
+    release_date(settings, day, owner)
+    summary = latest_summary(settings, day, owner) or {
+        "event": "tokokita_run", "partition_date": day.isoformat(), "trigger": owner,
+        "status": "failed", "error": "the stage failed before its outcome was recorded"}
+    task = context.get("task")
+    _end_of_run(task.log if task is not None else logging.getLogger(__name__), settings, "fail",
+                summary)
 
 
 class EtlStageOperator(BaseOperator):
@@ -200,6 +224,7 @@ class EtlStageOperator(BaseOperator):
                 self.log.warning("%s succeeded with a warning: %s", day, warning)
             self.log.info("%s succeeded (attempt %d); manifest %s", day, outcome.attempt,
                           outcome.manifest)
+            _end_of_run(self.log, settings, "success", outcome.summary)
             meta.update(gold=result["gold"], attempt=outcome.attempt,
                         checksums=outcome.entry["checksums"])
         return meta
