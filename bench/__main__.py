@@ -30,6 +30,12 @@ def main(argv: list[str] | None = None) -> int:
                              "is created per side); default TOKOKITA_BENCH_PG_URL or the local "
                              "trust server")
     parser.add_argument("--side", choices=("both", "project", "baseline"), default="both")
+    parser.add_argument("--no-floor", action="store_true",
+                        help="skip the floor (the database's and CPU's fastest way to do the "
+                             "same work, measured after the pipeline side)")
+    parser.add_argument("--record", action="store_true",
+                        help="merge this run into bench/out/results.json (replacing the row "
+                             "of the same size and backend) and re-write bench/RESULTS.md")
     parser.add_argument("--keep", action="store_true", help="keep the run folders in bench/out")
     parser.add_argument("--out", type=Path, default=None,
                         help="work folder for generated partitions and runs (default bench/out)")
@@ -86,10 +92,16 @@ def main(argv: list[str] | None = None) -> int:
 
     pg_url = args.pg_url or os.environ.get("TOKOKITA_BENCH_PG_URL") or DEFAULT_PG_URL
     sides = ("project", "baseline") if args.side == "both" else (args.side,)
+    if "project" in sides and not args.no_floor:
+        sides += ("floor",)
     backend = "postgresql" if args.backend == "postgres" else "sqlite"
     report = bench_once(args.rows, backend, seed=args.seed, pg_url=pg_url, keep=args.keep,
                         sides=sides, out=args.out or OUT, project_src=args.project_src)
     report["backend"] = args.backend
+    if args.record:
+        from bench.report import record_run
+
+        record_run(report, args.results)
     if args.json:
         print(json.dumps(report))
     else:
@@ -110,6 +122,12 @@ def format_report(report: dict) -> str:
     if report.get("project_stages_s"):
         lines.append("  stages    " + ", ".join(f"{k} {v:.2f}s"
                                                for k, v in report["project_stages_s"].items()))
+    if report.get("floor_s"):
+        lines.append(f"  floor     {report['floor_s']:>8.2f} s   pipeline / floor "
+                     f"{report['floor_ratio']:.2f}x")
+        lines.append("  / floor   " + ", ".join(
+            f"{k} {v['pipeline_s']:.2f}/{v['floor_s']:.2f}s {v['ratio']}x"
+            for k, v in report["floor_stages"].items() if v["pipeline_s"] is not None))
     return "\n".join(lines)
 
 

@@ -1,7 +1,8 @@
 """One side of a benchmark run, in its own process so its peak RSS is its own.
 
-``python -m bench._child project|baseline SPEC_JSON`` runs the pipeline (``run_for_date``, as
-``tokokita-etl run`` does) or the plain-Python baseline on one partition and prints one JSON
+``python -m bench._child project|baseline|floor SPEC_JSON`` runs the pipeline (``run_for_date``,
+as ``tokokita-etl run`` does), the plain-Python baseline or the floor (``bench.floor``) on one
+partition and prints one JSON
 object: seconds inside the process, per-stage seconds, and the process's peak RSS read from
 its own resource usage (``getrusage(RUSAGE_SELF).ru_maxrss``, and Linux's ``VmHWM``).
 """
@@ -90,9 +91,15 @@ def run_baseline_side(spec: dict) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    """Entry point: ``project|baseline SPEC_JSON``; the JSON result is the last stdout line."""
+    """Entry point: ``project|baseline|floor SPEC_JSON``; the JSON result is the last stdout
+    line."""
     side, spec = argv[0], json.loads(argv[1])
-    result = run_project(spec) if side == "project" else run_baseline_side(spec)
+    if side == "floor":
+        from bench.floor import run_floor
+
+        result = run_floor(spec)
+    else:
+        result = run_project(spec) if side == "project" else run_baseline_side(spec)
     result.update(_peak_rss_mb())
     sys.stdout.write("\n" + json.dumps(result) + "\n")
     return 0

@@ -133,22 +133,57 @@ def compare(project: dict, baseline: dict) -> dict:
     }
 
 
+FLOOR_STAGES = ("extract", "transform", "load", "validate")
+
+
+def floor_report(project: dict, floor: dict) -> dict:
+    """The floor beside the pipeline: per stage the pipeline's seconds (its stage records),
+    the floor's and their ratio; in total the pipeline's wall seconds (interpreter start and
+    imports included) over the sum of the stage floors."""
+    stages = {}
+    for stage in FLOOR_STAGES:
+        p, f = project["stages_s"].get(stage), floor["stages_s"][stage]
+        stages[stage] = {"pipeline_s": None if p is None else round(p, 3),
+                         "floor_s": round(f, 3),
+                         "ratio": None if p is None or f <= 0 else round(p / f, 2)}
+    floor_s = sum(floor["stages_s"][s] for s in FLOOR_STAGES)
+    return {
+        "floor_s": round(floor_s, 3),
+        "floor_ratio": round(project["wall_s"] / floor_s, 2) if floor_s > 0 else None,
+        "floor_stages": stages,
+        "floor_checks": {
+            "parsed_rows": floor["parsed_rows"],
+            "loaded_rows": floor["loaded_rows"],
+            # equal unless a fact value needs a JSON escape (the floor does not handle one)
+            "same_fact_checksum": floor["fact_checksum"] in project["checksums"].values(),
+        },
+        "floor_wall_s": round(floor["wall_s"], 3),
+    }
+
+
 def bench_once(rows: int, backend: str, *, seed: int = SEED, out: Path = OUT,
                pg_url: str = DEFAULT_PG_URL, keep: bool = False,
-               sides: tuple[str, ...] = ("project", "baseline"),
+               sides: tuple[str, ...] = ("project", "baseline", "floor"),
                baseline_timeout: float | None = None, project_src: Path | None = None) -> dict:
-    """Generate (or reuse) the partition, run both sides on fresh warehouses, compare."""
+    """Generate (or reuse) the partition, run both sides on fresh warehouses, compare; with
+    "floor" in `sides` (after "project"), measure the floor on a third fresh warehouse."""
     raw_dir, generated = partition(rows, seed=seed, out=out)
     work = out / "runs" / f"{backend}-{rows}-{uuid.uuid4().hex[:8]}"
     warehouses = Warehouses(backend, work, pg_url)
     results: dict[str, dict] = {}
+    urls: dict[str, str] = {}
     timed_out = None
     try:
         for side in sides:
+            if side == "floor" and "project" not in results:
+                continue  # the floor ingests the pipeline side's final rows
             side_work = work / side
             side_work.mkdir(parents=True, exist_ok=True)
             spec = {"work": str(side_work), "raw_dir": str(raw_dir), "date": DAY.isoformat(),
                     "warehouse_url": warehouses.fresh(side)}
+            urls[side] = spec["warehouse_url"]
+            if side == "floor":
+                spec["source_url"] = urls["project"]
             try:
                 results[side] = run_side(
                     side, spec, timeout=baseline_timeout if side == "baseline" else None,
@@ -178,6 +213,8 @@ def bench_once(rows: int, backend: str, *, seed: int = SEED, out: Path = OUT,
             report["project_rows"] = project["rows"]
         if baseline:
             report["baseline_run_s"] = round(baseline["run_s"], 3)
+        if project and results.get("floor"):
+            report.update(floor_report(project, results["floor"]))
         report["generated"] = generated
         report["raw_bytes"] = (raw_dir / f"pesanan_{DAY.isoformat()}.csv").stat().st_size
         return report

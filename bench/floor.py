@@ -1,0 +1,215 @@
+"""The floor of one benchmark run: what the database and the CPU allow for the same work.
+
+Run by ``python -m bench._child floor SPEC_JSON`` after the pipeline side, on a fresh
+warehouse created by the pipeline's own ``Warehouse.ensure_schema()`` (same tables, same
+indexes), for the same partition and the same final rows. Each stage's floor is timed on
+its own; what is only preparation (reading the pipeline's final rows out of its warehouse,
+writing the staged extract the transform floor reads) is not timed.
+
+* extract: ``pyarrow.csv.read_csv`` of the partition once, every column as a string
+  (multi-threaded; a row with the wrong number of fields is skipped, not kept);
+* transform: DuckDB (the pipeline's memory bound) reading the staged extract and writing
+  every row with its fields trimmed and cast to their types to Parquet, in one pass: no rule
+  is applied, nothing is de-duplicated or sorted;
+* load: the date's final fact, summary and quarantine rows, as the pipeline left them in its
+  warehouse, ingested in one transaction: SQLite ``executemany`` of prepared INSERTs (the
+  rows already Python tuples), PostgreSQL ``COPY .. FROM STDIN (FORMAT binary)`` (the rows
+  already in COPY's binary format);
+* validate: the fact checksum's read-back: the rows of the date in key order, each row's
+  canonical line written by the database (SQLite ``json_array``; PostgreSQL the
+  concatenation `tokokita_etl.checksums` builds, streamed by ``COPY .. TO STDOUT``), hashed
+  with SHA-256. No escape handling, no per-kota count, no summary or quarantine check.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from datetime import date
+from pathlib import Path
+
+TABLES = ("fact_pesanan", "summary_harian", "karantina")
+
+
+def _pg_conninfo(url: str) -> str:
+    return "postgresql://" + url.split("://", 1)[1]
+
+
+def extract_floor(raw_file: Path) -> tuple[float, object]:
+    """Seconds to read and parse the CSV once with Arrow, and the table."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    with open(raw_file, encoding="utf-8-sig") as handle:
+        names = [n.strip() for n in handle.readline().rstrip("\r\n").split(",")]
+    start = time.perf_counter()
+    table = pacsv.read_csv(
+        raw_file,
+        read_options=pacsv.ReadOptions(use_threads=True, block_size=8 << 20),
+        parse_options=pacsv.ParseOptions(invalid_row_handler=lambda _row: "skip"),
+        convert_options=pacsv.ConvertOptions(column_types={n: pa.string() for n in names},
+                                             strings_can_be_null=False))
+    return time.perf_counter() - start, table
+
+
+def transform_floor(table, work: Path, memory_limit: str) -> float:
+    """Seconds for DuckDB to read the staged extract and write the typed rows."""
+    import duckdb
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from tokokita_etl.contract import REQUIRED_COLUMNS
+    from tokokita_etl.transform import WS, duckdb_config
+
+    work.mkdir(parents=True, exist_ok=True)
+    staged = work / "extract.parquet"
+    columns = [c for c in REQUIRED_COLUMNS if c in table.column_names]
+    rows = table.select(columns)
+    rows = rows.add_column(0, "line", pa.array(range(2, rows.num_rows + 2), pa.int64()))
+    pq.write_table(rows, staged)  # untimed: the pipeline's extract writes its own
+    del rows
+    casts = {"order_ts": "TIMESTAMPTZ", "qty": "BIGINT", "harga_satuan": "DECIMAL(18, 2)",
+             "diskon": "DECIMAL(18, 2)"}
+    values = ", ".join(
+        f"try_cast(trim({c}, '{WS}') AS {casts[c]}) AS {c}" if c in casts
+        else f"trim({c}, '{WS}') AS {c}" for c in columns)
+    con = duckdb.connect(config=duckdb_config(work, memory_limit))
+    try:
+        con.execute("SET TimeZone = 'UTC'")
+        con.execute("SET preserve_insertion_order = false")
+        start = time.perf_counter()
+        con.execute(f"COPY (SELECT line, {values} FROM read_parquet('{staged}')) "
+                    f"TO '{work / 'typed.parquet'}' (FORMAT parquet)")
+        return time.perf_counter() - start
+    finally:
+        con.close()
+
+
+def _sqlite_rows(source_url: str, day: date) -> dict[str, list[tuple]]:
+    import sqlite3
+
+    conn = sqlite3.connect(source_url.removeprefix("sqlite:///"))
+    try:
+        return {t: conn.execute(f"SELECT * FROM {t} WHERE order_date = ?",
+                                (day.isoformat(),)).fetchall() for t in TABLES}
+    finally:
+        conn.close()
+
+
+def _pg_rows(source_url: str, day: date) -> dict[str, bytes]:
+    import psycopg
+
+    out = {}
+    with psycopg.connect(_pg_conninfo(source_url)) as conn, conn.cursor() as cur:
+        for t in TABLES:
+            buffer = bytearray()
+            with cur.copy(f"COPY (SELECT * FROM {t} WHERE order_date = "
+                          f"'{day.isoformat()}'::date) TO STDOUT (FORMAT binary)") as copy:
+                for chunk in copy:
+                    buffer += chunk
+            out[t] = bytes(buffer)
+    return out
+
+
+def load_floor(warehouse, source_url: str, day: date) -> tuple[float, dict[str, int]]:
+    """Seconds to ingest the final rows of `day` into the fresh warehouse, and the rows."""
+    if warehouse.is_sqlite:
+        import sqlite3
+
+        from tokokita_etl.warehouse import SQLITE_CACHE_KB
+
+        rows = _sqlite_rows(source_url, day)
+        conn = sqlite3.connect(warehouse.url.database, isolation_level=None)
+        conn.execute(f"PRAGMA cache_size = -{SQLITE_CACHE_KB}")  # as the pipeline's
+        try:
+            start = time.perf_counter()
+            conn.execute("BEGIN IMMEDIATE")
+            for t in TABLES:
+                if rows[t]:
+                    marks = ", ".join("?" * len(rows[t][0]))
+                    conn.executemany(f"INSERT INTO {t} VALUES ({marks})", rows[t])
+            conn.execute("COMMIT")
+            seconds = time.perf_counter() - start
+        finally:
+            conn.close()
+        return seconds, {t: len(rows[t]) for t in TABLES}
+    import psycopg
+
+    data = _pg_rows(source_url, day)
+    with psycopg.connect(_pg_conninfo(warehouse.url.render_as_string(hide_password=False))) \
+            as conn, conn.cursor() as cur:
+        start = time.perf_counter()
+        for t in TABLES:
+            with cur.copy(f"COPY {t} FROM STDIN (FORMAT binary)") as copy:
+                copy.write(data[t])
+        conn.commit()
+        seconds = time.perf_counter() - start
+        counts = {t: cur.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in TABLES}
+    return seconds, counts
+
+
+def validate_floor(warehouse, day: date) -> tuple[float, str]:
+    """Seconds to read the fact rows of `day` back in key order as canonical lines and hash
+    them, and the digest."""
+    from tokokita_etl.warehouse import fact_pesanan
+
+    digest = hashlib.sha256()
+    if warehouse.is_sqlite:
+        import sqlite3
+
+        from tokokita_etl.warehouse import SQLITE_CACHE_KB
+
+        conn = sqlite3.connect(warehouse.url.database, isolation_level=None)
+        conn.execute(f"PRAGMA cache_size = -{SQLITE_CACHE_KB}")
+        values = ", ".join(c.name for c in fact_pesanan.columns)
+        try:
+            start = time.perf_counter()
+            cursor = conn.execute(
+                f"SELECT json_array({values}) FROM fact_pesanan WHERE order_date = ? "
+                f"ORDER BY {warehouse.key_order(fact_pesanan)}", (day.isoformat(),))
+            while rows := cursor.fetchmany(50_000):
+                lines = [r[0] for r in rows]
+                lines.append("")
+                digest.update("\n".join(lines).encode("utf-8"))
+            seconds = time.perf_counter() - start
+        finally:
+            conn.close()
+        return seconds, digest.hexdigest()
+    import psycopg
+
+    from tokokita_etl.checksums import _pg_fact_sql
+
+    sql = _pg_fact_sql(warehouse, "lines").replace("%s", f"'{day.isoformat()}'::date")
+    with psycopg.connect(_pg_conninfo(warehouse.url.render_as_string(hide_password=False))) \
+            as conn, conn.cursor() as cur:
+        start = time.perf_counter()
+        cur.execute("SELECT set_config('TimeZone', %s, true), "
+                    "set_config('DateStyle', 'ISO, YMD', true), "
+                    "set_config('enable_sort', 'off', true)", (warehouse.tz.key,))
+        with cur.copy(f"COPY ({sql}) TO STDOUT") as copy:
+            for chunk in copy:
+                digest.update(chunk)
+        seconds = time.perf_counter() - start
+    return seconds, digest.hexdigest()
+
+
+def run_floor(spec: dict) -> dict:
+    """Every stage's floor for one partition; seconds per stage and what was ingested."""
+    from tokokita_etl.config import Settings
+    from tokokita_etl.warehouse import Warehouse
+
+    day = date.fromisoformat(spec["date"])
+    work = Path(spec["work"])
+    warehouse = Warehouse(spec["warehouse_url"])  # the pipeline's default zone, as its side
+    warehouse.ensure_schema()
+    warehouse.engine.dispose()
+    stages: dict[str, float] = {}
+    stages["extract"], table = extract_floor(
+        Path(spec["raw_dir"]) / f"pesanan_{day.isoformat()}.csv")
+    parsed_rows = table.num_rows
+    stages["transform"] = transform_floor(table, work / "floor", Settings.duckdb_memory_limit)
+    del table
+    stages["load"], counts = load_floor(warehouse, spec["source_url"], day)
+    stages["validate"], checksum = validate_floor(warehouse, day)
+    return {"stages_s": stages, "parsed_rows": parsed_rows, "loaded_rows": counts,
+            "fact_checksum": checksum}
