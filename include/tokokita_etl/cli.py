@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
+import os
 import sys
 from collections.abc import Callable
 from datetime import datetime
@@ -74,9 +76,23 @@ def cmd_run(args: argparse.Namespace, now: Callable[[], datetime]) -> int:
     day = parse_run_date(args.date, now(), settings.timezone)
     as_json = args.log_format == "json"
 
+    closed: set[str] = set()
+
     def log(line: str) -> None:
-        to_stderr = as_json or line.startswith(("[error]", WARNING_PREFIX))
-        print(line, file=sys.stderr if to_stderr else sys.stdout, flush=True)
+        # a reader that went away (`run ... | head -1`) must not fail the run: once a stream's
+        # pipe is broken it is pointed at /dev/null (so the exit flush is quiet) and skipped
+        name = "stderr" if as_json or line.startswith(("[error]", WARNING_PREFIX)) else "stdout"
+        if name in closed:
+            return
+        stream = getattr(sys, name)
+        try:
+            print(line, file=stream, flush=True)
+        except BrokenPipeError:
+            closed.add(name)
+            with contextlib.suppress(OSError, ValueError):
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, stream.fileno())
+                os.close(devnull)
 
     def emit(line: str) -> None:
         print(line, file=sys.stdout, flush=True)
