@@ -52,17 +52,35 @@ def _read_header(reader, path: Path) -> list[str]:
     raise DataError(f"{path}: no header row (the file has no records)")
 
 
+#: a header is quoted in an error only when it looks like column names: raw content of a
+#: binary or non-CSV file never reaches the watermark, manifests or logs
+MAX_SHOWN_HEADER = 300
+
+
+def _looks_like_names(header: list[str]) -> bool:
+    return sum(len(name) + 2 for name in header) <= MAX_SHOWN_HEADER \
+        and all(name.isprintable() and "\ufffd" not in name for name in header)
+
+
+def _found_names(header: list[str]) -> str:
+    if _looks_like_names(header):
+        return f"found: {', '.join(header)}"
+    return (f"the first line does not look like a CSV header: {len(header)} field(s) of "
+            "non-printable or over-long text, not shown")
+
+
 def _column_indexes(header: list[str], path: Path) -> tuple[list[int], list[str]]:
     seen: set[str] = set()
     for name in header:
         if name in seen:
-            raise DataError(f"{path}: header names column {name!r} twice")
+            shown = repr(name) if _looks_like_names([name]) else "(a non-printable name)"
+            raise DataError(f"{path}: header names column {shown} twice")
         seen.add(name)
     missing = [c for c in REQUIRED_COLUMNS if c not in header]
     if missing:
         raise DataError(
             f"{path}: missing required column(s) {', '.join(missing)} in header line 1 "
-            f"(found: {', '.join(header)})"
+            f"({_found_names(header)})"
         )
     extra = [c for c in header if c not in REQUIRED_COLUMNS]
     return [header.index(c) for c in REQUIRED_COLUMNS], extra
@@ -106,6 +124,7 @@ def extract(raw_dir: Path, day: date, staging: Path) -> ExtractResult:
         size = path.stat().st_size
     except FileNotFoundError:
         raise MissingPartitionError(f"{path}: partition {day} does not exist") from None
+    _check_inside(path, raw_dir)
     if size == 0:
         raise MissingPartitionError(f"{path}: partition {day} is empty (0 bytes)")
 
@@ -118,6 +137,20 @@ def extract(raw_dir: Path, day: date, staging: Path) -> ExtractResult:
     if result.extra_columns:
         log.warning("%s: ignoring extra column(s): %s", path, ", ".join(result.extra_columns))
     return result
+
+
+def _check_inside(path: Path, raw_dir: Path) -> None:
+    """A partition is a regular file that resolves inside `raw_dir` (docs/decisions.md): a
+    link out of it, a folder, a FIFO or a device is refused without reading it."""
+    target = path.resolve()
+    try:
+        target.relative_to(Path(raw_dir).resolve())
+    except ValueError:
+        raise DataError(f"{path}: a link to {target}, outside the raw folder {raw_dir}; a "
+                        "partition must resolve inside the raw folder (nothing was read)") from None
+    if not target.is_file():
+        what = "" if target == path.absolute() else f" ({target})"
+        raise DataError(f"{path}: not a regular file{what}; nothing was read")
 
 
 class NeedsRecordReader(Exception):
