@@ -68,6 +68,13 @@ def run_summary(manifest: Mapping[str, Any], *, run_id: str, entry: Mapping[str,
     return summary
 
 
+def start_line(pipeline: str, day: date, started: datetime, trigger: str) -> str:
+    """The body of a start ping: one JSON line naming the date and the run's trigger."""
+    return json.dumps({"event": "tokokita_run_start", "pipeline": pipeline,
+                       "partition_date": day.isoformat(), "trigger": trigger,
+                       "started_at": started.isoformat(timespec="seconds")})
+
+
 def summary_line(summary: Mapping[str, Any]) -> str:
     """The summary as one line of JSON (non-ASCII kept as is)."""
     return json.dumps(summary, ensure_ascii=False, separators=(", ", ": "))

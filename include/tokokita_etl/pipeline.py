@@ -10,7 +10,6 @@ pings `/fail` (it needs a person); a skipped run (done, held by another run) pin
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from datetime import date, datetime
@@ -22,7 +21,7 @@ from tokokita_etl.errors import (
     ConcurrentRunError,
     EtlError,
 )
-from tokokita_etl.notify import ping, summary_line
+from tokokita_etl.notify import ping, start_line, summary_line
 from tokokita_etl.policy import Action
 from tokokita_etl.runs import (
     BLOCKED,
@@ -89,7 +88,7 @@ def run_for_date(settings: Settings, day: date, *, force: bool = False,
         else:
             if force:
                 log(f"[gate] {decision.message}")
-            ping(settings.ping_url, "start", start_line(settings, day, started, "cli"),
+            ping(settings.ping_url, "start", start_line(settings.pipeline, day, started, "cli"),
                  warn=warn)
             outcome = _run_stages(settings, day, owner, started, now, log)
             ping(settings.ping_url, "success" if outcome.status == "success" else "fail",
@@ -100,13 +99,6 @@ def run_for_date(settings: Settings, day: date, *, force: bool = False,
     if log_format == "json":
         emit(summary_line(outcome.summary))
     return outcome
-
-
-def start_line(settings: Settings, day: date, started: datetime, trigger: str) -> str:
-    """The body of a start ping: one JSON line naming the date and the run's trigger."""
-    return json.dumps({"event": "tokokita_run_start", "pipeline": settings.pipeline,
-                       "partition_date": day.isoformat(), "trigger": trigger,
-                       "started_at": started.isoformat(timespec="seconds")})
 
 
 def _run_stages(settings: Settings, day: date, owner: str, started: datetime, now: Clock,
