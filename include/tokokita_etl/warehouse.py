@@ -40,6 +40,8 @@ from tokokita_etl.contract import FACT_COLUMNS, REQUIRED_COLUMNS, SUMMARY_COLUMN
 from tokokita_etl.errors import ConfigError, WarehouseError
 
 SQLITE_CACHE_KB = 128 * 1024
+#: the PostgreSQL advisory lock key that serialises `ensure_schema` (any fixed 64-bit number)
+SCHEMA_LOCK_KEY = 0x746F6B6F6B697461  # "tokokita"
 
 # SQLite has no exact decimal or zoned timestamp: money is stored as text with exactly two
 # decimals (summed as integer cents), dates and timestamps as ISO 8601 text.
@@ -152,8 +154,16 @@ class Warehouse:
                                  transient=transient) from None
 
     def ensure_schema(self) -> None:
-        """Create the warehouse tables when missing."""
+        """Create the warehouse tables when missing.
+
+        On PostgreSQL the check-then-create runs under a transaction-scoped advisory lock:
+        two first runs creating the same table at once otherwise race in the catalog
+        (`duplicate key value violates unique constraint "pg_type_typname_nsp_index"`).
+        SQLite's `BEGIN IMMEDIATE` already makes it one writer at a time."""
         with self.begin() as conn:
+            if not self.is_sqlite:
+                conn.execute(text("SELECT pg_advisory_xact_lock(:key)"),
+                             {"key": SCHEMA_LOCK_KEY})
             metadata.create_all(conn, checkfirst=True)
 
     def day_param(self, day: date) -> date | str:
