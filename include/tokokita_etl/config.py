@@ -107,6 +107,12 @@ class Settings:
     #: an http(s) URL the deadline alert POSTs JSON to; empty: the alert is only logged
     deadline_webhook_url: str = field(default="",
                                       metadata={"problem": _url_problem, "empty": True})
+    #: seconds to wait for the warehouse to accept a connection (PostgreSQL connect_timeout)
+    db_connect_timeout_s: int = 10
+    #: seconds one warehouse statement may run (PostgreSQL statement_timeout)
+    db_statement_timeout_s: int = 600
+    #: seconds to wait for a warehouse lock (PostgreSQL lock_timeout, SQLite busy timeout)
+    db_lock_timeout_s: int = 60
 
     @property
     def tz(self) -> ZoneInfo:

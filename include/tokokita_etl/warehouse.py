@@ -35,7 +35,7 @@ from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, OperationalError, SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
-from tokokita_etl.config import DEFAULT_TIMEZONE
+from tokokita_etl.config import DEFAULT_TIMEZONE, Settings
 from tokokita_etl.contract import FACT_COLUMNS, REQUIRED_COLUMNS, SUMMARY_COLUMNS
 from tokokita_etl.errors import ConfigError, WarehouseError
 
@@ -94,7 +94,13 @@ karantina = Table(
 class Warehouse:
     """One warehouse URL: connections, schema and dialect-specific SQL fragments."""
 
-    def __init__(self, url: str, tz: str = DEFAULT_TIMEZONE) -> None:
+    def __init__(self, url: str, tz: str = DEFAULT_TIMEZONE, *,
+                 connect_timeout_s: int = Settings.db_connect_timeout_s,
+                 statement_timeout_s: int = Settings.db_statement_timeout_s,
+                 lock_timeout_s: int = Settings.db_lock_timeout_s) -> None:
+        self.connect_timeout_s = connect_timeout_s
+        self.statement_timeout_s = statement_timeout_s
+        self.lock_timeout_s = lock_timeout_s
         try:
             self.url = make_url(url)
         except ArgumentError:
@@ -107,6 +113,23 @@ class Warehouse:
             )
         self.display_url = self.url.render_as_string(hide_password=True)
         self._engine: Engine | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Warehouse:
+        """The warehouse of `settings`, with its `db_*` timeouts."""
+        return cls(settings.warehouse_url, settings.timezone,
+                   connect_timeout_s=settings.db_connect_timeout_s,
+                   statement_timeout_s=settings.db_statement_timeout_s,
+                   lock_timeout_s=settings.db_lock_timeout_s)
+
+    def _postgresql_connect_args(self) -> dict[str, object]:
+        """connect_timeout, and statement and lock timeouts as server options (added to any
+        `options` the URL carries, such as a search_path)."""
+        options = " ".join(filter(None, [
+            str(self.url.query.get("options", "")),
+            f"-c statement_timeout={self.statement_timeout_s * 1000}",
+            f"-c lock_timeout={self.lock_timeout_s * 1000}"]))
+        return {"connect_timeout": self.connect_timeout_s, "options": options}
 
     @property
     def is_sqlite(self) -> bool:
@@ -122,7 +145,7 @@ class Warehouse:
                 if database and database != ":memory:":
                     Path(database).parent.mkdir(parents=True, exist_ok=True)
                 engine = create_engine(self.url, poolclass=NullPool,
-                                       connect_args={"timeout": 120})
+                                       connect_args={"timeout": self.lock_timeout_s})
 
                 @event.listens_for(engine, "connect")
                 def _autocommit_driver(dbapi_connection, _record):
@@ -136,7 +159,8 @@ class Warehouse:
                     conn.exec_driver_sql("BEGIN IMMEDIATE")  # one writer at a time, no upgrade
 
             else:
-                engine = create_engine(self.url, poolclass=NullPool)
+                engine = create_engine(self.url, poolclass=NullPool,
+                                       connect_args=self._postgresql_connect_args())
             self._engine = engine
         return self._engine
 
