@@ -22,6 +22,7 @@ TARGET_SPEEDUP = 5
 REPEATS, REPEAT_UP_TO = 2, 1_000_000  # best of two up to 1M rows; 5M once
 TARGET_RSS_MB = 1024
 TARGET_DAG_RATIO = 1.2
+TARGET_FLOOR_RATIO, TARGET_STAGE_FLOOR_RATIO = 1.5, 2  # pipeline / floor, total and per stage
 
 
 def machine() -> dict:
@@ -252,6 +253,15 @@ def render(data: dict) -> str:
             out.append(f"| 1M rows, {r['backend']}: speedup >= {TARGET_SPEEDUP} | "
                        f"{r.get('speedup', 'n/a')} | "
                        f"{'yes' if (r.get('speedup') or 0) >= TARGET_SPEEDUP else 'no'} |")
+            if r.get("floor_ratio") is not None:
+                out.append(f"| 1M rows, {r['backend']}: pipeline / floor <= "
+                           f"{TARGET_FLOOR_RATIO} | {r['floor_ratio']}x | "
+                           f"{'yes' if r['floor_ratio'] <= TARGET_FLOOR_RATIO else 'no'} |")
+                worst, ratio = max(((k, v["ratio"]) for k, v in r["floor_stages"].items()
+                                    if v.get("ratio") is not None), key=lambda kv: kv[1])
+                out.append(f"| 1M rows, {r['backend']}: every stage <= "
+                           f"{TARGET_STAGE_FLOOR_RATIO}x its floor | highest: {worst} "
+                           f"{ratio}x | {'yes' if ratio <= TARGET_STAGE_FLOOR_RATIO else 'no'} |")
             out.append(f"| 1M rows, {r['backend']}: project peak RSS <= {TARGET_RSS_MB} MB | "
                        f"{r['project_peak_rss_mb']} | "
                        f"{'yes' if r['project_peak_rss_mb'] <= TARGET_RSS_MB else 'no'} |")
