@@ -101,7 +101,8 @@ class EphemeralStack:
     """The local stack with throw-away databases, home and data folder."""
 
     def __init__(self, root: Path, *, start_date: str, end_date: str | None,
-                 tokokita_env: dict[str, str] | None = None) -> None:
+                 tokokita_env: dict[str, str] | None = None,
+                 extra_users: dict[str, str] | None = None) -> None:
         self.root = root
         self.id = uuid.uuid4().hex[:10]
         self.metadata_db = f"airflow_e2e_{self.id}"
@@ -120,6 +121,10 @@ class EphemeralStack:
             compose_env=compose_env,
             extra_env=dict(FAST_ENV),
         )
+        if extra_users:  # more SimpleAuthManager logins (name: role); Airflow generates
+            # their passwords at the api-server's first start (`password(name)` reads them)
+            self.target.extra_env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS"] = ",".join(
+                [f"{USERNAME}:admin", *(f"{name}:{role}" for name, role in extra_users.items())])
         self.stack = LocalStack(self.target)
         self.api = AirflowApi(self.target.api_url, USERNAME, PASSWORD)
         self.sampler: MemorySampler | None = None
@@ -176,6 +181,14 @@ class EphemeralStack:
     def service_env(self, name: str = "airflow-scheduler") -> dict[str, str]:
         """A service's local environment (for the `airflow` CLI and the pipeline's settings)."""
         return self.stack.env(name)
+
+    def password(self, username: str) -> str:
+        """A login's password from SimpleAuthManager's password file."""
+        import json
+
+        path = self.service_env("airflow-apiserver")[
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"]
+        return json.loads(Path(path).read_text(encoding="utf-8"))[username]
 
     def settings(self):
         """The pipeline settings the tasks see."""

@@ -347,11 +347,20 @@ def _document(title: str, body: str) -> str:
             "</body></html>")
 
 
+def _float(value: Any) -> float | None:
+    try:
+        return None if isinstance(value, bool) or value is None else float(value)
+    except (TypeError, ValueError):
+        return None
+
+
 def _fmt(value: Any) -> str:
     if value is None or value == "":
         return ""
     if isinstance(value, bool):
         return "yes" if value else "no"
+    if isinstance(value, str) and _float(value) is not None:
+        value = _float(value)
     if isinstance(value, int | float):
         return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.2f}"
     return str(value)
@@ -465,7 +474,7 @@ def _chart(rows: list[dict[str, Any]]) -> str:
     left, top, plot_w, plot_h = 60, 10, max(len(rows) * 21, 300), 160
     step = plot_w / len(rows)
     facts = [(r["rows"] or {}).get("fact") for r in rows]
-    bersih = [r["bersih"] if isinstance(r["bersih"], int | float) else None for r in rows]
+    bersih = [_float(r["bersih"]) for r in rows]
     top_fact = max([f for f in facts if isinstance(f, int | float)] or [1]) or 1
     top_bersih = max([b for b in bersih if b is not None] or [1]) or 1
     parts = [f"<line x1='{left}' y1='{top + plot_h}' x2='{left + plot_w}' y2='{top + plot_h}' "
