@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import socket
+import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
@@ -178,6 +179,26 @@ def release_date(settings: Settings, day: date, owner: str) -> None:
 
 # -- gate --------------------------------------------------------------------------------------
 
+def check_writable(settings: Settings) -> None:
+    """StateError (exit 2, not an attempt) unless the watermark and the manifests folder
+    can be written: checked before any stage, so a run never loads or publishes what it
+    cannot record."""
+    state_store(settings).check_writable()
+    folder = settings.runs_dir
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".probe.", suffix=".tmp", dir=folder)
+        try:
+            os.write(fd, b"{}\n")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+            os.unlink(probe)
+    except OSError as exc:
+        raise StateError(f"{folder}: the run manifests folder cannot be written "
+                         f"({exc.strerror or exc}); nothing was run") from None
+
+
 @dataclass
 class GateResult:
     """The gate's decision for one run of date D."""
@@ -197,6 +218,7 @@ def gate(settings: Settings, day: date, *, force: bool, reset_attempts: bool, no
     ConcurrentRunError when another live run holds the date.
     """
     store = state_store(settings)
+    check_writable(settings)
     decision = gate_decision(store.read(), day, run_type=run_type, now=now,
                              lookback_days=settings.lookback_days,
                              max_attempts=settings.max_attempts, force=force,

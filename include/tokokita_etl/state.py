@@ -6,6 +6,8 @@ import contextlib
 import copy
 import fcntl
 import json
+import os
+import tempfile
 from collections.abc import Callable, Iterator
 from datetime import date, datetime
 from pathlib import Path
@@ -13,7 +15,7 @@ from typing import Any
 
 from tokokita_etl.config import Settings
 from tokokita_etl.errors import StateError
-from tokokita_etl.files import write_text_atomic
+from tokokita_etl.files import atomic_writer, write_text_atomic
 
 SUCCESS = "success"
 FAILED = "failed"
@@ -153,6 +155,35 @@ class StateStore:
                         f"{_shown(value)}; fix or restore it by hand, it is never reset "
                         "automatically")
         return data
+
+    def check_writable(self) -> None:
+        """StateError unless the watermark can be written now: an existing file is rewritten
+        with the same bytes (temporary file, fsync, rename: what `update` does), a missing
+        one is probed with a temporary sibling. Run before any stage, so a full or read-only
+        state folder stops the run before anything is loaded or published."""
+        try:
+            with self._locked():
+                try:
+                    current = self.path.read_bytes()
+                except FileNotFoundError:
+                    current = None
+                if current is not None:
+                    with atomic_writer(self.path, mode="wb") as handle:
+                        handle.write(current)
+                else:
+                    fd, probe = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp",
+                                                 dir=self.path.parent)
+                    try:
+                        os.write(fd, json.dumps({"pipeline": self.pipeline, "runs": {}})
+                                 .encode())
+                        os.fsync(fd)
+                    finally:
+                        os.close(fd)
+                        os.unlink(probe)
+        except OSError as exc:
+            raise StateError(
+                f"{self.path}: the watermark cannot be written ({exc.strerror or exc}); "
+                "nothing was run: free space or fix the permissions, then run again") from None
 
     def update(self, mutate: Callable[[dict[str, Any]], Any]) -> Any:
         """Apply `mutate` to the document under the lock and save it atomically."""
