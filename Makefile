@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 UV := $(shell command -v uv 2>/dev/null)
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: setup demo up down e2e test lint lock bench clean
+.PHONY: setup demo up down e2e test faults lint lock bench clean
 
 $(BIN)/tokokita-etl: requirements.txt constraints.txt pyproject.toml
 ifdef UV
@@ -62,6 +62,10 @@ lock:
 
 bench: setup
 	$(BIN)/python -m bench --all
+
+# the long fault suite: 10,000 fuzzed partitions (`make test` runs its quick mode)
+faults: setup
+	TOKOKITA_FAULTS=long $(BIN)/python -m pytest tests/faults -q -p no:cacheprovider $(PYTEST_ARGS)
 
 clean: down
 	rm -rf data/warehouse data/gold data/quarantine data/state data/staging airflow_home

@@ -78,10 +78,9 @@ def cmd_run(args: argparse.Namespace, now: Callable[[], datetime]) -> int:
 
     closed: set[str] = set()
 
-    def log(line: str) -> None:
+    def write(name: str, line: str) -> None:
         # a reader that went away (`run ... | head -1`) must not fail the run: once a stream's
         # pipe is broken it is pointed at /dev/null (so the exit flush is quiet) and skipped
-        name = "stderr" if as_json or line.startswith(("[error]", WARNING_PREFIX)) else "stdout"
         if name in closed:
             return
         stream = getattr(sys, name)
@@ -94,8 +93,12 @@ def cmd_run(args: argparse.Namespace, now: Callable[[], datetime]) -> int:
                 os.dup2(devnull, stream.fileno())
                 os.close(devnull)
 
+    def log(line: str) -> None:
+        write("stderr" if as_json or line.startswith(("[error]", WARNING_PREFIX)) else "stdout",
+              line)
+
     def emit(line: str) -> None:
-        print(line, file=sys.stdout, flush=True)
+        write("stdout", line)
 
     outcome = run_for_date(settings, day, force=args.force, reset_attempts=args.reset_attempts,
                            now=now, log=log, log_format=args.log_format, emit=emit)

@@ -57,7 +57,7 @@ def run_for_date(settings: Settings, day: date, *, force: bool = False,
     """
     if log_format not in LOG_FORMATS:
         raise ValueError(f"log_format must be one of {', '.join(LOG_FORMATS)}, got {log_format!r}")
-    Warehouse(settings.warehouse_url, settings.timezone)  # a bad URL is a config error up front
+    Warehouse.from_settings(settings)  # a bad URL is a config error up front
 
     def warn(message: str) -> None:
         log(f"{WARNING_PREFIX} {message}")

@@ -53,7 +53,7 @@ def _load(settings: Settings, day: date) -> dict[str, Any]:
     from tokokita_etl.load import load
     from tokokita_etl.warehouse import Warehouse
 
-    warehouse = Warehouse(settings.warehouse_url, settings.timezone)
+    warehouse = Warehouse.from_settings(settings)
     return load(warehouse, day, settings.staging_path(day), settings.quarantine_path(day)).to_dict()
 
 
@@ -63,7 +63,7 @@ def _validate(settings: Settings, day: date) -> dict[str, Any]:
     from tokokita_etl.validate import validate
     from tokokita_etl.warehouse import Warehouse
 
-    warehouse = Warehouse(settings.warehouse_url, settings.timezone)
+    warehouse = Warehouse.from_settings(settings)
     conflicts = read_stage(settings, day, "load")["conflicts"]
     result = validate(warehouse, day, settings.staging_path(day), settings.gold_dir,
                       [c["line"] for c in conflicts]).to_dict()
