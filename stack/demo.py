@@ -14,7 +14,7 @@ either again creates no run and changes nothing: the week's runs exist and are d
 from __future__ import annotations
 
 import sys
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 
 from stack import REPO
 from stack.embedded import AIRFLOW_HOME, STATE_FILE, embedded_target
@@ -41,11 +41,12 @@ def describe(run: dict, tasks: dict[str, dict]) -> str:
            f"({run['dag_run_id']})"
 
 
-def print_status(settings) -> None:
-    """The per-date status table and the gold files."""
-    from tokokita_etl.status import format_status, status_rows
+def print_status(settings, days: list[date]) -> None:
+    """The state of each date of the sample week and the gold files."""
+    from tokokita_etl.runs import utc_now
+    from tokokita_etl.status import date_states, format_status
 
-    print(format_status(status_rows(settings)))
+    print(format_status(date_states(settings, utc_now(), dates=days)))
     print("\ngold files:")
     for path in sorted(settings.gold_dir.glob("summary_harian_*.csv")):
         print(f"  {path.relative_to(REPO) if path.is_relative_to(REPO) else path}")
@@ -101,7 +102,8 @@ def run_sample_week(*, keep_running: bool, timeout: float = 300) -> int:
     if not keep_running:
         stop_procs(stack.procs)
     print()
-    print_status(load_settings(env=stack.env("airflow-scheduler"), cwd=REPO))
+    print_status(load_settings(env=stack.env("airflow-scheduler"), cwd=REPO),
+                 sorted(date.fromisoformat(r["partition_key"]) for r in runs))
     if keep_running:
         print(f"\nAirflow UI and REST API: {target.api_url}   login: {username} / {password}")
         print(f"DAG: {target.api_url}/dags/{DAG_ID}")

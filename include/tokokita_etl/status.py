@@ -12,7 +12,7 @@ import json
 from datetime import date, datetime, timedelta
 from typing import Any
 
-from tokokita_etl.config import Settings, partition_exists
+from tokokita_etl.config import PATH_SETTINGS, Settings, partition_exists
 from tokokita_etl.errors import EtlError
 from tokokita_etl.policy import (
     Action,
@@ -125,14 +125,17 @@ def _state_of(settings: Settings, state, day: date, now: datetime, *, present: b
     if state.has_success(day):
         return {"state": "done", "label": "done", "reason": f"succeeded (attempt {used})"}
     decision = decide(state, day, max_attempts=settings.max_attempts)
+    entry = state.entry(day)
+    last = f"; last error ({entry.get('failed_stage') or '?'}): " \
+           f"{display_text(settings, entry['error'])}" if entry.get("error") else ""
     if decision.action is Action.BLOCKED:
-        return {"state": "blocked", "label": f"blocked {used}", "reason": decision.reason,
-                "unblock": unblock_hint(day)}
-    if state.entry(day).get("status") == FAILED:
+        return {"state": "blocked", "label": f"blocked {used}",
+                "reason": f"blocked after {used} attempts{last}", "unblock": unblock_hint(day)}
+    if entry.get("status") == FAILED:
         later = "it is due: the next scheduled catch-up runs it" if due else \
             "older than the lookback: a backfill or a manual run processes it"
         return {"state": "failed", "label": f"failed {used}",
-                "reason": f"failed with attempts left ({used} used); {later}"}
+                "reason": f"failed with attempts left ({used} used); {later}{last}"}
     if due:
         return {"state": "due", "label": "due",
                 "reason": "the partition is there and the next scheduled run processes it"}
@@ -153,6 +156,14 @@ def _state_of(settings: Settings, state, day: date, now: datetime, *, present: b
                 "reason": f"no partition yet; its scheduled run waits for it until {until}"}
     return {"state": "missing", "label": "missing",
             "reason": "no partition file (or an empty one): nothing is attempted"}
+
+
+def display_text(settings: Settings, text: str) -> str:
+    """`text` with the pipeline's folders named by their settings (`raw_dir/pesanan_...`):
+    shorter, and the same wherever the folders are mounted."""
+    for name in PATH_SETTINGS:
+        text = text.replace(f"{getattr(settings, name)}/", f"{name}/")
+    return text
 
 
 def status_rows(settings: Settings, now: datetime | None = None,

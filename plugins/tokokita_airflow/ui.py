@@ -379,8 +379,7 @@ def _page(rows: list[dict[str, Any]], *, base: str, user: str, may_act: bool) ->
     legend = "".join(f"<span><i style='background:{c}'></i>{escape(s)}</span>"
                      for s, c in COLOURS.items())
     head = ("date", "state", "why", "attempts", "extracted", "fact", "karantina", "duplikat",
-            "quarantine", "bruto", "bersih", "duration", "last error", "Airflow runs",
-            "action")
+            "quarantine", "bruto", "bersih", "duration", "Airflow runs", "action")
     body = "".join(_row(r, base=base, may_act=may_act) for r in newest)
     window = f"{rows[0]['date']} .. {rows[-1]['date']}" if rows else "no dates"
     return _document("TokoKita status", (
@@ -402,8 +401,6 @@ def _row(r: dict[str, Any], *, base: str, may_act: bool) -> str:
         why += f"<div class='hint'>To unblock: {escape(r['unblock'])}</div>"
     if r["warnings"]:
         why += "".join(f"<div class='err'>warning: {escape(w)}</div>" for w in r["warnings"])
-    error = f"{escape(r['failed_stage'])}: {escape(r['error'])}" if r["error"] and \
-        r["state"] in ("failed", "blocked") else ""
     runs = "<br>".join(_run_link(run, base) for run in r["airflow_runs"][:4])
     if len(r["airflow_runs"]) > 4:
         runs += f"<br><span class='muted'>+{len(r['airflow_runs']) - 4} more</span>"
@@ -424,7 +421,7 @@ def _row(r: dict[str, Any], *, base: str, may_act: bool) -> str:
         f"<td class='n'>{'' if share is None else f'{share:.1%}'}</td>",
         f"<td class='n'>{_fmt(r['bruto'])}</td>", f"<td class='n'>{_fmt(r['bersih'])}</td>",
         f"<td class='n'>{_seconds(r['duration_s'])}</td>",
-        f"<td class='err'>{error}</td>", f"<td class='runs'>{runs}</td>", f"<td>{action}</td>",
+        f"<td class='runs'>{runs}</td>", f"<td>{action}</td>",
     ]
     return (f"<tr id='d-{escape(r['date'])}' data-state='{escape(r['state'])}'>"
             + "".join(cells) + "</tr>")

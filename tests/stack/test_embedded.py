@@ -50,7 +50,7 @@ def test_make_demo_runs_the_sample_week_as_scheduled_runs_and_is_idempotent(fres
     for day in SAMPLES:
         assert re.search(rf"{day}\s+run success\s+processed, gold published\s+"
                          rf"\(scheduled__{day}__", first.stdout)
-        assert re.search(rf"^{day}\s+success\s+1\s", first.stdout, re.M)
+        assert re.search(rf"^{day}\s+done\s+1\s", first.stdout, re.M)
         assert f"data/gold/summary_harian_{day}.csv" in first.stdout
         assert (fresh / "data" / "gold" / f"summary_harian_{day}.csv").exists()
     for day in ("2026-11-01", "2026-11-05", "2026-11-06", "2026-11-07"):
@@ -65,7 +65,7 @@ def test_make_demo_runs_the_sample_week_as_scheduled_runs_and_is_idempotent(fres
     assert second.returncode == 0, second.stdout + second.stderr
     assert "caught up: 7 scheduled runs" in second.stdout  # no new run
     for day in SAMPLES:
-        assert re.search(rf"^{day}\s+success\s+1\s", second.stdout, re.M)  # attempt unchanged
+        assert re.search(rf"^{day}\s+done\s+1\s", second.stdout, re.M)  # attempt unchanged
     assert len(list((fresh / "data" / "state" / "runs").glob("run-*.json"))) == len(manifests)
 
 
