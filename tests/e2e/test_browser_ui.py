@@ -1,0 +1,415 @@
+"""The Airflow UI's gestures in a real browser, on a running Airflow.
+
+Debian's headless Chromium (tests/browser.py), driven by Playwright, uses the UI of a
+throw-away stack (`stack.ephemeral`: the compose services as local processes on PostgreSQL)
+as an operator would: log in on the login page, trigger from the form with its defaults and
+with a `partition_date`, clear `load` of a succeeded run with the clear dialog's defaults,
+and read the partition date in the grid and the run header. The browser runs in
+Asia/Jakarta (Airflow 3.3 shows times in the browser's zone); the results are checked
+through the REST API, the watermark (state.json) and the gold files.
+
+| date                 | partition                       | used for                              |
+|----------------------|---------------------------------|---------------------------------------|
+| 2026-11-02 (sample)  | data/raw, processed by its run  | clear of a succeeded run; the grid    |
+| 2026-11-03 (sample)  | data/raw                        | the form with `partition_date`        |
+| 2026-11-04 (sample)  | data/raw                        | not processed                         |
+| yesterday in Jakarta | 2026-11-02's rows, date changed | the form with its defaults            |
+
+The catch-up window holds only the scheduled run of 2026-11-02; the lookback is widened so
+that the gate lets that old date through. A PNG screenshot of each step goes to pytest's
+temporary folder; with TOKOKITA_SAVE_SCREENSHOTS=1 the set is also copied to
+docs/screenshots/ when every test of the module passed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import signal
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from stack.ephemeral import DAG_ID, JKT, PASSWORD, USERNAME, EphemeralStack, fire_time
+from stack.rest import TERMINAL, wait_for
+from tests.browser import chromium
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, BrowserContext, Page
+
+pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
+
+#: the whole module (stack start, every gesture, teardown) must finish within this
+HARD_TIMEOUT_S = int(os.environ.get("TOKOKITA_E2E_TIMEOUT", "600"))
+REPO = Path(__file__).resolve().parents[2]
+SAMPLE_RAW = REPO / "data" / "raw"
+DOCS_SCREENSHOTS = REPO / "docs" / "screenshots"
+SAMPLE_DAYS = (date(2026, 11, 2), date(2026, 11, 3), date(2026, 11, 4))
+SCHEDULED_DAY = SAMPLE_DAYS[0]  # the catch-up's only run
+FORM_DAY = SAMPLE_DAYS[1]  # triggered from the form with partition_date
+VIEWPORT = {"width": 1280, "height": 800}
+UI_TIMEOUT_MS = 30_000  # every browser action and expectation
+PLAYWRIGHT_EXPECT_TIMEOUT_MS = 5_000  # Playwright's default, restored afterwards
+RUN_TIMEOUT_S = 180  # a run, from trigger or clear to its end
+CLEARED = ("load", "validate", "publish_gold")
+
+
+def _timeout(signum, frame):
+    raise TimeoutError(f"the browser UI test exceeded TOKOKITA_E2E_TIMEOUT={HARD_TIMEOUT_S}s")
+
+
+def jakarta(moment: datetime) -> datetime:
+    return moment.astimezone(ZoneInfo(JKT))
+
+
+def yesterday_in_jakarta() -> date:
+    return jakarta(datetime.now(UTC)).date() - timedelta(days=1)
+
+
+def seed(raw: Path) -> None:
+    """The sample partitions, and 2026-11-02's rows as yesterday's and today's partitions.
+
+    Today's is written too so that a trigger after Jakarta's midnight still finds its file.
+    The order ids carry the date and are changed with it: the same ids in two partitions
+    would be quarantined as `order_id_in_other_partition`.
+    """
+    for day in SAMPLE_DAYS:
+        shutil.copyfile(SAMPLE_RAW / f"pesanan_{day}.csv", raw / f"pesanan_{day}.csv")
+    text = (SAMPLE_RAW / f"pesanan_{SCHEDULED_DAY}.csv").read_text(encoding="utf-8")
+    yesterday = yesterday_in_jakarta()
+    for day in (yesterday, yesterday + timedelta(days=1)):
+        assert day not in SAMPLE_DAYS
+        copy = text.replace(SCHEDULED_DAY.isoformat(), day.isoformat()).replace(
+            SCHEDULED_DAY.strftime("%Y%m%d"), day.strftime("%Y%m%d"))
+        (raw / f"pesanan_{day}.csv").write_text(copy, encoding="utf-8")
+
+
+@dataclass
+class Ui:
+    """The running stack and a logged-in browser page in Asia/Jakarta."""
+
+    stack: EphemeralStack
+    browser: Browser
+    page: Page
+    shots: Path
+
+    @property
+    def base_url(self) -> str:
+        return self.stack.target.api_url
+
+    def new_context(self) -> BrowserContext:
+        return new_context(self.browser)
+
+    def shot(self, name: str, page: Page | None = None) -> Path:
+        path = self.shots / f"ui-{name}.png"
+        # animations="disabled": a dialog is shot at the end of its opening animation
+        (page or self.page).screenshot(path=path, animations="disabled")
+        return path
+
+    def goto(self, path: str) -> None:
+        self.page.goto(self.base_url + path)
+
+    def scheduled_run(self) -> dict[str, Any]:
+        return next(r for r in self.stack.api.dag_runs(DAG_ID)
+                    if r["run_type"] == "scheduled" and r["partition_key"] == str(SCHEDULED_DAY))
+
+    def states(self, run_id: str) -> dict[str, str]:
+        return {t: ti["state"] for t, ti in self.stack.api.task_instances(DAG_ID, run_id).items()}
+
+    def entry(self, day: date) -> dict[str, Any]:
+        return self.stack.watermark().get(str(day), {})
+
+    def gold(self, day: date) -> Path:
+        return self.stack.data / "gold" / f"summary_harian_{day}.csv"
+
+
+def new_context(browser: Browser) -> BrowserContext:
+    """A fresh browser profile at 1280x800 in Asia/Jakarta, every wait bounded."""
+    context = browser.new_context(viewport=VIEWPORT, timezone_id=JKT)
+    context.set_default_timeout(UI_TIMEOUT_MS)
+    return context
+
+
+def log_in(page: Page, base_url: str) -> None:
+    """Sign in through Airflow's login page (the UI redirects there first)."""
+    from playwright.sync_api import expect
+
+    page.goto(base_url + "/")
+    expect(page).to_have_url(re.compile(r"/auth/login"))
+    page.get_by_label("Username").fill(USERNAME)
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("heading", name="Welcome")).to_be_visible()
+
+
+@pytest.fixture(scope="module")
+def ui(tmp_path_factory, request) -> Iterator[Ui]:
+    """The running stack with the scheduled run of 2026-11-02 succeeded, and a logged-in page."""
+    previous = signal.signal(signal.SIGALRM, _timeout)
+    signal.alarm(HARD_TIMEOUT_S)
+    failed_before = request.session.testsfailed
+    shots = tmp_path_factory.mktemp("screenshots")
+    today = jakarta(datetime.now(UTC)).date()
+    stack = EphemeralStack(
+        tmp_path_factory.mktemp("browser-ui"),
+        start_date=(SCHEDULED_DAY + timedelta(days=1)).isoformat(),
+        end_date=fire_time(SCHEDULED_DAY).isoformat(),
+        # scheduled runs older than the lookback are skipped by the gate
+        tokokita_env={"TOKOKITA_LOOKBACK_DAYS": str((today - SCHEDULED_DAY).days + 7)})
+    seen = []
+    try:
+        stack.prepare()
+        seed(stack.data / "raw")
+        stack.start()
+        seen = stack.stack.processes()
+        stack.api.wait_dag(DAG_ID, timeout=120)
+        scheduled = wait_for(lambda: [r for r in stack.api.dag_runs(DAG_ID, run_type="scheduled")
+                                      if r["state"] in TERMINAL], RUN_TIMEOUT_S, 1.0,
+                             f"the scheduled run of {SCHEDULED_DAY}")
+        assert [(r["partition_key"], r["state"]) for r in scheduled] == [
+            (str(SCHEDULED_DAY), "success")]
+        from playwright.sync_api import expect
+
+        expect.set_options(timeout=UI_TIMEOUT_MS)
+        with chromium() as browser:
+            context = new_context(browser)
+            page = context.new_page()
+            log_in(page, stack.target.api_url)
+            yield Ui(stack, browser, page, shots)
+            context.close()
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+        with contextlib.suppress(ImportError):
+            from playwright.sync_api import expect
+
+            expect.set_options(timeout=PLAYWRIGHT_EXPECT_TIMEOUT_MS)
+        stack.close()
+        left = [p.pid for p in seen if p.is_running() and p.status() != "zombie"]
+        assert not left, f"processes left behind: {left}"
+    if os.environ.get("TOKOKITA_SAVE_SCREENSHOTS") == "1" and \
+            request.session.testsfailed == failed_before:
+        DOCS_SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        for path in sorted(shots.glob("ui-*.png")):
+            shutil.copyfile(path, DOCS_SCREENSHOTS / path.name)
+
+
+def open_trigger_form(ui: Ui):
+    """The DAG page's Trigger button: the form (a dialog), Single Run preselected."""
+    from playwright.sync_api import expect
+
+    ui.goto(f"/dags/{DAG_ID}")
+    ui.page.get_by_role("button", name="Trigger").click()
+    form = ui.page.get_by_role("dialog")
+    expect(form.get_by_role("heading", name=re.compile(rf"^Trigger Dag -\s+{DAG_ID}$"))
+           ).to_be_visible()
+    expect(form.get_by_text("Run Parameters")).to_be_visible()
+    return form
+
+
+def partition_date_field(form):
+    # the label's `for` does not point at the text box, so get_by_label finds nothing
+    return form.get_by_role("group").filter(
+        has_text="Partition date (YYYY-MM-DD)").get_by_role("textbox")
+
+
+def submit_trigger_form(ui: Ui, form) -> str:
+    """Press the form's Trigger; the UI opens the new run's page. Returns its run id."""
+    from playwright.sync_api import expect
+
+    form.get_by_role("button", name="Trigger", exact=True).click()
+    expect(ui.page.get_by_text("Dag run has been successfully triggered.").first).to_be_visible()
+    expect(ui.page).to_have_url(re.compile(rf"/dags/{DAG_ID}/runs/manual__"))
+    return unquote(ui.page.url.split("/runs/", 1)[1].split("/", 1)[0])
+
+
+def expect_run_page(ui: Ui, run_id: str, states: dict[str, str]) -> None:
+    """The run's page lists its task instances in the given states."""
+    from playwright.sync_api import expect
+
+    ui.goto(f"/dags/{DAG_ID}/runs/{run_id}")
+    expect(ui.page.get_by_text(f"{len(states)} Task Instances")).to_be_visible()
+    table = ui.page.get_by_role("table")
+    for task_id, state in states.items():
+        row = table.get_by_role("row").filter(
+            has=ui.page.get_by_role("link", name=task_id, exact=True))
+        expect(row).to_contain_text(state.capitalize())
+
+
+def wrap_log_lines(ui: Ui) -> None:
+    """Wrap the task log's long lines (Log Settings > Wrap) so that they show in full."""
+    ui.page.get_by_role("button", name="Log Settings").click()
+    ui.page.get_by_role("menuitem", name="Wrap").click()
+
+
+def expect_gate_log(ui: Ui, run_id: str, day: date) -> None:
+    """The log of the run's check_watermark names the date the run processes."""
+    from playwright.sync_api import expect
+
+    ui.goto(f"/dags/{DAG_ID}/runs/{run_id}/tasks/check_watermark")
+    wrap_log_lines(ui)
+    expect(ui.page.get_by_text(f"This manual run processes partition {day}")).to_be_visible()
+
+
+def test_the_login_page_signs_in_and_the_ui_shows_jakarta_time(ui):
+    from playwright.sync_api import expect
+
+    context = ui.new_context()
+    page = context.new_page()
+    try:
+        page.goto(ui.base_url + f"/dags/{DAG_ID}")
+        expect(page).to_have_url(re.compile(r"/auth/login"))
+        page.get_by_label("Username").fill(USERNAME)
+        page.get_by_label("Password").fill(PASSWORD)
+        ui.shot("1-login", page)
+        page.get_by_role("button", name="Sign in").click()
+        # back to the page asked for, signed in
+        expect(page).to_have_url(re.compile(rf"/dags/{DAG_ID}$"))
+        expect(page.get_by_role("heading", name=DAG_ID)).to_be_visible()
+        # the time zone the UI shows times in: the browser's
+        expect(page.get_by_role("button", name="+07:00")).to_be_visible()
+    finally:
+        context.close()
+
+
+def test_the_trigger_forms_defaults_process_yesterday_in_jakarta(ui):
+    from playwright.sync_api import expect
+
+    form = open_trigger_form(ui)
+    expect(partition_date_field(form)).to_have_value("")
+    # Logical Date is pre-filled with now, shown in Jakarta time
+    now = jakarta(datetime.now(UTC))
+    shown = form.get_by_role("group").filter(has_text="Logical Date").get_by_test_id(
+        "datetime-input").inner_text().strip()
+    assert shown in {(now + timedelta(minutes=m)).strftime("%b %d, %Y %H:%M") for m in (-1, 0, 1)}
+    ui.shot("2-trigger-form-defaults")
+    expected = yesterday_in_jakarta()
+    run_id = submit_trigger_form(ui, form)
+
+    run = ui.stack.api.wait_run(DAG_ID, run_id, timeout=RUN_TIMEOUT_S)
+    assert run["state"] == "success"
+    assert run["conf"].get("partition_date") is None
+    # D of a manual run without partition_date: the day before its logical date in Jakarta
+    logical = datetime.fromisoformat(run["logical_date"].replace("Z", "+00:00"))
+    assert jakarta(logical).date() - timedelta(days=1) == expected
+    states = ui.states(run_id)
+    assert len(states) == 7  # not a task-less success
+    assert set(states.values()) == {"success"}
+    done = ui.entry(expected)
+    assert (done["status"], done["attempt"]) == ("success", 1)
+    assert ui.gold(expected).is_file()
+    expect_run_page(ui, run_id, states)
+    ui.shot("3-manual-run-succeeded")
+    expect_gate_log(ui, run_id, expected)
+    ui.shot("4-manual-run-processes-yesterday")
+
+
+def test_the_trigger_form_with_a_partition_date_processes_that_date(ui):
+    from playwright.sync_api import expect
+
+    assert ui.entry(FORM_DAY) == {}
+    form = open_trigger_form(ui)
+    partition_date_field(form).fill(str(FORM_DAY))
+    expect(partition_date_field(form)).to_have_value(str(FORM_DAY))
+    ui.shot("5-trigger-form-partition-date")
+    run_id = submit_trigger_form(ui, form)
+
+    run = ui.stack.api.wait_run(DAG_ID, run_id, timeout=RUN_TIMEOUT_S)
+    assert run["state"] == "success"
+    assert run["conf"]["partition_date"] == str(FORM_DAY)
+    assert ui.states(run_id)["publish_gold"] == "success"
+    done = ui.entry(FORM_DAY)
+    assert (done["status"], done["attempt"]) == ("success", 1)
+    assert ui.gold(FORM_DAY).is_file()
+    expect_gate_log(ui, run_id, FORM_DAY)
+
+
+def test_clearing_load_of_a_succeeded_run_in_the_ui_skips_and_changes_nothing(ui):
+    from playwright.sync_api import expect
+
+    run = ui.scheduled_run()
+    run_id = run["dag_run_id"]
+    assert run["state"] == "success"
+    before = ui.entry(SCHEDULED_DAY)
+    assert (before["status"], before["attempt"]) == ("success", 1)
+    gold = ui.gold(SCHEDULED_DAY).read_bytes()
+
+    ui.goto(f"/dags/{DAG_ID}/runs/{run_id}")
+    ui.page.get_by_role("table").get_by_role("link", name="load", exact=True).click()
+    expect(ui.page).to_have_url(re.compile(r"/tasks/load$"))
+    # the task page has loaded its try: its log is shown
+    expect(ui.page.get_by_text(f"Stage load of partition {SCHEDULED_DAY}")).to_be_visible()
+    ui.page.get_by_role("button", name="Press shift+c to clear").click()
+    dialog = ui.page.get_by_role("dialog")
+    expect(dialog.get_by_role("heading", name=re.compile(r"^Clear Task Instance: load"))
+           ).to_be_visible()
+    # the dialog's defaults: Downstream preselected, so load and what follows it
+    expect(dialog.get_by_text("Affected Tasks: 3")).to_be_visible()
+    for task_id in CLEARED:
+        expect(dialog.get_by_role("row").filter(has_text=task_id)).to_contain_text(run_id)
+    ui.shot("6-clear-dialog-downstream")
+    dialog.get_by_role("button", name="Confirm").click()
+    expect(dialog).to_be_hidden()
+
+    def cleared_and_done():
+        tis = ui.stack.api.task_instances(DAG_ID, run_id)
+        finished = ui.stack.api.dag_run(DAG_ID, run_id)
+        if tis["load"]["try_number"] >= 2 and finished["state"] in TERMINAL and \
+                all(tis[t]["state"] not in (None, "queued", "scheduled", "running")
+                    for t in CLEARED):
+            return finished
+        return None
+
+    finished = wait_for(cleared_and_done, RUN_TIMEOUT_S, 1.0, f"the cleared tasks of {run_id}")
+    assert finished["state"] == "success"
+    states = ui.states(run_id)
+    assert {t: states[t] for t in CLEARED} == dict.fromkeys(CLEARED, "skipped")
+    after = ui.entry(SCHEDULED_DAY)
+    assert (after["status"], after["attempt"]) == ("success", 1)
+    assert after["checksums"] == before["checksums"]
+    assert ui.gold(SCHEDULED_DAY).read_bytes() == gold
+
+    # the task page says why: the reason is in the log of the new try
+    ui.page.reload()
+    wrap_log_lines(ui)
+    expect(ui.page.get_by_text("Skipped", exact=True).first).to_be_visible()
+    expect(ui.page.get_by_text(
+        f"{SCHEDULED_DAY} already succeeded (use force to reprocess)")).to_be_visible()
+    ui.shot("7-cleared-load-skipped-with-reason")
+
+
+def test_the_grid_and_the_run_header_show_the_partition_date_in_jakarta_time(ui):
+    from playwright.sync_api import expect
+
+    run = ui.scheduled_run()
+    run_id = run["dag_run_id"]
+    assert run_id.startswith(f"scheduled__{SCHEDULED_DAY}__")
+    fired = fire_time(SCHEDULED_DAY)
+    local = jakarta(fired).strftime("%Y-%m-%d %H:%M:%S")  # 2026-11-03 02:30:00
+    assert local.startswith(str(SCHEDULED_DAY + timedelta(days=1)))
+
+    ui.goto(f"/dags/{DAG_ID}")
+    ui.page.locator(f'a[href="/dags/{DAG_ID}/runs/{run_id}/"]').hover()
+    tooltip = ui.page.get_by_test_id("basic-tooltip")
+    expect(tooltip).to_contain_text(f"Run ID: scheduled__{SCHEDULED_DAY}__")
+    # the fire time in Jakarta, its UTC value in the title
+    expect(tooltip.get_by_text(local, exact=True)).to_have_attribute(
+        "title", fired.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"))
+    expect(ui.page.get_by_role("button", name="+07:00")).to_be_visible()
+    ui.shot("8-grid-tooltip-partition-date")
+
+    ui.goto(f"/dags/{DAG_ID}/runs/{run_id}")
+    header = ui.page.get_by_test_id("stat")
+    expect(header.filter(has=ui.page.get_by_role("heading", name="Partition Key"))
+           ).to_contain_text(str(SCHEDULED_DAY))
+    expect(header.filter(has=ui.page.get_by_role("heading", name="Logical Date"))
+           ).to_contain_text(local)
+    ui.shot("9-run-header-partition-key")
