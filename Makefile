@@ -22,7 +22,7 @@ endif
 
 setup: $(BIN)/tokokita-etl
 
-# the sample partitions through Airflow on SQLite (airflow_home/, no Docker, no services)
+# the sample week through a running Airflow on SQLite (airflow_home/, no Docker), then stop
 demo: setup
 	$(BIN)/python -m stack demo
 
