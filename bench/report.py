@@ -199,7 +199,7 @@ def render(data: dict) -> str:
         f"default settings), DuckDB {m['duckdb']}, pyarrow {m['pyarrow']}. Measured "
         f"{data['started']}; load average at start "
         f"{', '.join(f'{x:.1f}' for x in m['load_average_at_start'])}"
-        " (the machine was shared with other work, so absolute times are noisy; both sides of a",
+        " (absolute times vary by tens of percent with the load average; both sides of a",
         "row ran back to back under the same conditions).",
         "",
         "## Pipeline vs plain-Python baseline",
