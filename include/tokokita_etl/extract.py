@@ -100,19 +100,41 @@ def _bad_utf8_location(path: Path) -> str:
     return f"byte offset {offset}"
 
 
+def _physical_lines(handle) -> Iterator[str]:
+    """The lines of a binary file handle as text, the BOM dropped: a physical line ends at a
+    line feed only (docs/decisions.md). A carriage return that is not part of a CRLF does not
+    end a line, as in the fast path, the UTF-8 error location and the reference; a text-mode
+    file (`newline=""`) would also end lines at a lone carriage return, so records and line
+    numbers would follow a different line model. A newline byte never occurs inside a UTF-8
+    sequence, so decoding line by line is exact."""
+    first = True
+    for raw in handle:
+        if first:
+            raw, first = raw.removeprefix(BOM), False
+        yield raw.decode("utf-8")
+
+
+def _strip_line_end(text: str) -> str:
+    """The record's raw text without its final line end (one CRLF or LF; other carriage
+    returns are part of the text)."""
+    if text.endswith("\r\n"):
+        return text[:-2]
+    return text.removesuffix("\n")
+
+
 def _raw_lines(path: Path, wanted: list[tuple[int, int]]) -> dict[int, str]:
     """Re-read the physical lines of the malformed records (rare, so a second pass is cheap)."""
     spans = dict(wanted)
     out: dict[int, str] = {}
     current: int | None = None
-    with open(path, encoding="utf-8-sig", newline="") as handle:
-        for number, text in enumerate(handle, start=1):
+    with open(path, "rb") as handle:
+        for number, text in enumerate(_physical_lines(handle), start=1):
             if current is None and number in spans:
                 current, out[number] = number, ""
             if current is not None:
                 out[current] += text
                 if number >= spans[current]:
-                    out[current] = out[current].rstrip("\r\n")
+                    out[current] = _strip_line_end(out[current])
                     current = None
     return out
 
@@ -229,6 +251,8 @@ def _line_blocks(handle, limit: int) -> Iterator[tuple[bytes, int]]:
                 continue
             data, carry = data[:cut], data[cut:]
         elif data:
+            if data.endswith(b"\r"):  # a CR ending the file is text, not a CRLF to trim
+                raise NeedsRecordReader("a carriage return that does not end a line")
             data += b"\n"  # the last line has no line end
         else:
             return
@@ -336,9 +360,9 @@ def _extract_by_records(path: Path, size: int, staging: Path) -> ExtractResult:
     rows = 0
     malformed: list[tuple[int, int]] = []
     extra: list[str] = []
-    with open(path, encoding="utf-8-sig", newline="") as handle, \
+    with open(path, "rb") as handle, \
             atomic_writer(staging / EXTRACT_ROWS, mode="wb") as out:
-        reader = csv.reader(handle, strict=True)
+        reader = csv.reader(_physical_lines(handle), strict=True)
         writer = None
         try:
             header = _read_header(reader, path)

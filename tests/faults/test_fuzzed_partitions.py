@@ -16,8 +16,6 @@ import random
 from datetime import UTC, date, datetime
 from pathlib import Path
 
-import pytest
-
 from devtools.reference import ReferenceDataError, run_reference
 from devtools.samples import generate_partition
 from tests.conftest import Workspace, in_process_cli
@@ -92,10 +90,6 @@ def _mutate(data: bytes, rng: random.Random) -> bytes:
     return data
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "open finding: after a record the csv module rejects (a field over the csv field limit, "
-    "or broken quoting spanning lines) extract's line numbers differ from the reference's, "
-    "so the quarantine (and the winning duplicate) differ; remove this mark with the fix"))
 def test_fuzzed_partitions_never_crash_and_agree_with_the_reference(
         tmp_path, monkeypatch, capsys):
     """Guards every crash path a fuzzed raw file can reach: tracebacks, exit codes outside
