@@ -33,8 +33,8 @@ from tokokita_etl.errors import (
 from tokokita_etl.files import write_new_atomic, write_text_atomic
 from tokokita_etl.notify import run_summary
 from tokokita_etl.policy import Action, counts_as_attempt, gate_decision
-from tokokita_etl.stages import read_stage, stage_durations
-from tokokita_etl.state import FAILED, SUCCESS, state_store
+from tokokita_etl.stages import STAGE_NAMES, read_stage, stage_durations, stage_file
+from tokokita_etl.state import FAILED, SUCCESS, cli_holder_finished, state_store
 
 #: a run status in manifests; the watermark only ever holds success or failed
 SKIPPED, BLOCKED, MISSING = "skipped", "blocked", "missing"
@@ -59,20 +59,6 @@ def claim_path(settings: Settings, day: date) -> Path:
 def cli_owner(started: datetime) -> str:
     """The claim owner of a command-line run: host and process, so a dead one is detected."""
     return f"cli:{socket.gethostname()}:{os.getpid()}:{started.isoformat(timespec='seconds')}"
-
-
-def cli_holder_finished(owner: str) -> bool | None:
-    """Whether a command-line claim holder on this host has exited (None: not ours to tell)."""
-    parts = owner.split(":", 3)
-    if len(parts) < 3 or parts[0] != "cli" or parts[1] != socket.gethostname():
-        return None
-    try:
-        os.kill(int(parts[2]), 0)
-    except ProcessLookupError:
-        return True
-    except (ValueError, PermissionError):
-        return None
-    return False
 
 
 @dataclass(frozen=True)
@@ -177,6 +163,54 @@ def release_date(settings: Settings, day: date, owner: str) -> None:
             claim_path(settings, day).unlink(missing_ok=True)
 
 
+# -- intent record: a run that crashed between the stores ---------------------------------------
+
+#: stages that change nothing outside the staging folder: a run that ends in one of them
+#: leaves the warehouse and the gold file as they were
+STAGES_BEFORE_LOAD = STAGE_NAMES[:STAGE_NAMES.index("load")]
+
+
+def interrupted_stage(settings: Settings, day: date) -> str:
+    """The first stage without a record in `day`'s staging folder (the one a crashed run was
+    in), or the last stage when all have one (it ended before recording its outcome)."""
+    for stage in STAGE_NAMES:
+        if not stage_file(settings, day, stage).exists():
+            return stage
+    return STAGE_NAMES[-1]
+
+
+def reconcile_intent(settings: Settings, day: date, now: datetime,
+                     holder_finished: HolderCheck = cli_holder_finished,
+                     owner: str | None = None) -> str | None:
+    """Record the run that left an intent on `day` and is gone as a failure (an attempt).
+
+    The intent's run is alive while it holds the date's claim, unexpired, and
+    `holder_finished` does not say it ended. Otherwise it ended without recording an outcome
+    (killed, machine lost) somewhere between its gate and its record: the warehouse and the
+    gold file may hold part of its work, so the date needs a re-run, whatever the entry said
+    before. An intent of `owner` itself (its gate again: a retry or a cleared task) stays.
+    Returns the recorded error, or None when there was nothing to reconcile.
+    """
+    store = state_store(settings)
+    with _claims_locked(settings):
+        intent = store.read().intent(day)
+        if intent is None or intent["run"] == owner:
+            return None
+        try:
+            held = read_claim(settings, day)
+        except StateError:
+            held = None
+        if held is not None and held.owner == intent["run"] and held.expires > now \
+                and not holder_finished(held.owner):
+            return None
+        stage = interrupted_stage(settings, day)
+        message = (f"interrupted: run {intent['run']} (started {intent['since']}) ended during "
+                   f"{stage} without recording its outcome; the warehouse rows and the gold "
+                   f"file of {day} may hold part of its work: the date needs a re-run")
+        store.record(day, FAILED, {"error": message, "failed_stage": stage}, now)
+        return message
+
+
 # -- gate --------------------------------------------------------------------------------------
 
 def check_writable(settings: Settings) -> None:
@@ -199,6 +233,18 @@ def check_writable(settings: Settings) -> None:
                          f"({exc.strerror or exc}); nothing was run") from None
 
 
+def _asked_once(holder_finished: HolderCheck) -> HolderCheck:
+    """`holder_finished` asked at most once per holder (one gate asks about one holder)."""
+    answers: dict[str, bool | None] = {}
+
+    def ask(owner: str) -> bool | None:
+        if owner not in answers:
+            answers[owner] = holder_finished(owner)
+        return answers[owner]
+
+    return ask
+
+
 @dataclass
 class GateResult:
     """The gate's decision for one run of date D."""
@@ -219,6 +265,8 @@ def gate(settings: Settings, day: date, *, force: bool, reset_attempts: bool, no
     """
     store = state_store(settings)
     check_writable(settings)
+    holder_finished = _asked_once(holder_finished)  # the intent's and the claim's holder
+    reconcile_intent(settings, day, now, holder_finished, owner or by)
     decision = gate_decision(store.read(), day, run_type=run_type, now=now,
                              lookback_days=settings.lookback_days,
                              max_attempts=settings.max_attempts, force=force,
@@ -228,6 +276,8 @@ def gate(settings: Settings, day: date, *, force: bool, reset_attempts: bool, no
         claim_date(settings, day, owner or by, now, holder_finished)
         if reset_attempts:
             reset_from = store.reset_attempts(day, now=now, by=by)
+        # before the first stage: until the run records its outcome the entry is no success
+        store.begin(day, owner or by, STAGE_NAMES[0], now)
     return GateResult(decision.action, decision.reason, store.read().attempts(day), reset_from)
 
 
@@ -356,6 +406,10 @@ def finish_failure(settings: Settings, day: date, error: BaseException, *, stage
         attempt = store.record(day, FAILED, {"error": message, "failed_stage": stage}, now)
         status = FAILED
     else:
+        if stage in STAGES_BEFORE_LOAD:
+            store.clear_intent(day)  # nothing outside staging changed
+        # from load on the intent stays: its run ends without a recorded outcome, so the next
+        # gate records the date as interrupted (the warehouse may hold part of its work)
         attempt = store.read().attempts(day)
         status = BLOCKED if isinstance(error, BlockedError) else (
             MISSING if isinstance(error, MissingPartitionError) else FAILED)

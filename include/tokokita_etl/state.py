@@ -7,6 +7,7 @@ import copy
 import fcntl
 import json
 import os
+import socket
 import tempfile
 from collections.abc import Callable, Iterator
 from datetime import date, datetime
@@ -21,6 +22,10 @@ SUCCESS = "success"
 FAILED = "failed"
 #: fields that describe one run's outcome: a new success or failure replaces them all
 RUN_OUTCOME_FIELDS = ("error", "failed_stage", "warnings")
+#: the intent record of a run that is changing the date's warehouse rows and gold file:
+#: written by the gate before the first stage, removed by the run's success or failure record
+#: (docs/data-contract.md, "Watermark"); while it is there the entry is not a success
+IN_PROGRESS = "in_progress"
 
 
 def _is_count(value: Any) -> bool:
@@ -71,6 +76,31 @@ _FIELD_RULES: dict[str, Callable[[Any], str | None]] = {
 }
 
 
+def cli_holder_finished(owner: str) -> bool | None:
+    """Whether a command-line run `owner` (`cli:host:pid:start`) on this host has exited
+    (None: not a command-line run of this host, so not ours to tell)."""
+    parts = owner.split(":", 3)
+    if len(parts) < 3 or parts[0] != "cli" or parts[1] != socket.gethostname():
+        return None
+    try:
+        os.kill(int(parts[2]), 0)
+    except ProcessLookupError:
+        return True
+    except (ValueError, PermissionError):
+        return None
+    return False
+
+
+def _intent_problem(value: Any) -> str | None:
+    if not isinstance(value, dict) or any(
+            not isinstance(value.get(name), str) for name in ("run", "stage", "since")):
+        return "must be an object with 'run', 'stage' and 'since' (strings)"
+    return None
+
+
+_FIELD_RULES[IN_PROGRESS] = _intent_problem
+
+
 def _field_problem(name: str, value: Any) -> str | None:
     rule = _FIELD_RULES.get(name)
     return rule(value) if rule else None
@@ -92,8 +122,22 @@ class Watermark:
         return self.runs.get(str(day), {})
 
     def has_success(self, day: date | str) -> bool:
-        """Whether `day`'s last recorded outcome is a success."""
-        return self.entry(day).get("status") == SUCCESS
+        """Whether `day`'s last recorded outcome is a success that still describes the
+        warehouse: not when an intent record of a run known to have ended stands beside it
+        (that run may have replaced the rows: the date needs a re-run). A live run's intent
+        (a forced re-run of a done date, whose own stages decide with this) keeps the success
+        until the run records its outcome; the gate reconciles the intents of runs that are
+        gone whatever their kind (`runs.reconcile_intent`)."""
+        entry = self.entry(day)
+        if entry.get("status") != SUCCESS:
+            return False
+        intent = entry.get(IN_PROGRESS)
+        return intent is None or cli_holder_finished(intent["run"]) is not True
+
+    def intent(self, day: date | str) -> dict[str, str] | None:
+        """The intent record (`run`, `stage`, `since`) of a run that has not recorded its
+        outcome for `day`, or None."""
+        return self.entry(day).get(IN_PROGRESS)
 
     def attempts(self, day: date | str) -> int:
         """Recorded attempts for `day` (successes and failures; skips do not count)."""
@@ -206,7 +250,7 @@ class StateStore:
             entry["attempt"] = int(entry.get("attempt", 0)) + 1
             entry["status"] = status
             entry["updated_at"] = now.isoformat(timespec="seconds")
-            for key in RUN_OUTCOME_FIELDS:
+            for key in (*RUN_OUTCOME_FIELDS, IN_PROGRESS):
                 entry.pop(key, None)
             for key, value in payload.items():
                 if key != "attempt" and not (key == "warnings" and not value):
@@ -215,6 +259,29 @@ class StateStore:
             return entry["attempt"]
 
         return self.update(mutate)
+
+    def begin(self, day: date, run: str, stage: str, now: datetime) -> None:
+        """Write `run`'s intent record for `day` before its first stage changes anything."""
+
+        def mutate(data: dict[str, Any]) -> None:
+            entry = data["runs"].setdefault(day.isoformat(), {})
+            entry[IN_PROGRESS] = {"run": run, "stage": stage,
+                                  "since": now.isoformat(timespec="seconds")}
+            data["runs"] = dict(sorted(data["runs"].items()))
+
+        self.update(mutate)
+
+    def clear_intent(self, day: date) -> None:
+        """Drop `day`'s intent record (its run ended before changing the warehouse)."""
+
+        def mutate(data: dict[str, Any]) -> None:
+            entry = data["runs"].get(day.isoformat())
+            if entry is not None:
+                entry.pop(IN_PROGRESS, None)
+                if not entry:
+                    del data["runs"][day.isoformat()]
+
+        self.update(mutate)
 
     def reset_attempts(self, day: date, *, now: datetime, by: str) -> int:
         """Set `day`'s attempts to 0, recording when and by whom. Returns the previous count."""

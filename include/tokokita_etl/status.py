@@ -22,7 +22,7 @@ from tokokita_etl.policy import (
     outside_lookback,
     unblock_hint,
 )
-from tokokita_etl.runs import read_claim
+from tokokita_etl.runs import cli_holder_finished, interrupted_stage, read_claim
 from tokokita_etl.schedule import fire_time_for_partition, local_today
 from tokokita_etl.state import FAILED, SUCCESS, state_store
 
@@ -117,11 +117,18 @@ def _state_of(settings: Settings, state, day: date, now: datetime, *, present: b
         claim = read_claim(settings, day)
     except EtlError as exc:
         return {"state": "running", "label": "running (claim unreadable)", "reason": str(exc)}
-    if claim is not None and claim.expires > now:
+    if claim is not None and claim.expires > now and cli_holder_finished(claim.owner) is not True:
         return {"state": "running", "label": "running", "holder": claim.owner,
                 "reason": f"being processed by {claim.owner} since "
                           f"{claim.since.isoformat(timespec='seconds')}"}
     used = f"{state.attempts(day)}/{settings.max_attempts}"
+    intent = state.intent(day)
+    if intent is not None:  # its run is gone (a live one holds the claim, see above)
+        return {"state": "failed", "label": "needs re-run",
+                "reason": f"run {intent['run']} (started {intent['since']}) ended during "
+                          f"{interrupted_stage(settings, day)} without recording its outcome; "
+                          "the warehouse may hold part of its work: the next run re-runs it "
+                          f"({used} attempts used before it)"}
     if state.has_success(day):
         return {"state": "done", "label": "done", "reason": f"succeeded (attempt {used})"}
     decision = decide(state, day, max_attempts=settings.max_attempts)

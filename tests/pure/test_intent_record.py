@@ -1,0 +1,136 @@
+"""The watermark's intent record: a run that crashed between the stores is never a success.
+
+Real watermark and claim files in a temporary state folder and real processes for the claim
+holders (one that has exited, this test process that is alive); the kill -9 campaign on whole
+runs is tests/faults/test_kill_during_run.py.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from datetime import UTC, date, datetime, timedelta
+
+import pytest
+
+from tests.conftest import Workspace
+from tokokita_etl.errors import (
+    ConcurrentRunError,
+    MissingPartitionError,
+    StateError,
+    WarehouseError,
+)
+from tokokita_etl.policy import Action
+from tokokita_etl.runs import cli_owner, finish_failure, gate, read_claim, release_date
+from tokokita_etl.state import FAILED, IN_PROGRESS, SUCCESS, StateStore
+from tokokita_etl.status import date_states
+
+DAY = date(2026, 11, 10)
+NOW = datetime(2026, 11, 11, 3, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def ws(tmp_path) -> Workspace:
+    ws = Workspace(tmp_path, f"sqlite:///{tmp_path / 'warehouse.db'}")
+    ws.write_partition(DAY, "order_id\n")
+    return ws
+
+
+def _dead_cli_owner() -> str:
+    """The owner name of a command-line run whose process has exited."""
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    process.wait()
+    return cli_owner(NOW).replace(f":{os.getpid()}:", f":{process.pid}:")
+
+
+def _succeeded(ws: Workspace, attempt: int = 1) -> StateStore:
+    store = StateStore(ws.state_file)
+    for _ in range(attempt):
+        store.record(DAY, SUCCESS, {"checksums": {"fact": "old"}}, NOW)
+    return store
+
+
+def test_the_gate_writes_the_intent_before_the_first_stage_and_the_success_record_removes_it(ws):
+    settings = ws.settings()
+    store = _succeeded(ws)
+    owner = cli_owner(NOW)
+    decision = gate(settings, DAY, force=True, reset_attempts=False, now=NOW, by="cli",
+                    owner=owner)
+    assert decision.action is Action.RUN
+    assert store.read().intent(DAY) == {"run": owner, "stage": "extract",
+                                        "since": NOW.isoformat(timespec="seconds")}
+    # a live run's own stages still see the success it is re-running
+    assert store.read().has_success(DAY)
+    store.record(DAY, SUCCESS, {"checksums": {"fact": "new"}}, NOW)
+    assert IN_PROGRESS not in store.read().entry(DAY)
+
+
+def test_a_forced_rerun_that_died_after_its_gate_is_no_success_and_the_next_gate_records_it(ws):
+    """Regression for the crash between stores: the old `success` entry stood for rows a
+    killed forced re-run had replaced."""
+    settings = ws.settings()
+    store = _succeeded(ws)
+    dead = _dead_cli_owner()
+    gate(settings, DAY, force=True, reset_attempts=False, now=NOW, by="cli", owner=dead)
+    (settings.staging_path(DAY)).mkdir(parents=True)
+    for stage in ("extract", "transform"):
+        (settings.staging_path(DAY) / f"{stage}.json").write_text("{}")
+    assert not store.read().has_success(DAY), "a dead run's intent beside a success"
+    [row] = [r for r in date_states(settings, NOW) if r["date"] == DAY.isoformat()]
+    assert (row["state"], row["label"]) == ("failed", "needs re-run")
+    assert "ended during load" in row["reason"]
+
+    later = NOW + timedelta(minutes=5)
+    decision = gate(settings, DAY, force=False, reset_attempts=False, now=later, by="cli",
+                    owner=cli_owner(later))
+    assert decision.action is Action.RUN  # not done: a plain run re-runs it
+    entry = store.read().entry(DAY)
+    assert entry["status"] == FAILED and entry["failed_stage"] == "load"
+    assert entry["error"].startswith(f"interrupted: run {dead}")
+    assert entry["attempt"] == 2  # the success, then the interrupted run
+    assert entry[IN_PROGRESS]["run"] == cli_owner(later)  # the new run's own intent
+
+
+def test_a_live_runs_intent_is_left_alone_by_another_gate(ws):
+    settings = ws.settings()
+    store = _succeeded(ws)
+    owner = cli_owner(NOW)  # this process: alive
+    gate(settings, DAY, force=True, reset_attempts=False, now=NOW, by="cli", owner=owner)
+    other = "cli:elsewhere:1:2026-11-11T03:00:00+00:00"
+    with pytest.raises(ConcurrentRunError, match="is being processed by"):
+        gate(settings, DAY, force=True, reset_attempts=False, now=NOW, by="cli", owner=other)
+    assert store.read().intent(DAY)["run"] == owner
+    assert read_claim(settings, DAY).owner == owner
+
+
+def test_a_failure_that_is_no_attempt_before_load_drops_the_intent_and_keeps_the_success(ws):
+    settings = ws.settings()
+    store = _succeeded(ws)
+    owner = cli_owner(NOW)
+    gate(settings, DAY, force=True, reset_attempts=False, now=NOW, by="cli", owner=owner)
+    finish_failure(settings, DAY, MissingPartitionError("gone"), stage="extract", started=NOW,
+                   now=NOW, trigger="cli")
+    release_date(settings, DAY, owner)
+    entry = store.read().entry(DAY)
+    assert IN_PROGRESS not in entry and entry["status"] == SUCCESS
+    assert store.read().has_success(DAY)
+
+
+def test_a_counted_failure_replaces_the_intent_with_the_failure(ws):
+    settings = ws.settings()
+    store = _succeeded(ws)
+    gate(settings, DAY, force=True, reset_attempts=False, now=NOW, by="cli", owner=cli_owner(NOW))
+    finish_failure(settings, DAY, WarehouseError("locked"), stage="load", started=NOW, now=NOW,
+                   trigger="cli")
+    entry = store.read().entry(DAY)
+    assert IN_PROGRESS not in entry
+    assert (entry["status"], entry["failed_stage"], entry["attempt"]) == (FAILED, "load", 2)
+
+
+def test_a_hand_edited_intent_that_is_not_an_object_is_a_corrupt_watermark(ws):
+    store = _succeeded(ws)
+    text = ws.state_file.read_text().replace('"status"', '"in_progress": "yes",\n"status"', 1)
+    ws.state_file.write_text(text)
+    with pytest.raises(StateError, match="in_progress"):
+        store.read()
