@@ -276,7 +276,8 @@ def gate(settings: Settings, day: date, *, force: bool, reset_attempts: bool, no
         claim_date(settings, day, owner or by, now, holder_finished)
         if reset_attempts:
             reset_from = store.reset_attempts(day, now=now, by=by)
-        # before the first stage: until the run records its outcome the entry is no success
+        # before the first stage: a run that dies before its outcome record leaves it, and
+        # the next gate of the date records the date as interrupted (reconcile_intent)
         store.begin(day, owner or by, STAGE_NAMES[0], now)
     return GateResult(decision.action, decision.reason, store.read().attempts(day), reset_from)
 
