@@ -1,8 +1,10 @@
-"""Atomic file writes: a temporary name in the same folder, fsync, then rename."""
+"""Atomic file writes (a temporary name in the same folder, fsync, then rename) and the
+exclusive lock file that serialises read-modify-write cycles."""
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import tempfile
 from collections.abc import Iterator
@@ -73,3 +75,16 @@ def atomic_path(path: Path) -> Iterator[Path]:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+@contextlib.contextmanager
+def locked(lock_path: Path) -> Iterator[None]:
+    """Hold an exclusive `flock` on `lock_path` (created when missing) for the block."""
+    lock_path = Path(lock_path)
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "a+") as lock:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_UN)

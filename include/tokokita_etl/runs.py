@@ -8,13 +8,12 @@ never overwritten); a success or a failure that counts also updates the watermar
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import shutil
 import socket
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -30,7 +29,7 @@ from tokokita_etl.errors import (
     MissingPartitionError,
     StateError,
 )
-from tokokita_etl.files import write_new_atomic, write_text_atomic
+from tokokita_etl.files import locked, write_new_atomic, write_text_atomic
 from tokokita_etl.notify import run_summary
 from tokokita_etl.policy import Action, counts_as_attempt, gate_decision
 from tokokita_etl.stages import STAGE_NAMES, read_stage, stage_durations, stage_file
@@ -69,6 +68,11 @@ class Claim:
     since: datetime
     expires: datetime
 
+    def live(self, now: datetime, holder_finished: HolderCheck) -> bool:
+        """Whether the holder still holds the date: unexpired, and not known to have ended
+        (None from `holder_finished`, cannot tell, leaves it to the expiry)."""
+        return self.expires > now and holder_finished(self.owner) is not True
+
 
 def read_claim(settings: Settings, day: date) -> Claim | None:
     """The current claim of `day`, or None; a damaged claim file is a StateError naming it."""
@@ -104,17 +108,9 @@ def read_claim(settings: Settings, day: date) -> Claim | None:
     return Claim(values["owner"], moments["since"], moments["expires"])
 
 
-@contextlib.contextmanager
-def _claims_locked(settings: Settings) -> Iterator[None]:
+def _claims_locked(settings: Settings) -> contextlib.AbstractContextManager[None]:
     """Every look at a claim and its change happen under one lock of the claims folder."""
-    folder = settings.state_dir / "claims"
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / ".lock", "a+") as lock:
-        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+    return locked(settings.state_dir / "claims" / ".lock")
 
 
 def claim_date(settings: Settings, day: date, owner: str, now: datetime,
@@ -125,22 +121,19 @@ def claim_date(settings: Settings, day: date, owner: str, now: datetime,
     run), when it expired, or when `holder_finished` says its holder has ended.
     """
     path = claim_path(settings, day)
-    body = json.dumps({"owner": owner, "since": now.isoformat(timespec="seconds"),
-                       "expires": (now + timedelta(hours=settings.claim_ttl_hours))
-                       .isoformat(timespec="seconds")})
     with _claims_locked(settings):
         held = read_claim(settings, day)
-        if held is not None and held.owner != owner and held.expires > now \
-                and not holder_finished(held.owner):
+        if held is not None and held.owner != owner and held.live(now, holder_finished):
             raise ConcurrentRunError(
                 f"{day} is being processed by {held.owner} since "
                 f"{held.since.isoformat(timespec='seconds')}; this run does not interleave "
                 f"with it (claim {path}, expires {held.expires.isoformat(timespec='seconds')})")
-        if held is not None and held.owner == owner:
-            # a retry or a cleared task of the holder: same start, the expiry renewed
-            body = json.dumps({"owner": owner, "since": held.since.isoformat(timespec="seconds"),
-                               "expires": json.loads(body)["expires"]})
-        write_text_atomic(path, body)
+        # a retry or a cleared task of the holder keeps its start; the expiry is renewed
+        since = held.since if held is not None and held.owner == owner else now
+        write_text_atomic(path, json.dumps({
+            "owner": owner, "since": since.isoformat(timespec="seconds"),
+            "expires": (now + timedelta(hours=settings.claim_ttl_hours))
+            .isoformat(timespec="seconds")}))
 
 
 def claim_started(settings: Settings, day: date, owner: str, default: datetime) -> datetime:
@@ -200,8 +193,7 @@ def reconcile_intent(settings: Settings, day: date, now: datetime,
             held = read_claim(settings, day)
         except StateError:
             held = None
-        if held is not None and held.owner == intent["run"] and held.expires > now \
-                and not holder_finished(held.owner):
+        if held is not None and held.owner == intent["run"] and held.live(now, holder_finished):
             return None
         stage = interrupted_stage(settings, day)
         message = (f"interrupted: run {intent['run']} (started {intent['since']}) ended during "

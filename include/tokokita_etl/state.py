@@ -4,19 +4,18 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import fcntl
 import json
 import os
 import socket
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
 from tokokita_etl.config import Settings
 from tokokita_etl.errors import StateError
-from tokokita_etl.files import atomic_writer, write_text_atomic
+from tokokita_etl.files import atomic_writer, locked, write_text_atomic
 
 SUCCESS = "success"
 FAILED = "failed"
@@ -156,15 +155,8 @@ class StateStore:
         """Load the current watermark (an empty one when the file does not exist yet)."""
         return Watermark(self._load())
 
-    @contextlib.contextmanager
-    def _locked(self) -> Iterator[None]:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.lock_path, "a+") as lock:
-            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+    def _locked(self) -> contextlib.AbstractContextManager[None]:
+        return locked(self.lock_path)
 
     def _load(self) -> dict[str, Any]:
         try:

@@ -117,7 +117,7 @@ def _state_of(settings: Settings, state, day: date, now: datetime, *, present: b
         claim = read_claim(settings, day)
     except EtlError as exc:
         return {"state": "running", "label": "running (claim unreadable)", "reason": str(exc)}
-    if claim is not None and claim.expires > now and cli_holder_finished(claim.owner) is not True:
+    if claim is not None and claim.live(now, cli_holder_finished):
         return {"state": "running", "label": "running", "holder": claim.owner,
                 "reason": f"being processed by {claim.owner} since "
                           f"{claim.since.isoformat(timespec='seconds')}"}
