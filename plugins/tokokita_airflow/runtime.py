@@ -35,14 +35,16 @@ def run_anchor(context: Context) -> datetime:
     return dag_run.logical_date or dag_run.run_after
 
 
-def partition_date_of(dag_run: Any, params: Mapping[str, Any] | None = None) -> date:
+def partition_date_of(dag_run: Any, params: Mapping[str, Any] | None = None,
+                      tz: str | None = None) -> date:
     """Partition date D of a DAG run: the `partition_date` param, else the run's partition key
-    (set by the timetable, or given when triggered), else from its fire time."""
+    (set by the timetable, or given when triggered), else from its fire time; `tz`: the
+    pipeline's time zone (default: read from its settings)."""
     from tokokita_etl.schedule import partition_date_for_run
 
     anchor = dag_run.logical_date or dag_run.run_after
     override = (params or {}).get("partition_date") or getattr(dag_run, "partition_key", None)
-    return partition_date_for_run(anchor, pipeline_settings().timezone, override)
+    return partition_date_for_run(anchor, tz or pipeline_settings().timezone, override)
 
 
 def partition_date(context: Context) -> date:

@@ -163,8 +163,8 @@ def _airflow_runs(session, settings, since: date) -> dict[str, list[dict[str, An
     from airflow.models.taskinstance import TaskInstance
     from sqlalchemy import select
 
+    from tokokita_airflow.runtime import flag, partition_date_of
     from tokokita_etl.errors import EtlError
-    from tokokita_etl.schedule import partition_date_for_run
 
     runs = session.scalars(select(DagRun).where(DagRun.dag_id == DAG_ID)
                            .order_by(DagRun.run_after.desc()).limit(1000)).all()
@@ -179,14 +179,12 @@ def _airflow_runs(session, settings, since: date) -> dict[str, list[dict[str, An
     for run in runs:
         conf = run.conf or {}
         try:
-            day = partition_date_for_run(
-                run.logical_date or run.run_after, settings.timezone,
-                conf.get("partition_date") or getattr(run, "partition_key", None))
+            day = partition_date_of(run, conf, settings.timezone)
         except (EtlError, ValueError):
             continue
         if day < since:
             continue
-        flags = [k for k in ("force", "reset_attempts") if str(conf.get(k)).lower() == "true"]
+        flags = [k for k in ("force", "reset_attempts") if flag(conf.get(k))]
         by_day.setdefault(day.isoformat(), []).append({
             "run_id": run.run_id, "run_type": str(getattr(run.run_type, "value", run.run_type)),
             "state": str(getattr(run.state, "value", run.state)), "flags": flags,
