@@ -36,3 +36,14 @@ def ensure_metadata_db() -> None:
     subprocess.run([str(Path(sys.executable).with_name("airflow")), "db", "migrate"],
                    check=True, capture_output=True, env={**os.environ})
     _migrated = True
+
+
+def fire_time(day: str):
+    """The scheduled fire time (pendulum) of the run that processes `day` (`YYYY-MM-DD`)."""
+    from datetime import date
+
+    import pendulum
+
+    from stack.ephemeral import fire_time as fire_time_of
+
+    return pendulum.instance(fire_time_of(date.fromisoformat(day)))

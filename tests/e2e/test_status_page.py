@@ -28,7 +28,7 @@ from zoneinfo import ZoneInfo
 import httpx
 import pytest
 
-from stack.ephemeral import DAG_ID, JKT, PASSWORD, USERNAME, EphemeralStack
+from stack.ephemeral import DAG_ID, JKT, PASSWORD, USERNAME, EphemeralStack, fire_time
 from stack.rest import AirflowApi, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
@@ -56,15 +56,13 @@ def t(n: int) -> str:
 def page_stack(tmp_path_factory):
     """The running stack: T-6 done, T-5 blocked after three failed attempts."""
     from devtools.samples import generate_partition
-    from tokokita_etl.schedule import fire_time_for_partition
 
     today = today_in_jakarta()
     previous = signal.signal(signal.SIGALRM, _timeout)
     signal.alarm(HARD_TIMEOUT_S)
     stack = EphemeralStack(
         tmp_path_factory.mktemp("status-page"), start_date=t(5),
-        end_date=fire_time_for_partition(today - timedelta(days=5), "30 2 * * *",
-                                         JKT).isoformat(),
+        end_date=fire_time(today - timedelta(days=5)).isoformat(),
         extra_users={"viewer": "viewer"})
     try:
         stack.prepare()

@@ -29,7 +29,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from stack.ephemeral import DAG_ID, JKT, EphemeralStack
+from stack.ephemeral import DAG_ID, JKT, EphemeralStack, fire_time
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 
@@ -59,11 +59,10 @@ class Dates:
 def gestures(tmp_path_factory):
     """The running stack with its scheduled catch-up finished."""
     from devtools.samples import generate_partition
-    from tokokita_etl.schedule import fire_time_for_partition
 
     # the scheduled runs expected below must not change while the module runs: start clear
     # of today's 02:30 fire time in Jakarta (a wait of at most seven minutes)
-    fire = fire_time_for_partition(today_in_jakarta() - timedelta(days=1), "30 2 * * *", JKT)
+    fire = fire_time(today_in_jakarta() - timedelta(days=1))
     if datetime.now(UTC) + timedelta(minutes=5) > fire > datetime.now(UTC) - timedelta(minutes=2):
         time.sleep((fire + timedelta(minutes=2) - datetime.now(UTC)).total_seconds())
     today = today_in_jakarta()
@@ -72,7 +71,7 @@ def gestures(tmp_path_factory):
     signal.alarm(HARD_TIMEOUT_S)
     stack = EphemeralStack(
         tmp_path_factory.mktemp("gestures"), start_date=dates.missing.isoformat(),
-        end_date=fire_time_for_partition(dates.missing, "30 2 * * *", JKT).isoformat())
+        end_date=fire_time(dates.missing).isoformat())
     try:
         stack.prepare()
         raw = stack.data / "raw"

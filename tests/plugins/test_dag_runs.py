@@ -3,25 +3,18 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 import pendulum
 import pytest
+
+from tests.airflow_support import fire_time
 
 pytestmark = pytest.mark.airflow
 
 JKT = "Asia/Jakarta"
 STAGES = ("extract", "transform", "load", "validate", "publish_gold")
 
-
-def fire_time(day: str):
-    """The scheduled fire time of the run that processes `day` (D+1 02:30 Jakarta)."""
-    from tokokita_etl.config import dag_schedule_from_env
-    from tokokita_etl.schedule import fire_time_for_partition
-
-    schedule = dag_schedule_from_env()
-    return pendulum.instance(fire_time_for_partition(date.fromisoformat(day), schedule.cron,
-                                                     schedule.timezone))
 
 
 def state_of(project, day: str) -> dict:

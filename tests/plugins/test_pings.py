@@ -5,24 +5,14 @@ good pings fail; a ping server that is down never fails the run."""
 from __future__ import annotations
 
 import json
-from datetime import date
 
-import pendulum
 import pytest
 
+from tests.airflow_support import fire_time
 from tests.ping_server import PingServer, closed_port_url
 
 pytestmark = pytest.mark.airflow
 
-
-def fire_time(day: str):
-    """The scheduled fire time of the run that processes `day` (D+1 02:30 Jakarta)."""
-    from tokokita_etl.config import dag_schedule_from_env
-    from tokokita_etl.schedule import fire_time_for_partition
-
-    schedule = dag_schedule_from_env()
-    return pendulum.instance(fire_time_for_partition(date.fromisoformat(day), schedule.cron,
-                                                     schedule.timezone))
 
 
 @pytest.fixture
