@@ -1,4 +1,4 @@
-"""Command line: `tokokita-etl run|due|status|cron` (also `python -m tokokita_etl`)."""
+"""Command line: `tokokita-etl run|due|status|state|cron` (also `python -m tokokita_etl`)."""
 
 from __future__ import annotations
 
@@ -10,15 +10,17 @@ import os
 import sys
 from collections.abc import Callable
 from datetime import datetime
+from pathlib import Path
 
 from tokokita_etl.config import DEFAULT_TIMEZONE, Settings, load_settings
-from tokokita_etl.errors import EXIT_USAGE, EtlError
+from tokokita_etl.errors import EXIT_USAGE, EtlError, StateError
+from tokokita_etl.files import write_text_atomic
 from tokokita_etl.pipeline import run_for_date
 from tokokita_etl.policy import due_runs
 from tokokita_etl.runs import utc_now
 from tokokita_etl.schedule import parse_now, parse_run_date
 from tokokita_etl.stages import WARNING_PREFIX
-from tokokita_etl.state import state_store
+from tokokita_etl.state import check_document, state_store
 from tokokita_etl.status import format_status, status_rows
 
 
@@ -32,6 +34,8 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument("--state-dir")
     common.add_argument("--staging-dir")
     common.add_argument("--warehouse-url")
+    common.add_argument("--state-url", help="where the watermark, claims and manifests live: "
+                        "empty (files in --state-dir), 'warehouse' or a postgresql:// URL")
     common.add_argument("--timezone")
 
     parser = argparse.ArgumentParser(prog="tokokita-etl", description=__doc__)
@@ -60,13 +64,24 @@ def _parser() -> argparse.ArgumentParser:
                         "lookback_days + 30); dates in the watermark are always shown")
     status.add_argument("--json", action="store_true")
 
+    state = sub.add_parser("state", help="move the watermark between state.json and the "
+                           "state database")
+    state_sub = state.add_subparsers(dest="state_command", required=True)
+    export = state_sub.add_parser("export", parents=[common], help="write the watermark in "
+                                  "state.json's format (stdout by default)")
+    export.add_argument("--output", help="file to write (atomically) instead of stdout")
+    imports = state_sub.add_parser("import", parents=[common], help="add the entries of a "
+                                   "state.json file to the configured store (refused, nothing "
+                                   "imported, when a date already has an entry)")
+    imports.add_argument("file", help="a state.json file")
+
     sub.add_parser("cron", add_help=False, help="validate, explain and preview a cron expression")
     return parser
 
 
 def _settings(args: argparse.Namespace) -> Settings:
     names = ("raw_dir", "gold_dir", "quarantine_dir", "state_dir", "staging_dir",
-             "warehouse_url", "timezone", "lookback_days", "max_attempts")
+             "warehouse_url", "state_url", "timezone", "lookback_days", "max_attempts")
     return load_settings(args.config, overrides={n: getattr(args, n, None) for n in names})
 
 
@@ -128,6 +143,34 @@ def cmd_status(args: argparse.Namespace, now: Callable[[], datetime] = utc_now) 
     return 0
 
 
+def cmd_state(args: argparse.Namespace) -> int:
+    """`state export [--output FILE]` and `state import FILE`."""
+    settings = _settings(args)
+    store = state_store(settings)
+    if args.state_command == "export":
+        data = store.export()
+        text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+        if args.output:
+            write_text_atomic(Path(args.output), text)
+            print(f"exported {len(data['runs'])} dates from {store.location} to "
+                  f"{args.output}", file=sys.stderr)
+        else:
+            sys.stdout.write(text)
+        return 0
+    path = Path(args.file)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise StateError(f"{path}: cannot read: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise StateError(f"{path}: invalid JSON at line {exc.lineno}, column {exc.colno}: "
+                         f"{exc.msg}; nothing was imported") from None
+    check_document(str(path), data)
+    imported = store.import_entries(data)
+    print(f"imported {len(imported)} dates from {path} into {store.location}")
+    return 0
+
+
 def main(argv: list[str] | None = None, *, now: Callable[[], datetime] = utc_now) -> int:
     """Entry point; returns the exit code."""
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -150,6 +193,8 @@ def main(argv: list[str] | None = None, *, now: Callable[[], datetime] = utc_now
             return cmd_run(args, now)
         if args.command == "due":
             return cmd_due(args)
+        if args.command == "state":
+            return cmd_state(args)
         return cmd_status(args, now)
     except EtlError as exc:
         print(f"error: {exc}", file=sys.stderr)

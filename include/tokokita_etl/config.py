@@ -68,6 +68,12 @@ def _url_problem(url: str) -> str | None:
     return f"expected an http:// or https:// URL, got {url!r}"
 
 
+def _state_url_problem(url: str) -> str | None:
+    if url == "warehouse" or urlsplit(url).scheme.split("+")[0] in ("postgresql", "postgres"):
+        return None
+    return f"expected empty, 'warehouse' or a postgresql:// URL, got {url!r}"
+
+
 @dataclass(frozen=True)
 class Settings:
     """Resolved pipeline settings; paths are absolute."""
@@ -83,6 +89,10 @@ class Settings:
     state_dir: Path = Path("data/state")
     staging_dir: Path = Path("data/staging")
     warehouse_url: str = "sqlite:///data/warehouse/tokokita.db"
+    #: where the watermark, the claims and the manifests live: empty for files in
+    #: `state_dir`; a `postgresql://` URL, or `warehouse` for the warehouse's own PostgreSQL
+    #: database (schema `tokokita_state`), for workers on several machines
+    state_url: str = field(default="", metadata={"problem": _state_url_problem, "empty": True})
     #: DuckDB's own memory in transform; beyond it its temp tables spill to the staging folder
     #: (with the rest of the process this bounds a large partition's peak RSS)
     duckdb_memory_limit: str = field(default="400MB", metadata={"problem": _duckdb_size_problem})
@@ -118,6 +128,11 @@ class Settings:
     def tz(self) -> ZoneInfo:
         """The pipeline's time zone."""
         return ZoneInfo(self.timezone)
+
+    @property
+    def state_db_url(self) -> str:
+        """The PostgreSQL URL of the state store, or "" for the files in `state_dir`."""
+        return self.warehouse_url if self.state_url == "warehouse" else self.state_url
 
     @property
     def state_file(self) -> Path:
@@ -260,6 +275,11 @@ def catchup_bound(bound: date, tz: str) -> datetime:
 
 def _check_together(settings: Settings, sources: Mapping[str, str]) -> None:
     """The rules that involve more than one setting."""
+    if settings.state_url == "warehouse" and not settings.warehouse_url.startswith("postgres"):
+        raise ConfigError(
+            f"state_url 'warehouse' ({sources.get('state_url', 'default')}) needs a PostgreSQL "
+            f"warehouse_url, got {settings.warehouse_url!r}; the state of the embedded SQLite "
+            "setup stays in state_dir (leave state_url empty)")
     if settings.end_date is not None and (
             catchup_bound(settings.end_date, settings.timezone)
             < catchup_bound(settings.start_date, settings.timezone)):

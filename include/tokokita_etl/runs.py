@@ -7,13 +7,9 @@ never overwritten); a success or a failure that counts also updates the watermar
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
 import shutil
 import socket
-import tempfile
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -29,18 +25,21 @@ from tokokita_etl.errors import (
     MissingPartitionError,
     StateError,
 )
-from tokokita_etl.files import locked, write_new_atomic, write_text_atomic
 from tokokita_etl.notify import run_summary
 from tokokita_etl.policy import Action, counts_as_attempt, gate_decision
 from tokokita_etl.stages import STAGE_NAMES, read_stage, stage_durations, stage_file
-from tokokita_etl.state import FAILED, SUCCESS, cli_holder_finished, state_store
+from tokokita_etl.state import (
+    FAILED,
+    SUCCESS,
+    Claim,
+    HolderCheck,
+    StateStore,
+    cli_holder_finished,
+    state_store,
+)
 
 #: a run status in manifests; the watermark only ever holds success or failed
 SKIPPED, BLOCKED, MISSING = "skipped", "blocked", "missing"
-
-#: answers whether the claim holder `owner` has finished (True), is alive (False) or
-#: cannot be told (None: the claim's expiry decides)
-HolderCheck = Callable[[str], bool | None]
 
 
 def utc_now() -> datetime:
@@ -51,8 +50,8 @@ def utc_now() -> datetime:
 # -- per-date claim: two runs of the same date never interleave --------------------------------
 
 def claim_path(settings: Settings, day: date) -> Path:
-    """The claim file of `day`."""
-    return settings.state_dir / "claims" / f"{day.isoformat()}.json"
+    """The claim file of `day` in the file store."""
+    return StateStore(settings.state_file, settings.pipeline).claim_path(day)
 
 
 def cli_owner(started: datetime) -> str:
@@ -60,57 +59,9 @@ def cli_owner(started: datetime) -> str:
     return f"cli:{socket.gethostname()}:{os.getpid()}:{started.isoformat(timespec='seconds')}"
 
 
-@dataclass(frozen=True)
-class Claim:
-    """Who holds a date, since when, until when."""
-
-    owner: str
-    since: datetime
-    expires: datetime
-
-    def live(self, now: datetime, holder_finished: HolderCheck) -> bool:
-        """Whether the holder still holds the date: unexpired, and not known to have ended
-        (None from `holder_finished`, cannot tell, leaves it to the expiry)."""
-        return self.expires > now and holder_finished(self.owner) is not True
-
-
 def read_claim(settings: Settings, day: date) -> Claim | None:
-    """The current claim of `day`, or None; a damaged claim file is a StateError naming it."""
-    path = claim_path(settings, day)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise StateError(f"{path}: cannot read the claim: {exc}") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise StateError(f"{path}: corrupt claim (invalid JSON: {exc.msg}); delete it if no "
-                         "run of this date is in progress") from None
-    if not isinstance(data, dict):
-        raise StateError(f"{path}: corrupt claim: expected an object")
-    values = {}
-    for name in ("owner", "since", "expires"):
-        value = data.get(name)
-        if not isinstance(value, str) or not value:
-            raise StateError(f"{path}: corrupt claim: field {name!r} must be a non-empty string")
-        values[name] = value
-    moments = {}
-    for name in ("since", "expires"):
-        try:
-            moments[name] = datetime.fromisoformat(values[name])
-        except ValueError:
-            raise StateError(f"{path}: corrupt claim: field {name!r} is not an ISO 8601 "
-                             f"date-time: {values[name]!r}") from None
-        if moments[name].tzinfo is None:
-            raise StateError(f"{path}: corrupt claim: field {name!r} has no UTC offset")
-    return Claim(values["owner"], moments["since"], moments["expires"])
-
-
-def _claims_locked(settings: Settings) -> contextlib.AbstractContextManager[None]:
-    """Every look at a claim and its change happen under one lock of the claims folder."""
-    return locked(settings.state_dir / "claims" / ".lock")
+    """The current claim of `day`, or None; a damaged claim is a StateError naming it."""
+    return state_store(settings).read_claim(day)
 
 
 def claim_date(settings: Settings, day: date, owner: str, now: datetime,
@@ -120,20 +71,18 @@ def claim_date(settings: Settings, day: date, owner: str, now: datetime,
     A claim is taken over when it is `owner`'s own (a retry or a cleared task of the same
     run), when it expired, or when `holder_finished` says its holder has ended.
     """
-    path = claim_path(settings, day)
-    with _claims_locked(settings):
-        held = read_claim(settings, day)
+    store = state_store(settings)
+    with store.date_locked(day):
+        held = store.read_claim(day)
         if held is not None and held.owner != owner and held.live(now, holder_finished):
             raise ConcurrentRunError(
                 f"{day} is being processed by {held.owner} since "
                 f"{held.since.isoformat(timespec='seconds')}; this run does not interleave "
-                f"with it (claim {path}, expires {held.expires.isoformat(timespec='seconds')})")
+                f"with it (claim {store.claim_location(day)}, expires "
+                f"{held.expires.isoformat(timespec='seconds')})")
         # a retry or a cleared task of the holder keeps its start; the expiry is renewed
         since = held.since if held is not None and held.owner == owner else now
-        write_text_atomic(path, json.dumps({
-            "owner": owner, "since": since.isoformat(timespec="seconds"),
-            "expires": (now + timedelta(hours=settings.claim_ttl_hours))
-            .isoformat(timespec="seconds")}))
+        store.put_claim(day, Claim(owner, since, now + timedelta(hours=settings.claim_ttl_hours)))
 
 
 def claim_started(settings: Settings, day: date, owner: str, default: datetime) -> datetime:
@@ -147,13 +96,14 @@ def claim_started(settings: Settings, day: date, owner: str, default: datetime) 
 
 def release_date(settings: Settings, day: date, owner: str) -> None:
     """Release `owner`'s claim on `day` (no-op when it holds none)."""
-    with _claims_locked(settings):
+    store = state_store(settings)
+    with store.date_locked(day):
         try:
-            held = read_claim(settings, day)
+            held = store.read_claim(day)
         except StateError:
             return
         if held is not None and held.owner == owner:
-            claim_path(settings, day).unlink(missing_ok=True)
+            store.drop_claim(day)
 
 
 # -- intent record: a run that crashed between the stores ---------------------------------------
@@ -185,12 +135,12 @@ def reconcile_intent(settings: Settings, day: date, now: datetime,
     Returns the recorded error, or None when there was nothing to reconcile.
     """
     store = state_store(settings)
-    with _claims_locked(settings):
+    with store.date_locked(day):
         intent = store.read().intent(day)
         if intent is None or intent["run"] == owner:
             return None
         try:
-            held = read_claim(settings, day)
+            held = store.read_claim(day)
         except StateError:
             held = None
         if held is not None and held.owner == intent["run"] and held.live(now, holder_finished):
@@ -206,23 +156,10 @@ def reconcile_intent(settings: Settings, day: date, now: datetime,
 # -- gate --------------------------------------------------------------------------------------
 
 def check_writable(settings: Settings) -> None:
-    """StateError (exit 2, not an attempt) unless the watermark and the manifests folder
-    can be written: checked before any stage, so a run never loads or publishes what it
-    cannot record."""
+    """StateError (exit 2, not an attempt) unless the state store (watermark, claims,
+    manifests) can be written: checked before any stage, so a run never loads or publishes
+    what it cannot record."""
     state_store(settings).check_writable()
-    folder = settings.runs_dir
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(prefix=".probe.", suffix=".tmp", dir=folder)
-        try:
-            os.write(fd, b"{}\n")
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-            os.unlink(probe)
-    except OSError as exc:
-        raise StateError(f"{folder}: the run manifests folder cannot be written "
-                         f"({exc.strerror or exc}); nothing was run") from None
 
 
 def _asked_once(holder_finished: HolderCheck) -> HolderCheck:
@@ -284,25 +221,35 @@ class RunOutcome:
     status: str  # success | skipped | failed | blocked | missing
     exit_code: int
     attempt: int
-    manifest: Path
+    #: where its manifest went (a file, or a row of the state database)
+    manifest: str
+    #: the manifest's content
+    body: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
     entry: dict[str, Any] = field(default_factory=dict)
 
     @property
     def summary(self) -> dict[str, Any]:
         """The run's one-line summary (`notify.run_summary`), as its manifest holds it."""
-        return read_summary(self.manifest)
+        return self.body.get("summary", {})
+
+
+def manifest_name(day: date, started: datetime) -> str:
+    """`run-YYYY-MM-DD-HHMMSS` (partition date, then UTC start time)."""
+    return f"run-{day.isoformat()}-{started.astimezone(UTC):%H%M%S}"
 
 
 def manifest_path(settings: Settings, day: date, started: datetime) -> Path:
-    """`runs/run-YYYY-MM-DD-HHMMSS.json` (partition date, then UTC start time)."""
-    return settings.runs_dir / f"run-{day.isoformat()}-{started.astimezone(UTC):%H%M%S}.json"
+    """`runs/run-YYYY-MM-DD-HHMMSS.json` in the file store."""
+    return settings.runs_dir / f"{manifest_name(day, started)}.json"
 
 
 def write_manifest(settings: Settings, day: date, started: datetime, finished: datetime, *,
                    status: str, attempt: int, exit_code: int, entry: dict[str, Any],
-                   durations: dict[str, int], trigger: str, error: str | None = None) -> Path:
-    """Write the run's manifest; never overwrites an existing one."""
+                   durations: dict[str, int], trigger: str,
+                   error: str | None = None) -> tuple[str, str, dict[str, Any]]:
+    """Write the run's manifest (never replacing one); returns its name (the run id), where
+    it went and its body."""
     body = {
         "pipeline": settings.pipeline,
         "partition_date": day.isoformat(),
@@ -321,29 +268,17 @@ def write_manifest(settings: Settings, day: date, started: datetime, finished: d
     }
     if error:
         body["error"] = error
-    path = manifest_path(settings, day, started)
-    body["summary"] = run_summary(body, run_id=path.stem, entry=entry, started=started,
+    name = manifest_name(day, started)
+    body["summary"] = run_summary(body, run_id=name, entry=entry, started=started,
                                   finished=finished)
-    return write_new_atomic(path, json.dumps(body, indent=2, ensure_ascii=False) + "\n")
-
-
-def read_summary(manifest: Path) -> dict[str, Any]:
-    """The `summary` of a manifest file ({} when it has none or cannot be read)."""
-    try:
-        body = json.loads(manifest.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return {}
-    summary = body.get("summary") if isinstance(body, dict) else None
-    return summary if isinstance(summary, dict) else {}
+    return (*state_store(settings).write_manifest(name, body), body)
 
 
 def latest_summary(settings: Settings, day: date, trigger: str) -> dict[str, Any]:
     """The summary of the newest manifest of `day` written by `trigger` ({} when none)."""
-    paths = sorted(settings.runs_dir.glob(f"run-{day.isoformat()}-*.json"),
-                   key=lambda path: path.stat().st_mtime_ns, reverse=True)
-    for path in paths:
-        summary = read_summary(path)
-        if summary.get("trigger") == trigger:
+    for body in state_store(settings).manifests(day):
+        summary = body.get("summary")
+        if isinstance(summary, dict) and summary.get("trigger") == trigger:
             return summary
     return {}
 
@@ -380,10 +315,10 @@ def finish_success(settings: Settings, day: date, *, started: datetime, now: dat
     payload = success_payload(settings, day)
     durations = stage_durations(settings, day)
     attempt = state_store(settings).record(day, SUCCESS, payload, now)
-    path = write_manifest(settings, day, started, now, status=SUCCESS, attempt=attempt,
+    run_id, where, body = write_manifest(settings, day, started, now, status=SUCCESS, attempt=attempt,
                           exit_code=EXIT_OK, entry=payload, durations=durations, trigger=trigger)
     shutil.rmtree(settings.staging_path(day), ignore_errors=True)
-    return RunOutcome(path.stem, SUCCESS, EXIT_OK, attempt, path, entry=payload)
+    return RunOutcome(run_id, SUCCESS, EXIT_OK, attempt, where, body, entry=payload)
 
 
 def finish_failure(settings: Settings, day: date, error: BaseException, *, stage: str,
@@ -407,11 +342,11 @@ def finish_failure(settings: Settings, day: date, error: BaseException, *, stage
         status = BLOCKED if isinstance(error, BlockedError) else (
             MISSING if isinstance(error, MissingPartitionError) else FAILED)
     exit_code = getattr(error, "exit_code", EXIT_FAILED)
-    path = write_manifest(settings, day, started, now, status=status, attempt=attempt,
+    run_id, where, body = write_manifest(settings, day, started, now, status=status, attempt=attempt,
                           exit_code=exit_code, entry={}, durations=stage_durations(settings, day),
                           trigger=trigger, error=message)
     (settings.staging_path(day) / "validate.json").unlink(missing_ok=True)
-    return RunOutcome(path.stem, status, exit_code, attempt, path, error=message)
+    return RunOutcome(run_id, status, exit_code, attempt, where, body, error=message)
 
 
 def finish_refused(settings: Settings, day: date, error: BaseException, *, status: str,
@@ -424,10 +359,10 @@ def finish_refused(settings: Settings, day: date, error: BaseException, *, statu
     attempt = state_store(settings).read().attempts(day)
     exit_code = EXIT_BLOCKED if isinstance(error, BlockedError) else \
         getattr(error, "exit_code", EXIT_FAILED)
-    path = write_manifest(settings, day, started, now, status=status, attempt=attempt,
+    run_id, where, body = write_manifest(settings, day, started, now, status=status, attempt=attempt,
                           exit_code=exit_code, entry={}, durations={}, trigger=trigger,
                           error=message)
-    return RunOutcome(path.stem, status, exit_code, attempt, path, error=message)
+    return RunOutcome(run_id, status, exit_code, attempt, where, body, error=message)
 
 
 def finish_skip(settings: Settings, day: date, *, started: datetime, now: datetime,
@@ -435,8 +370,9 @@ def finish_skip(settings: Settings, day: date, *, started: datetime, now: dateti
     """Write the `skipped` manifest; the watermark is unchanged."""
     entry = state_store(settings).read().entry(day)
     attempt = int(entry.get("attempt", 0))
-    path = write_manifest(settings, day, started, now, status=SKIPPED, attempt=attempt,
+    run_id, where, body = write_manifest(settings, day, started, now, status=SKIPPED, attempt=attempt,
                           exit_code=EXIT_OK, entry=entry, durations={}, trigger=trigger,
                           error=None)
-    return RunOutcome(path.stem, SKIPPED, EXIT_OK, attempt, path, error=message, entry=entry)
+    return RunOutcome(run_id, SKIPPED, EXIT_OK, attempt, where, body, error=message,
+                      entry=entry)
 

@@ -1,4 +1,15 @@
-"""The JSON watermark (`state.json`): one entry per partition date, locked and atomic."""
+"""The run state: the watermark (one entry per partition date), the per-date claims and the
+run manifests, in one of two stores with the same fields and rules.
+
+- `StateStore`: files under `state_dir` (`state.json`, `claims/D.json`, `runs/*.json`), each
+  read-modify-write under an exclusive `flock`, each write atomic. The default, for one
+  machine (or workers sharing one POSIX folder).
+- `tokokita_etl.state_db.DatabaseStateStore`: tables in PostgreSQL (`state_url`), each
+  update one transaction holding the date's row lock, claims under the date's advisory lock:
+  exclusive across machines, no shared folder needed.
+
+`state_store(settings)` picks one; every caller goes through it.
+"""
 
 from __future__ import annotations
 
@@ -8,14 +19,15 @@ import json
 import os
 import socket
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
 from tokokita_etl.config import Settings
 from tokokita_etl.errors import StateError
-from tokokita_etl.files import atomic_writer, locked, write_text_atomic
+from tokokita_etl.files import atomic_writer, locked, write_new_atomic, write_text_atomic
 
 SUCCESS = "success"
 FAILED = "failed"
@@ -143,13 +155,149 @@ class Watermark:
         return int(self.entry(day).get("attempt", 0))
 
 
-class StateStore:
-    """The watermark file with an exclusive lock around every read-modify-write."""
+#: answers whether the claim holder `owner` has finished (True), is alive (False) or cannot
+#: be told (None: the claim's expiry decides)
+HolderCheck = Callable[[str], "bool | None"]
+
+
+@dataclass(frozen=True)
+class Claim:
+    """Who holds a date, since when, until when."""
+
+    owner: str
+    since: datetime
+    expires: datetime
+
+    def live(self, now: datetime, holder_finished: HolderCheck) -> bool:
+        """Whether the holder still holds the date: unexpired, and not known to have ended
+        (None from `holder_finished`, cannot tell, leaves it to the expiry)."""
+        return self.expires > now and holder_finished(self.owner) is not True
+
+    def to_dict(self) -> dict[str, str]:
+        """The claim as its JSON record holds it."""
+        return {"owner": self.owner, "since": self.since.isoformat(timespec="seconds"),
+                "expires": self.expires.isoformat(timespec="seconds")}
+
+
+def parse_claim(data: Any, where: str) -> Claim:
+    """A claim from its JSON record; StateError naming `where` and the field when damaged."""
+    if not isinstance(data, dict):
+        raise StateError(f"{where}: corrupt claim: expected an object")
+    values = {}
+    for name in ("owner", "since", "expires"):
+        value = data.get(name)
+        if not isinstance(value, str) or not value:
+            raise StateError(f"{where}: corrupt claim: field {name!r} must be a non-empty string")
+        values[name] = value
+    moments = {}
+    for name in ("since", "expires"):
+        try:
+            moments[name] = datetime.fromisoformat(values[name])
+        except ValueError:
+            raise StateError(f"{where}: corrupt claim: field {name!r} is not an ISO 8601 "
+                             f"date-time: {values[name]!r}") from None
+        if moments[name].tzinfo is None:
+            raise StateError(f"{where}: corrupt claim: field {name!r} has no UTC offset")
+    return Claim(values["owner"], moments["since"], moments["expires"])
+
+
+def check_entry(where: str, key: str, entry: Any) -> None:
+    """StateError unless `entry` is a valid watermark entry for date `key`; the message names
+    `where` (the file or table), the date and the field."""
+    try:
+        date.fromisoformat(key)
+    except ValueError:
+        raise StateError(f"{where}: corrupt watermark: bad date key {key!r}") from None
+    if not isinstance(entry, dict):
+        raise StateError(f"{where}: corrupt watermark: bad entry for {key}: it "
+                         f"must be an object, got {_json_kind(entry)}")
+    for name, value in entry.items():
+        problem = _field_problem(name, value)
+        if problem:
+            raise StateError(
+                f"{where}: corrupt watermark: bad entry for {key}: field {name!r} {problem}, "
+                f"got {_shown(value)}; fix or restore it by hand, it is never reset "
+                "automatically")
+
+
+def check_document(where: str, data: Any) -> dict[str, Any]:
+    """`data` if it is a valid watermark document (`state.json`'s format), else StateError."""
+    if not isinstance(data, dict) or not isinstance(data.get("runs"), dict):
+        raise StateError(f"{where}: corrupt watermark: expected an object with 'runs'")
+    for key, entry in data["runs"].items():
+        check_entry(where, key, entry)
+    return data
+
+
+def _record(entry: dict[str, Any], status: str, payload: dict[str, Any], now: datetime) -> int:
+    entry["attempt"] = int(entry.get("attempt", 0)) + 1
+    entry["status"] = status
+    entry["updated_at"] = now.isoformat(timespec="seconds")
+    for key in (*RUN_OUTCOME_FIELDS, IN_PROGRESS):
+        entry.pop(key, None)
+    for key, value in payload.items():
+        if key != "attempt" and not (key == "warnings" and not value):
+            entry[key] = value
+    return entry["attempt"]
+
+
+class WatermarkRules:
+    """How a run's events change one date's entry; the same for every store, which only
+    provides `update_entry` (one date's entry changed under that date's lock)."""
+
+    def update_entry(self, day: date, mutate: Callable[[dict[str, Any]], Any]) -> Any:
+        """Apply `mutate` to `day`'s entry (a new empty one when unknown) under the lock and
+        save it; an entry left empty is removed. Returns what `mutate` returns."""
+        raise NotImplementedError
+
+    def record(self, day: date, status: str, payload: dict[str, Any], now: datetime) -> int:
+        """Record a success or failure for `day`: attempt += 1. Returns the new attempt."""
+        return self.update_entry(day, lambda entry: _record(entry, status, payload, now))
+
+    def begin(self, day: date, run: str, stage: str, now: datetime) -> None:
+        """Write `run`'s intent record for `day` before its first stage changes anything."""
+
+        def mutate(entry: dict[str, Any]) -> None:
+            entry[IN_PROGRESS] = {"run": run, "stage": stage,
+                                  "since": now.isoformat(timespec="seconds")}
+
+        self.update_entry(day, mutate)
+
+    def clear_intent(self, day: date) -> None:
+        """Drop `day`'s intent record (its run ended before changing the warehouse)."""
+        self.update_entry(day, lambda entry: entry.pop(IN_PROGRESS, None))
+
+    def reset_attempts(self, day: date, *, now: datetime, by: str) -> int:
+        """Set `day`'s attempts to 0, recording when and by whom. Returns the previous count."""
+
+        def mutate(entry: dict[str, Any]) -> int:
+            previous = int(entry.get("attempt", 0))
+            entry["attempt"] = 0
+            entry.setdefault("resets", []).append(
+                {"at": now.isoformat(timespec="seconds"), "by": by, "previous_attempt": previous}
+            )
+            entry["updated_at"] = now.isoformat(timespec="seconds")
+            return previous
+
+        return self.update_entry(day, mutate)
+
+
+class StateStore(WatermarkRules):
+    """The file store: `state.json` with an exclusive lock around every read-modify-write,
+    one claim file per date (`claims/D.json`) and one manifest file per run (`runs/`), all
+    beside the watermark."""
 
     def __init__(self, path: Path, pipeline: str = "etl-pesanan-tokokita") -> None:
         self.path = Path(path)
         self.lock_path = self.path.with_name(self.path.name + ".lock")
         self.pipeline = pipeline
+        self.claims_dir = self.path.parent / "claims"
+        self.runs_dir = self.path.parent / "runs"
+
+    @property
+    def location(self) -> str:
+        """Where the watermark is, for messages."""
+        return str(self.path)
 
     def read(self) -> Watermark:
         """Load the current watermark (an empty one when the file does not exist yet)."""
@@ -173,30 +321,14 @@ class StateStore:
                 f"column {exc.colno}: {exc.msg}); fix or restore it by hand, "
                 "it is never reset automatically"
             ) from None
-        if not isinstance(data, dict) or not isinstance(data.get("runs"), dict):
-            raise StateError(f"{self.path}: corrupt watermark: expected an object with 'runs'")
-        for key, entry in data["runs"].items():
-            try:
-                date.fromisoformat(key)
-            except ValueError:
-                raise StateError(f"{self.path}: corrupt watermark: bad date key {key!r}") from None
-            if not isinstance(entry, dict):
-                raise StateError(f"{self.path}: corrupt watermark: bad entry for {key}: it "
-                                 f"must be an object, got {_json_kind(entry)}")
-            for name, value in entry.items():
-                problem = _field_problem(name, value)
-                if problem:
-                    raise StateError(
-                        f"{self.path}: corrupt watermark: bad entry for {key}: field {name!r} {problem}, got "
-                        f"{_shown(value)}; fix or restore it by hand, it is never reset "
-                        "automatically")
-        return data
+        return check_document(str(self.path), data)
 
     def check_writable(self) -> None:
-        """StateError unless the watermark can be written now: an existing file is rewritten
-        with the same bytes (temporary file, fsync, rename: what `update` does), a missing
-        one is probed with a temporary sibling. Run before any stage, so a full or read-only
-        state folder stops the run before anything is loaded or published."""
+        """StateError unless the watermark and the manifests folder can be written now: an
+        existing watermark is rewritten with the same bytes (temporary file, fsync, rename:
+        what `update` does), a missing one and the manifests folder are probed with a
+        temporary file. Run before any stage, so a full or read-only state folder stops the
+        run before anything is loaded or published."""
         try:
             with self._locked():
                 try:
@@ -207,19 +339,18 @@ class StateStore:
                     with atomic_writer(self.path, mode="wb") as handle:
                         handle.write(current)
                 else:
-                    fd, probe = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp",
-                                                 dir=self.path.parent)
-                    try:
-                        os.write(fd, json.dumps({"pipeline": self.pipeline, "runs": {}})
-                                 .encode())
-                        os.fsync(fd)
-                    finally:
-                        os.close(fd)
-                        os.unlink(probe)
+                    _probe(self.path.parent, self.path.name,
+                           json.dumps({"pipeline": self.pipeline, "runs": {}}).encode())
         except OSError as exc:
             raise StateError(
                 f"{self.path}: the watermark cannot be written ({exc.strerror or exc}); "
                 "nothing was run: free space or fix the permissions, then run again") from None
+        try:
+            self.runs_dir.mkdir(parents=True, exist_ok=True)
+            _probe(self.runs_dir, "probe", b"{}\n")
+        except OSError as exc:
+            raise StateError(f"{self.runs_dir}: the run manifests folder cannot be written "
+                             f"({exc.strerror or exc}); nothing was run") from None
 
     def update(self, mutate: Callable[[dict[str, Any]], Any]) -> Any:
         """Apply `mutate` to the document under the lock and save it atomically."""
@@ -234,64 +365,114 @@ class StateStore:
                 )
             return result
 
-    def record(self, day: date, status: str, payload: dict[str, Any], now: datetime) -> int:
-        """Record a success or failure for `day`: attempt += 1. Returns the new attempt."""
-
-        def mutate(data: dict[str, Any]) -> int:
-            entry = data["runs"].setdefault(day.isoformat(), {})
-            entry["attempt"] = int(entry.get("attempt", 0)) + 1
-            entry["status"] = status
-            entry["updated_at"] = now.isoformat(timespec="seconds")
-            for key in (*RUN_OUTCOME_FIELDS, IN_PROGRESS):
-                entry.pop(key, None)
-            for key, value in payload.items():
-                if key != "attempt" and not (key == "warnings" and not value):
-                    entry[key] = value
+    def update_entry(self, day: date, mutate: Callable[[dict[str, Any]], Any]) -> Any:
+        def change(data: dict[str, Any]) -> Any:
+            key = day.isoformat()
+            entry = data["runs"].setdefault(key, {})
+            result = mutate(entry)
+            if not entry:
+                del data["runs"][key]
             data["runs"] = dict(sorted(data["runs"].items()))
-            return entry["attempt"]
+            return result
 
-        return self.update(mutate)
+        return self.update(change)
 
-    def begin(self, day: date, run: str, stage: str, now: datetime) -> None:
-        """Write `run`'s intent record for `day` before its first stage changes anything."""
+    def export(self) -> dict[str, Any]:
+        """The watermark document (`state.json`'s format)."""
+        return self._load()
 
-        def mutate(data: dict[str, Any]) -> None:
-            entry = data["runs"].setdefault(day.isoformat(), {})
-            entry[IN_PROGRESS] = {"run": run, "stage": stage,
-                                  "since": now.isoformat(timespec="seconds")}
-            data["runs"] = dict(sorted(data["runs"].items()))
+    def import_entries(self, data: dict[str, Any]) -> list[str]:
+        """Add the entries of a watermark document; StateError naming the dates that already
+        have an entry here (nothing is imported then). Returns the imported dates."""
 
-        self.update(mutate)
+        def add(current: dict[str, Any]) -> list[str]:
+            clash = sorted(set(current["runs"]) & set(data["runs"]))
+            if clash:
+                raise StateError(f"{self.path}: already holds entries for {', '.join(clash)}; "
+                                 "nothing was imported")
+            current["runs"] = dict(sorted({**current["runs"], **data["runs"]}.items()))
+            return sorted(data["runs"])
 
-    def clear_intent(self, day: date) -> None:
-        """Drop `day`'s intent record (its run ended before changing the warehouse)."""
+        return self.update(add)
 
-        def mutate(data: dict[str, Any]) -> None:
-            entry = data["runs"].get(day.isoformat())
-            if entry is not None:
-                entry.pop(IN_PROGRESS, None)
-                if not entry:
-                    del data["runs"][day.isoformat()]
+    # -- claims --------------------------------------------------------------------------
 
-        self.update(mutate)
+    def claim_location(self, day: date) -> str:
+        """Where `day`'s claim is, for messages."""
+        return str(self.claim_path(day))
 
-    def reset_attempts(self, day: date, *, now: datetime, by: str) -> int:
-        """Set `day`'s attempts to 0, recording when and by whom. Returns the previous count."""
+    def claim_path(self, day: date) -> Path:
+        """The claim file of `day`."""
+        return self.claims_dir / f"{day.isoformat()}.json"
 
-        def mutate(data: dict[str, Any]) -> int:
-            entry = data["runs"].setdefault(day.isoformat(), {})
-            previous = int(entry.get("attempt", 0))
-            entry["attempt"] = 0
-            entry.setdefault("resets", []).append(
-                {"at": now.isoformat(timespec="seconds"), "by": by, "previous_attempt": previous}
-            )
-            entry["updated_at"] = now.isoformat(timespec="seconds")
-            data["runs"] = dict(sorted(data["runs"].items()))
-            return previous
+    @contextlib.contextmanager
+    def date_locked(self, day: date) -> Iterator[None]:
+        """Every look at a claim and its change happen under one lock of the claims folder."""
+        with locked(self.claims_dir / ".lock"):
+            yield
 
-        return self.update(mutate)
+    def read_claim(self, day: date) -> Claim | None:
+        """The current claim of `day`, or None; a damaged claim is a StateError naming it."""
+        path = self.claim_path(day)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise StateError(f"{path}: cannot read the claim: {exc}") from None
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise StateError(f"{path}: corrupt claim (invalid JSON: {exc.msg}); delete it if "
+                             "no run of this date is in progress") from None
+        return parse_claim(data, str(path))
+
+    def put_claim(self, day: date, claim: Claim) -> None:
+        """Write `day`'s claim (call under `date_locked`)."""
+        write_text_atomic(self.claim_path(day), json.dumps(claim.to_dict()))
+
+    def drop_claim(self, day: date) -> None:
+        """Remove `day`'s claim (call under `date_locked`)."""
+        self.claim_path(day).unlink(missing_ok=True)
+
+    # -- manifests -----------------------------------------------------------------------
+
+    def write_manifest(self, name: str, body: dict[str, Any]) -> tuple[str, str]:
+        """Write a run's manifest as `runs/<name>.json` (or `<name>-2.json`...: never
+        replaces one); returns its final name and where it went."""
+        text = json.dumps(body, indent=2, ensure_ascii=False) + "\n"
+        path = write_new_atomic(self.runs_dir / f"{name}.json", text)
+        return path.stem, str(path)
+
+    def manifests(self, day: date) -> Iterator[dict[str, Any]]:
+        """The manifests of `day`, newest first (unreadable ones are passed over)."""
+        paths = sorted(self.runs_dir.glob(f"run-{day.isoformat()}-*.json"),
+                       key=lambda path: path.stat().st_mtime_ns, reverse=True)
+        for path in paths:
+            try:
+                body = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+                continue
+            if isinstance(body, dict):
+                yield body
+
+
+def _probe(folder: Path, name: str, content: bytes) -> None:
+    """Write, fsync and remove a temporary file in `folder` (OSError when it cannot)."""
+    fd, probe = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=folder)
+    try:
+        os.write(fd, content)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+        os.unlink(probe)
 
 
 def state_store(settings: Settings) -> StateStore:
-    """The watermark store of these settings."""
+    """The state store of these settings: the database of `state_url`, else the files in
+    `state_dir`."""
+    if settings.state_db_url:
+        from tokokita_etl.state_db import DatabaseStateStore
+
+        return DatabaseStateStore.from_settings(settings)
     return StateStore(settings.state_file, settings.pipeline)

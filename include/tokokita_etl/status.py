@@ -8,7 +8,6 @@ from the watermark, the raw folder, the claims and the attempts policy
 
 from __future__ import annotations
 
-import json
 from datetime import date, datetime, timedelta
 from typing import Any
 
@@ -44,14 +43,8 @@ def window(settings: Settings, now: datetime, days: int | None = None) -> list[d
 
 def _last_manifest(settings: Settings, day: date) -> dict[str, Any]:
     """The newest manifest of `day` with a recorded outcome (success or failed), or {}."""
-    paths = sorted(settings.runs_dir.glob(f"run-{day.isoformat()}-*.json"),
-                   key=lambda p: p.stat().st_mtime_ns, reverse=True)
-    for path in paths:
-        try:
-            body = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if isinstance(body, dict) and body.get("status") in (SUCCESS, FAILED):
+    for body in state_store(settings).manifests(day):
+        if body.get("status") in (SUCCESS, FAILED):
             return body
     return {}
 

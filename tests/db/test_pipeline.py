@@ -11,6 +11,7 @@ import json
 from collections import Counter
 from datetime import date
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 from sqlalchemy import text
@@ -294,10 +295,11 @@ def test_a_header_only_partition_is_a_valid_empty_run_with_a_header_only_gold_fi
 def test_manifest_records_status_attempt_rows_checksums_gold_stage_durations_and_exit(workspace):
     workspace.copy_samples(D03)
     outcome = run(workspace, D03)
-    body = json.loads(outcome.manifest.read_text())
+    body = json.loads(Path(outcome.manifest).read_text())
     entry = StateStore(workspace.state_file).read().entry(D03)
-    assert outcome.manifest.parent == workspace.runs
-    assert outcome.manifest.name.startswith("run-2026-11-03-")
+    assert body == outcome.body
+    assert Path(outcome.manifest).parent == workspace.runs
+    assert Path(outcome.manifest).name.startswith("run-2026-11-03-")
     assert body["partition_date"] == "2026-11-03"
     assert (body["status"], body["attempt"], body["exit_code"]) == ("success", 1, 0)
     assert body["rows"] == entry["rows"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 from datetime import UTC, date, datetime
+from pathlib import Path
 from zoneinfo import ZoneInfo
 
 from tests.conftest import (
@@ -40,7 +41,7 @@ def canonical(ws: Workspace, day: date) -> tuple[list, list]:
 
 
 def manifest(path) -> dict:
-    return json.loads(path.read_text(encoding="utf-8"))
+    return json.loads(Path(path).read_text(encoding="utf-8"))
 
 
 def test_second_run_of_a_succeeded_date_is_skipped_with_exit_0_and_a_skipped_manifest(
@@ -112,7 +113,7 @@ def test_manifests_are_never_overwritten_even_for_runs_started_in_the_same_secon
                 run(ws, D02, now=lambda: fixed, force=True)]
     assert [o.status for o in outcomes] == ["success", "skipped", "success"]
     assert occupied.read_text() == "someone else's manifest\n"
-    names = [o.manifest.name for o in outcomes]
+    names = [Path(o.manifest).name for o in outcomes]
     assert names == ["run-2026-11-02-193005-2.json", "run-2026-11-02-193005-3.json",
                      "run-2026-11-02-193005-4.json"]
     assert [manifest(o.manifest)["status"] for o in outcomes] == ["success", "skipped", "success"]

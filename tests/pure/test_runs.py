@@ -343,7 +343,7 @@ def test_a_refused_run_leaves_the_holders_staged_validation_in_place(settings):
                              trigger=OTHER)
     assert validate.exists()
     assert json.loads(validate.read_text())["fact_rows"] == 8
-    manifest = json.loads(outcome.manifest.read_text())
+    manifest = outcome.body
     assert manifest["status"] == "skipped"
     assert manifest["trigger"] == OTHER
     assert HOLDER in manifest["error"]
@@ -358,10 +358,10 @@ def test_a_blocked_refusal_writes_a_blocked_manifest_with_exit_3_and_no_attempt(
     validate = stage_validate(settings, DAY)
     outcome = finish_refused(settings, DAY, BlockedError("2026-11-02 is blocked"), status=BLOCKED,
                              started=NOW, now=NOW, trigger=OTHER)
-    manifest = json.loads(outcome.manifest.read_text())
+    manifest = outcome.body
     assert (manifest["status"], manifest["exit_code"], manifest["attempt"]) == ("blocked",
                                                                                 EXIT_BLOCKED, 3)
-    assert outcome.manifest.name == "run-2026-11-02-193000.json"
+    assert outcome.run_id == "run-2026-11-02-193000"
     assert store.read().attempts(DAY) == 3
     assert validate.exists()
 
@@ -383,7 +383,7 @@ def test_manifests_of_runs_started_in_the_same_second_are_never_overwritten(sett
     second = finish_refused(settings, DAY, error, status=SKIPPED, started=NOW, now=NOW,
                             trigger=OTHER)
     assert first.manifest != second.manifest
-    assert second.manifest.name == "run-2026-11-02-193000-2.json"
+    assert second.run_id == "run-2026-11-02-193000-2"
 
 
 def test_a_recorded_success_clears_a_stale_error_failed_stage_and_warnings(settings):

@@ -1,0 +1,258 @@
+"""The state store in PostgreSQL (`state_url`): the watermark, the claims and the manifests as
+tables of schema `tokokita_state`, with the fields and rules of the file store.
+
+Every watermark update is one transaction holding the row lock of its date (`SELECT ... FOR
+UPDATE`), so concurrent dates never lose an update; a claim is looked at and changed under the
+date's advisory lock, so it is exclusive across machines (the lock is the session's: a killed
+process releases it with its connection). Entries are stored as `json`, not `jsonb`, so their
+fields keep their order and `state export` reproduces `state.json` as the file store writes it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import sqlite3
+from collections.abc import Callable, Iterator
+from datetime import date
+from typing import Any
+
+import psycopg
+from sqlalchemy import Connection, text
+from sqlalchemy.exc import OperationalError, SQLAlchemyError
+
+from tokokita_etl.config import Settings
+from tokokita_etl.errors import StateError, WarehouseError
+from tokokita_etl.state import (
+    Claim,
+    Watermark,
+    WatermarkRules,
+    check_document,
+    check_entry,
+    parse_claim,
+)
+from tokokita_etl.warehouse import Warehouse
+
+SCHEMA = "tokokita_state"
+
+_DDL = (
+    f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}",
+    f"""CREATE TABLE IF NOT EXISTS {SCHEMA}.watermark (
+        pipeline text NOT NULL,
+        partition_date date NOT NULL,
+        entry json NOT NULL,
+        PRIMARY KEY (pipeline, partition_date))""",
+    f"""CREATE TABLE IF NOT EXISTS {SCHEMA}.claims (
+        pipeline text NOT NULL,
+        partition_date date NOT NULL,
+        claim json NOT NULL,
+        PRIMARY KEY (pipeline, partition_date))""",
+    f"""CREATE TABLE IF NOT EXISTS {SCHEMA}.manifests (
+        seq bigserial PRIMARY KEY,
+        pipeline text NOT NULL,
+        name text NOT NULL,
+        partition_date date NOT NULL,
+        body json NOT NULL,
+        UNIQUE (pipeline, name))""",
+    f"""CREATE INDEX IF NOT EXISTS manifests_by_date
+        ON {SCHEMA}.manifests (pipeline, partition_date, seq)""",
+)
+
+#: the advisory lock key of the schema's creation (two first runs at once)
+_SCHEMA_LOCK_KEY = 0x746B6B7374617465  # "tkkstate"
+
+#: URLs whose schema this process has made sure of
+_READY: set[str] = set()
+
+
+def _lock_key(pipeline: str, day: date) -> int:
+    """A signed 64-bit advisory lock key for one pipeline's date."""
+    digest = hashlib.sha256(f"{pipeline}\0{day.isoformat()}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+class DatabaseStateStore(WatermarkRules):
+    """The watermark, claims and manifests of one pipeline in a PostgreSQL database."""
+
+    def __init__(self, url: str, pipeline: str = "etl-pesanan-tokokita", *,
+                 connect_timeout_s: int = Settings.db_connect_timeout_s,
+                 statement_timeout_s: int = Settings.db_statement_timeout_s,
+                 lock_timeout_s: int = Settings.db_lock_timeout_s) -> None:
+        self.database = Warehouse(url, connect_timeout_s=connect_timeout_s,
+                                  statement_timeout_s=statement_timeout_s,
+                                  lock_timeout_s=lock_timeout_s)
+        if self.database.is_sqlite:
+            raise StateError(f"state_url: the state database must be PostgreSQL, got {url!r}")
+        self.pipeline = pipeline
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> DatabaseStateStore:
+        """The state store of `settings.state_db_url`, with the `db_*` timeouts."""
+        return cls(settings.state_db_url, settings.pipeline,
+                   connect_timeout_s=settings.db_connect_timeout_s,
+                   statement_timeout_s=settings.db_statement_timeout_s,
+                   lock_timeout_s=settings.db_lock_timeout_s)
+
+    @property
+    def location(self) -> str:
+        """Where the watermark is, for messages."""
+        return f"{self.database.display_url} ({SCHEMA}.watermark)"
+
+    @contextlib.contextmanager
+    def _begin(self) -> Iterator[Connection]:
+        """One transaction on the state database, its schema made on first use; a database
+        that cannot be reached is a transient error (the run may be retried)."""
+        try:
+            with self.database.engine.begin() as conn:
+                if self.database.display_url not in _READY:
+                    conn.execute(text("SELECT pg_advisory_xact_lock(:key)"),
+                                 {"key": _SCHEMA_LOCK_KEY})
+                    for statement in _DDL:
+                        conn.execute(text(statement))
+                    _READY.add(self.database.display_url)
+                yield conn
+        except (SQLAlchemyError, psycopg.Error, sqlite3.Error) as exc:
+            reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+            raise WarehouseError(f"state database {self.database.display_url}: {reason}",
+                                 transient=isinstance(exc, OperationalError
+                                                      | psycopg.OperationalError)) from None
+
+    # -- watermark ---------------------------------------------------------------------------
+
+    def _document(self, rows: list[Any]) -> dict[str, Any]:
+        runs = {}
+        for day, entry in rows:
+            key = day.isoformat()
+            check_entry(self.location, key, entry)
+            runs[key] = entry
+        return {"pipeline": self.pipeline, "runs": runs}
+
+    def read(self) -> Watermark:
+        """The current watermark."""
+        with self._begin() as conn:
+            rows = conn.execute(text(
+                f"SELECT partition_date, entry FROM {SCHEMA}.watermark "
+                "WHERE pipeline = :p ORDER BY partition_date"), {"p": self.pipeline}).all()
+        return Watermark(self._document(rows))
+
+    def check_writable(self) -> None:
+        """StateError unless the state tables can be written now (a read-only database or
+        role stops the run before any stage)."""
+        try:
+            with self._begin() as conn:
+                conn.execute(text("SET TRANSACTION READ WRITE"))
+                conn.execute(text(f"LOCK TABLE {SCHEMA}.watermark, {SCHEMA}.claims, "
+                                  f"{SCHEMA}.manifests IN ROW EXCLUSIVE MODE"))
+        except WarehouseError as exc:
+            if exc.transient:
+                raise
+            raise StateError(f"{self.location}: the state cannot be written ({exc}); nothing "
+                             "was run") from None
+
+    def update_entry(self, day: date, mutate: Callable[[dict[str, Any]], Any]) -> Any:
+        key = {"p": self.pipeline, "d": day}
+        with self._begin() as conn:
+            # the row exists (maybe as a placeholder only this transaction sees) and is locked
+            conn.execute(text(f"INSERT INTO {SCHEMA}.watermark (pipeline, partition_date, entry)"
+                              " VALUES (:p, :d, '{}') ON CONFLICT DO NOTHING"), key)
+            entry = conn.execute(text(
+                f"SELECT entry FROM {SCHEMA}.watermark WHERE pipeline = :p "
+                "AND partition_date = :d FOR UPDATE"), key).scalar_one()
+            check_entry(self.location, day.isoformat(), entry)
+            result = mutate(entry)
+            if entry:
+                conn.execute(text(f"UPDATE {SCHEMA}.watermark SET entry = :e WHERE "
+                                  "pipeline = :p AND partition_date = :d"),
+                             {**key, "e": json.dumps(entry, ensure_ascii=False)})
+            else:
+                conn.execute(text(f"DELETE FROM {SCHEMA}.watermark WHERE pipeline = :p "
+                                  "AND partition_date = :d"), key)
+        return result
+
+    def export(self) -> dict[str, Any]:
+        """The watermark document (`state.json`'s format)."""
+        return self.read().data
+
+    def import_entries(self, data: dict[str, Any]) -> list[str]:
+        """Add the entries of a watermark document in one transaction; StateError naming
+        the dates that already have an entry here (nothing is imported then)."""
+        check_document("import", data)
+        with self._begin() as conn:
+            conn.execute(text(f"LOCK TABLE {SCHEMA}.watermark IN SHARE ROW EXCLUSIVE MODE"))
+            present = {row[0].isoformat() for row in conn.execute(text(
+                f"SELECT partition_date FROM {SCHEMA}.watermark WHERE pipeline = :p"),
+                {"p": self.pipeline})}
+            clash = sorted(present & set(data["runs"]))
+            if clash:
+                raise StateError(f"{self.location}: already holds entries for "
+                                 f"{', '.join(clash)}; nothing was imported")
+            for key, entry in sorted(data["runs"].items()):
+                conn.execute(text(f"INSERT INTO {SCHEMA}.watermark (pipeline, partition_date, "
+                                  "entry) VALUES (:p, :d, :e)"),
+                             {"p": self.pipeline, "d": date.fromisoformat(key),
+                              "e": json.dumps(entry, ensure_ascii=False)})
+        return sorted(data["runs"])
+
+    # -- claims ------------------------------------------------------------------------------
+
+    def claim_location(self, day: date) -> str:
+        """Where `day`'s claim is, for messages."""
+        return f"{self.database.display_url} ({SCHEMA}.claims, {day.isoformat()})"
+
+    @contextlib.contextmanager
+    def date_locked(self, day: date) -> Iterator[None]:
+        """Hold `day`'s advisory lock for the block (on a connection of its own)."""
+        with self._begin() as conn:
+            conn.execute(text("SELECT pg_advisory_xact_lock(:key)"),
+                         {"key": _lock_key(self.pipeline, day)})
+            yield
+
+    def read_claim(self, day: date) -> Claim | None:
+        """The current claim of `day`, or None; a damaged claim is a StateError naming it."""
+        with self._begin() as conn:
+            data = conn.execute(text(f"SELECT claim FROM {SCHEMA}.claims WHERE pipeline = :p "
+                                     "AND partition_date = :d"),
+                                {"p": self.pipeline, "d": day}).scalar_one_or_none()
+        return None if data is None else parse_claim(data, self.claim_location(day))
+
+    def put_claim(self, day: date, claim: Claim) -> None:
+        """Write `day`'s claim (call under `date_locked`)."""
+        with self._begin() as conn:
+            conn.execute(text(f"INSERT INTO {SCHEMA}.claims (pipeline, partition_date, claim) "
+                              "VALUES (:p, :d, :c) ON CONFLICT (pipeline, partition_date) "
+                              "DO UPDATE SET claim = EXCLUDED.claim"),
+                         {"p": self.pipeline, "d": day, "c": json.dumps(claim.to_dict())})
+
+    def drop_claim(self, day: date) -> None:
+        """Remove `day`'s claim (call under `date_locked`)."""
+        with self._begin() as conn:
+            conn.execute(text(f"DELETE FROM {SCHEMA}.claims WHERE pipeline = :p "
+                              "AND partition_date = :d"), {"p": self.pipeline, "d": day})
+
+    # -- manifests ---------------------------------------------------------------------------
+
+    def write_manifest(self, name: str, body: dict[str, Any]) -> tuple[str, str]:
+        """Store a run's manifest as `name` (or `name-2`...: never replaces one); returns its
+        final name and where it went."""
+        day = date.fromisoformat(body["partition_date"])
+        text_body = json.dumps(body, ensure_ascii=False)
+        final, n = name, 1
+        with self._begin() as conn:
+            while conn.execute(text(
+                    f"INSERT INTO {SCHEMA}.manifests (pipeline, name, partition_date, body) "
+                    "VALUES (:p, :n, :d, :b) ON CONFLICT DO NOTHING RETURNING seq"),
+                    {"p": self.pipeline, "n": final, "d": day, "b": text_body}).first() is None:
+                n += 1
+                final = f"{name}-{n}"
+        return final, f"{self.database.display_url} ({SCHEMA}.manifests, {final})"
+
+    def manifests(self, day: date) -> Iterator[dict[str, Any]]:
+        """The manifests of `day`, newest first."""
+        with self._begin() as conn:
+            rows = conn.execute(text(f"SELECT body FROM {SCHEMA}.manifests WHERE pipeline = :p "
+                                     "AND partition_date = :d ORDER BY seq DESC"),
+                                {"p": self.pipeline, "d": day}).all()
+        for (body,) in rows:
+            if isinstance(body, dict):
+                yield body
