@@ -1,0 +1,284 @@
+"""The two state stores (tokokita_etl.state: state.json and its folders; tokokita_etl.state_db:
+PostgreSQL tables) hold the same fields under the same rules: each test runs on both, on real
+files and a real PostgreSQL server, from several processes where concurrency is the point."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from tests.conftest import SAMPLE_DATES, Workspace, run_cli
+from tests.db.conftest import _pg_admin_conninfo, _pg_server_url
+from tokokita_etl.config import Settings, load_settings
+from tokokita_etl.errors import ConcurrentRunError, StateError
+from tokokita_etl.runs import claim_date, gate, read_claim, release_date
+from tokokita_etl.state import FAILED, SUCCESS, StateStore, state_store
+from tokokita_etl.state_db import SCHEMA
+
+NOW = datetime(2026, 11, 3, 19, 30, tzinfo=UTC)
+DAYS = [date(2026, 11, 1) + timedelta(days=n) for n in range(8)]
+
+
+def never_finished(owner: str) -> bool | None:
+    return False
+
+
+def make_settings(root: Path, kind: str, pipeline: str) -> Settings:
+    """Settings under `root` whose state is files (`file`) or PostgreSQL tables (`database`)."""
+    values = {"state_dir": "data/state", "staging_dir": "data/staging", "raw_dir": "data/raw",
+              "pipeline": pipeline,
+              "state_url": _pg_server_url() if kind == "database" else None}
+    return load_settings(env={}, overrides=values, cwd=root)
+
+
+def _delete_pipeline(pipeline: str) -> None:
+    with psycopg.connect(_pg_admin_conninfo(_pg_server_url()), autocommit=True) as conn:
+        if conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (SCHEMA,)).fetchone():
+            for table in ("watermark", "claims", "manifests"):
+                conn.execute(f"DELETE FROM {SCHEMA}.{table} WHERE pipeline = %s", (pipeline,))
+
+
+@pytest.fixture
+def pipeline() -> Iterator[str]:
+    """A pipeline name of this test alone (the state tables are keyed by pipeline)."""
+    name = f"test-{uuid.uuid4().hex[:12]}"
+    yield name
+    _delete_pipeline(name)
+
+
+@pytest.fixture(params=["file", pytest.param("database", marks=pytest.mark.postgres)])
+def kind(request) -> str:
+    return request.param
+
+
+@pytest.fixture
+def settings(tmp_path: Path, kind: str, pipeline: str) -> Settings:
+    return make_settings(tmp_path, kind, pipeline)
+
+
+def _history(settings: Settings) -> None:
+    """One sequence of every kind of watermark change."""
+    store = state_store(settings)
+    day, other = DAYS[0], DAYS[1]
+    store.begin(day, "run-a", "extract", NOW)
+    store.record(day, FAILED, {"error": "load: warehouse unreachable", "failed_stage": "load"},
+                 NOW)
+    store.record(day, FAILED, {"error": "boom", "failed_stage": "validate"}, NOW)
+    store.reset_attempts(day, now=NOW, by="ops@example.com")
+    store.begin(day, "run-b", "extract", NOW)
+    store.record(day, SUCCESS, {"rows": {"fact": 8}, "checksums": {"fact": "ab"},
+                                "bruto": "12500.00", "bersih": "12000.50", "gold": "g.csv",
+                                "warnings": ["low volume: 8 rows"]}, NOW)
+    store.begin(other, "run-c", "extract", NOW)
+    store.clear_intent(other)  # an entry left empty goes away
+    store.begin(DAYS[2], "run-d", "extract", NOW)
+
+
+def test_the_same_changes_give_the_same_watermark_document_in_both_stores(tmp_path, pipeline):
+    files = make_settings(tmp_path / "files", "file", pipeline)
+    database = make_settings(tmp_path / "db", "database", pipeline)
+    _history(files)
+    _history(database)
+    on_file = json.loads(files.state_file.read_text(encoding="utf-8"))
+    assert state_store(database).export() == on_file
+    # field order too: `state export` writes what state.json holds
+    assert json.dumps(state_store(database).export()) == json.dumps(on_file)
+    assert not database.state_file.exists()
+
+
+def test_a_watermark_entry_reads_back_with_its_attempts_status_and_intent(settings):
+    _history(settings)
+    state = state_store(settings).read()
+    assert state.has_success(DAYS[0]) and state.attempts(DAYS[0]) == 1
+    assert state.entry(DAYS[0])["resets"] == [
+        {"at": NOW.isoformat(timespec="seconds"), "by": "ops@example.com", "previous_attempt": 2}]
+    assert DAYS[1].isoformat() not in state.runs
+    assert state.intent(DAYS[2])["run"] == "run-d"
+
+
+def test_a_damaged_entry_in_the_state_table_is_an_error_naming_the_table_date_and_field(
+        tmp_path, pipeline):
+    settings = make_settings(tmp_path, "database", pipeline)
+    state_store(settings).record(DAYS[0], FAILED, {"error": "x"}, NOW)
+    with psycopg.connect(_pg_admin_conninfo(_pg_server_url()), autocommit=True) as conn:
+        conn.execute(f"UPDATE {SCHEMA}.watermark SET entry = '{{\"attempt\": \"two\"}}' "
+                     "WHERE pipeline = %s", (pipeline,))
+    with pytest.raises(StateError) as error:
+        state_store(settings).read()
+    message = str(error.value)
+    assert f"{SCHEMA}.watermark" in message and "2026-11-01" in message
+    assert "'attempt'" in message and "must be a count" in message
+    with pytest.raises(StateError):  # and it is never overwritten by an update
+        state_store(settings).record(DAYS[0], FAILED, {"error": "y"}, NOW)
+
+
+def _record_many(root: str, kind: str, pipeline: str, own: str, shared: str, times: int,
+                 barrier) -> None:
+    settings = make_settings(Path(root), kind, pipeline)
+    store = state_store(settings)
+    barrier.wait()
+    for n in range(times):
+        store.record(date.fromisoformat(own), FAILED, {"error": f"e{n}"}, NOW)
+        store.record(date.fromisoformat(shared), FAILED, {"error": f"e{n}"}, NOW)
+
+
+def test_eight_processes_updating_their_dates_and_one_shared_date_lose_no_update(
+        settings, tmp_path, kind, pipeline):
+    context = multiprocessing.get_context("fork")
+    barrier, times, shared = context.Barrier(8), 15, date(2026, 10, 31)
+    processes = [context.Process(target=_record_many, args=(
+        str(tmp_path), kind, pipeline, day.isoformat(), shared.isoformat(), times, barrier))
+        for day in DAYS]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(timeout=120)
+        assert process.exitcode == 0
+    state = state_store(settings).read()
+    assert [state.attempts(day) for day in DAYS] == [times] * 8
+    assert state.attempts(shared) == 8 * times
+
+
+def _claim(root: str, kind: str, pipeline: str, n: int, barrier, results) -> None:
+    settings = make_settings(Path(root), kind, pipeline)
+    barrier.wait()
+    try:
+        claim_date(settings, DAYS[0], f"airflow:dag:run-{n}", NOW, never_finished)
+        results.put((n, "won"))
+    except ConcurrentRunError as exc:
+        results.put((n, str(exc)))
+
+
+def test_eight_processes_racing_for_one_date_have_exactly_one_winner(
+        settings, tmp_path, kind, pipeline):
+    context = multiprocessing.get_context("fork")
+    barrier, results = context.Barrier(8), context.Queue()
+    processes = [context.Process(target=_claim, args=(str(tmp_path), kind, pipeline, n, barrier,
+                                                      results)) for n in range(8)]
+    for process in processes:
+        process.start()
+    outcomes = dict(results.get(timeout=60) for _ in processes)
+    for process in processes:
+        process.join(timeout=60)
+    winners = [n for n, outcome in outcomes.items() if outcome == "won"]
+    assert len(outcomes) == 8 and len(winners) == 1
+    assert read_claim(settings, DAYS[0]).owner == f"airflow:dag:run-{winners[0]}"
+    refusal = next(outcome for outcome in outcomes.values() if outcome != "won")
+    assert f"run-{winners[0]}" in refusal and state_store(settings).claim_location(DAYS[0]) \
+        in refusal
+    release_date(settings, DAYS[0], f"airflow:dag:run-{winners[0]}")
+    assert read_claim(settings, DAYS[0]) is None
+
+
+def test_an_expired_claim_is_taken_over_and_a_release_by_another_owner_changes_nothing(settings):
+    claim_date(settings, DAYS[0], "holder", NOW, never_finished)
+    release_date(settings, DAYS[0], "someone-else")
+    assert read_claim(settings, DAYS[0]).owner == "holder"
+    later = NOW + timedelta(hours=settings.claim_ttl_hours, seconds=1)
+    claim_date(settings, DAYS[0], "next", later, never_finished)
+    claim = read_claim(settings, DAYS[0])
+    assert (claim.owner, claim.since) == ("next", later)
+
+
+def test_the_gate_decides_the_same_on_both_stores(settings):
+    store = state_store(settings)
+    for _ in range(settings.max_attempts):
+        store.record(DAYS[0], FAILED, {"error": "boom"}, NOW)
+    blocked = gate(settings, DAYS[0], force=False, reset_attempts=False, now=NOW, by="me")
+    assert blocked.action.value == "blocked"
+    unblocked = gate(settings, DAYS[0], force=False, reset_attempts=True, now=NOW, by="me")
+    assert (unblocked.action.value, unblocked.reset_from, unblocked.attempt) == ("run", 3, 0)
+    assert store.read().intent(DAYS[0])["run"] == "me"
+
+
+def test_a_manifest_name_is_never_reused_and_the_newest_comes_first(settings):
+    store = state_store(settings)
+    bodies = [{"partition_date": DAYS[0].isoformat(), "status": status}
+              for status in ("failed", "success")]
+    names = [store.write_manifest("run-2026-11-01-193000", body)[0] for body in bodies]
+    assert names == ["run-2026-11-01-193000", "run-2026-11-01-193000-2"]
+    assert [body["status"] for body in store.manifests(DAYS[0])] == ["success", "failed"]
+    assert list(store.manifests(DAYS[1])) == []
+
+
+@pytest.mark.postgres
+def test_state_json_moves_into_the_database_and_exports_back_byte_for_byte(
+        sqlite_workspace: Workspace, pipeline):
+    ws = sqlite_workspace
+    ws.copy_samples()
+    env = ws.env(TOKOKITA_PIPELINE=pipeline)
+    for day in SAMPLE_DATES:
+        assert run_cli(["run", "--date", day.isoformat()], cwd=ws.root, env=env).returncode == 0
+    on_file = ws.state_file.read_text(encoding="utf-8")
+    db_env = {**env, "TOKOKITA_STATE_URL": _pg_server_url()}
+    imported = run_cli(["state", "import", str(ws.state_file)], cwd=ws.root, env=db_env)
+    assert imported.returncode == 0, imported.stderr
+    assert f"imported {len(SAMPLE_DATES)} dates" in imported.stdout
+    exported = run_cli(["state", "export"], cwd=ws.root, env=db_env)
+    assert exported.stdout == on_file
+    target = ws.root / "exported.json"
+    assert run_cli(["state", "export", "--output", str(target)], cwd=ws.root,
+                   env=db_env).returncode == 0
+    assert target.read_text(encoding="utf-8") == on_file
+    again = run_cli(["state", "import", str(ws.state_file)], cwd=ws.root, env=db_env)
+    assert again.returncode == 2
+    assert "already holds entries for 2026-11-02, 2026-11-03, 2026-11-04" in again.stderr
+    assert run_cli(["state", "export"], cwd=ws.root, env=db_env).stdout == on_file
+    due = run_cli(["due", "--now", "2026-11-05T03:00"], cwd=ws.root, env=db_env)
+    assert due.stdout == ""  # the imported dates are done
+
+
+def test_importing_a_damaged_state_file_names_it_and_imports_nothing(tmp_path, kind, pipeline):
+    bad = tmp_path / "state.json"
+    bad.write_text('{"runs": {"2026-11-01": {"status": "fine"}}}', encoding="utf-8")
+    env = {"TOKOKITA_PIPELINE": pipeline, "TOKOKITA_STATE_DIR": str(tmp_path / "state")}
+    if kind == "database":
+        env["TOKOKITA_STATE_URL"] = _pg_server_url()
+    result = run_cli(["state", "import", str(bad)], cwd=tmp_path, env=env)
+    assert result.returncode == 2
+    assert str(bad) in result.stderr and "'status'" in result.stderr
+    assert state_store(make_settings(tmp_path, kind, pipeline)).read().runs == {}
+
+
+@pytest.mark.postgres
+def test_a_run_with_its_state_in_the_warehouse_database_writes_no_state_files(
+        pg_url, tmp_path, pipeline):
+    ws = Workspace(tmp_path, pg_url)
+    ws.copy_samples(SAMPLE_DATES[1])
+    env = ws.env(TOKOKITA_STATE_URL="warehouse", TOKOKITA_PIPELINE=pipeline)
+    day = SAMPLE_DATES[1].isoformat()
+    first = run_cli(["run", "--date", day], cwd=ws.root, env=env)
+    assert first.returncode == 0, first.stderr
+    second = run_cli(["run", "--date", day], cwd=ws.root, env=env)
+    assert second.returncode == 0 and "skip" in second.stdout.lower()
+    assert not ws.state_dir.exists()
+    settings = ws.settings(state_url="warehouse", pipeline=pipeline)
+    entry = state_store(settings).read().entry(SAMPLE_DATES[1])
+    assert (entry["status"], entry["attempt"]) == (SUCCESS, 1)
+    assert [body["status"] for body in state_store(settings).manifests(SAMPLE_DATES[1])] == [
+        "skipped", "success"]
+    status = run_cli(["status", "--json", "--now", "2026-11-04T03:00"], cwd=ws.root, env=env)
+    row = next(r for r in json.loads(status.stdout) if r["date"] == day)
+    assert row["state"] == "done" and row["duration_s"] is not None
+    # the same checksums as the file store's run of the same partition
+    files = Workspace(tmp_path / "files", pg_url)
+    files.copy_samples(SAMPLE_DATES[1])
+    assert run_cli(["run", "--date", day, "--force"], cwd=files.root,
+                   env=files.env()).returncode == 0
+    assert StateStore(files.state_file).read().entry(day)["checksums"] == entry["checksums"]
+
+
+def test_state_url_warehouse_with_an_sqlite_warehouse_is_a_configuration_error(tmp_path):
+    from tokokita_etl.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"state_url 'warehouse'.*needs a PostgreSQL"):
+        load_settings(env={"TOKOKITA_STATE_URL": "warehouse"}, cwd=tmp_path)
+    with pytest.raises(ConfigError, match=r"state_url.*postgresql://"):
+        load_settings(env={"TOKOKITA_STATE_URL": "mysql://x"}, cwd=tmp_path)
