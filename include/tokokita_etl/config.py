@@ -19,6 +19,9 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from tokokita_etl.errors import ConfigError
 
+#: a local folder (a Path) or an object-storage URL such as `s3://bucket/prefix` (a str)
+Location = Path | str
+
 DEFAULT_CONFIG_PATH = Path("config/pipeline.yaml")
 DEFAULT_TIMEZONE = "Asia/Jakarta"
 ENV_PREFIX = "TOKOKITA_"
@@ -83,11 +86,13 @@ class Settings:
     timezone: str = field(default=DEFAULT_TIMEZONE, metadata={"problem": _timezone_problem})
     lookback_days: int = 7
     max_attempts: int = 3
-    raw_dir: Path = Path("data/raw")
-    gold_dir: Path = Path("data/gold")
-    quarantine_dir: Path = Path("data/quarantine")
+    raw_dir: Location = Path("data/raw")
+    gold_dir: Location = Path("data/gold")
+    quarantine_dir: Location = Path("data/quarantine")
     state_dir: Path = Path("data/state")
-    staging_dir: Path = Path("data/staging")
+    staging_dir: Location = Path("data/staging")
+    #: this machine's working copies of the object-storage folders (a local folder)
+    work_dir: Path = Path("data/work")
     warehouse_url: str = "sqlite:///data/warehouse/tokokita.db"
     #: where the watermark, the claims and the manifests live: empty for files in
     #: `state_dir`; a `postgresql://` URL, or `warehouse` for the warehouse's own PostgreSQL
@@ -144,21 +149,28 @@ class Settings:
         """Where run manifests go."""
         return self.state_dir / "runs"
 
-    def partition_path(self, day: date) -> Path:
+    def partition_path(self, day: date) -> Location:
         """The raw partition file for `day`."""
         return partition_path(self.raw_dir, day)
 
-    def gold_path(self, day: date) -> Path:
+    def gold_path(self, day: date) -> Location:
         """The published gold file for `day`."""
         return gold_path(self.gold_dir, day)
 
-    def quarantine_path(self, day: date) -> Path:
+    def quarantine_path(self, day: date) -> Location:
         """The quarantine file for `day`."""
-        return self.quarantine_dir / f"karantina_{day.isoformat()}.csv"
+        return join(self.quarantine_dir, f"karantina_{day.isoformat()}.csv")
 
     def staging_path(self, day: date) -> Path:
-        """The hand-off folder between the stages of a run for `day`."""
-        return self.staging_dir / day.isoformat()
+        """The local hand-off folder between the stages of a run for `day`: in `staging_dir`,
+        or this machine's working copy of it when `staging_dir` is a URL."""
+        if is_url(self.staging_dir):
+            return self.work_dir / "staging" / day.isoformat()
+        return Path(self.staging_dir) / day.isoformat()
+
+    def staging_url(self, day: date) -> str | None:
+        """Where the stages of `day` hand over between machines (None: a local folder)."""
+        return join(self.staging_dir, day.isoformat()) if is_url(self.staging_dir) else None
 
 
 _FIELDS = {f.name: f for f in fields(Settings)}
@@ -171,19 +183,37 @@ def env_var(name: str) -> str:
 
 #: environment variable -> setting name
 ENV_VARS = {env_var(name): name for name in _FIELDS}
-PATH_SETTINGS = tuple(name for name, setting in _FIELDS.items() if setting.type == "Path")
+PATH_SETTINGS = tuple(name for name, setting in _FIELDS.items()
+                      if setting.type in ("Path", "Location"))
 #: what the DAG file reads, from the environment only, when it is parsed
 DAG_PARSE_SETTINGS = ("cron", "timezone", "start_date", "end_date", "wait_window_hours",
                       "deadline_local_time", "deadline_webhook_url")
 
 
-def partition_path(raw_dir: Path, day: date) -> Path:
+def is_url(location: Location) -> bool:
+    """Whether `location` is an object-storage URL (else a local path)."""
+    return isinstance(location, str) and "://" in location
+
+
+def join(location: Location, name: str) -> Location:
+    """`name` inside the folder `location` (a Path for a local folder, a URL for a URL)."""
+    if is_url(location):
+        return f"{str(location).rstrip('/')}/{name}"
+    return Path(location) / name
+
+
+def partition_path(raw_dir: Location, day: date) -> Location:
     """`<raw_dir>/pesanan_YYYY-MM-DD.csv`."""
-    return Path(raw_dir) / f"pesanan_{day.isoformat()}.csv"
+    return join(raw_dir, f"pesanan_{day.isoformat()}.csv")
 
 
-def partition_file_exists(path: Path | str) -> bool:
-    """Whether a partition file is there: it exists and is non-empty."""
+def partition_file_exists(path: Location) -> bool:
+    """Whether a partition file is there: it exists and is non-empty (a file, or an object
+    when `path` is a URL)."""
+    if is_url(path):
+        from tokokita_etl.storage import file_size
+
+        return bool(file_size(path))
     try:
         path = Path(path)
         return path.is_file() and path.stat().st_size > 0
@@ -191,14 +221,23 @@ def partition_file_exists(path: Path | str) -> bool:
         return False
 
 
-def partition_exists(raw_dir: Path, day: date) -> bool:
+def partition_exists(raw_dir: Location, day: date) -> bool:
     """Whether partition `day` is there (`partition_file_exists` of its exact file)."""
     return partition_file_exists(partition_path(raw_dir, day))
 
 
-def gold_path(gold_dir: Path, day: date) -> Path:
+def gold_path(gold_dir: Location, day: date) -> Location:
     """`<gold_dir>/summary_harian_YYYY-MM-DD.csv`."""
-    return Path(gold_dir) / f"summary_harian_{day.isoformat()}.csv"
+    return join(gold_dir, f"summary_harian_{day.isoformat()}.csv")
+
+
+def _url_folder_problem(url: str) -> str | None:
+    import fsspec
+
+    scheme = url.split("://", 1)[0]
+    if scheme not in fsspec.available_protocols():
+        return f"unknown storage scheme {scheme!r} in {url!r}"
+    return None
 
 
 def _coerce(name: str, value: Any, source: str) -> Any:
@@ -233,9 +272,15 @@ def _coerce(name: str, value: Any, source: str) -> Any:
         return number
     if kind in ("date", "date | None"):
         return _coerce_date(value, optional=kind != "date", bad=bad)
-    if kind == "Path":
+    if kind in ("Path", "Location"):
         if not isinstance(value, str | os.PathLike) or not str(value):
             raise bad(f"must be a non-empty path, got {value!r}")
+        if isinstance(value, str) and "://" in value:
+            if kind == "Path":
+                raise bad(f"must be a local folder, got the URL {value!r}")
+            if problem := _url_folder_problem(value):
+                raise bad(problem)
+            return value.rstrip("/")
         return Path(value)
     if not isinstance(value, str) or not (value or rules.get("empty")):
         raise bad(f"must be a non-empty string, got {value!r}")
@@ -353,8 +398,8 @@ def _read_yaml(path: Path) -> Any:
         raise ConfigError(f"{path}: cannot read config: {exc}") from None
 
 
-def _absolute(path: Path, cwd: Path) -> Path:
-    return path if path.is_absolute() else cwd / path
+def _absolute(path: Location, cwd: Path) -> Location:
+    return path if is_url(path) or Path(path).is_absolute() else cwd / path
 
 
 def _absolute_sqlite_url(url: str, cwd: Path) -> str:

@@ -10,7 +10,8 @@ One place decides both, for the command line and for Airflow alike:
   processing its date, `<url>` when it succeeds and `<url>/fail` when it fails for good, the
   summary line as the body. A ping that fails is a warning, never a failed run.
 - `deadline_missed` is the DAG's deadline alert callback (run by Airflow's triggerer): it
-  logs the missed deadline and POSTs it as JSON to `deadline_webhook_url`.
+  logs the missed deadline of a scheduled run and POSTs it as JSON to `deadline_webhook_url`;
+  `schedule_deadline_interval` is the alert's interval, computed once when the DAG is parsed.
 
 Nothing here imports Airflow; `urllib` is imported when a request is sent, so the DAG file
 can import this module at parse time.
@@ -136,6 +137,54 @@ def deadline_interval(fire_time: datetime, deadline_local_time: time, tz: str) -
     return deadline - local_fire
 
 
+def schedule_deadline_interval(cron: str, tz: str, start: datetime,
+                               deadline_local_time: time) -> timedelta:
+    """The DAG's deadline interval: `deadline_interval` of the schedule's first fire time at or
+    after `start` (its catch-up start).
+
+    Airflow adds one fixed interval to every run's logical date, so this is exact for a
+    schedule that fires once a day in a zone without daylight saving time (Asia/Jakarta); a
+    second daily fire time gets the same interval after it.
+    """
+    from tokokita_etl.cron import next_runs
+
+    (fire,) = next_runs(cron, start - timedelta(microseconds=1), 1, tz)
+    return deadline_interval(fire, deadline_local_time, tz)
+
+
+def _instant(value: Any) -> datetime | None:
+    """An aware datetime from a datetime or an ISO 8601 string (None when it is neither)."""
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+    if isinstance(value, datetime) and value.tzinfo is not None:
+        return value
+    return None
+
+
+def deadline_not_alerted(context: Mapping[str, Any] | None) -> str | None:
+    """Why a missed deadline is only logged, not alerted; None when it is alerted.
+
+    The alert is for scheduled runs that existed before their deadline. Airflow gives every
+    run with a logical date a deadline, so a backfill or a manual run with a logical date
+    misses one too (a backfill at once: its logical dates are in the past), and so does a
+    scheduled run the scheduler creates after its deadline (the catch-up of past nights,
+    e.g. on a first start or after the DAG was paused): those are logged only.
+    """
+    dag_run = dict((context or {}).get("dag_run") or {})
+    run_type = dag_run.get("run_type")
+    if run_type and run_type != "scheduled":
+        return f"a {run_type} run (the alert is for scheduled runs)"
+    queued = _instant(dag_run.get("queued_at"))
+    deadline = _instant(dict((context or {}).get("deadline") or {}).get("deadline_time"))
+    if queued is not None and deadline is not None and queued >= deadline:
+        return (f"the run was created at {queued.isoformat(timespec='seconds')}, after its "
+                "deadline (a catch-up of a past night)")
+    return None
+
+
 def deadline_message(context: Mapping[str, Any] | None, *, dag_id: str, tz: str,
                      deadline_local_time: str) -> dict[str, Any]:
     """The JSON the deadline alert sends: which run, for which partition date, and when its
@@ -169,11 +218,15 @@ async def deadline_missed(*, dag_id: str = "", webhook_url: str = "", tz: str = 
     """The DAG's deadline alert callback (an `AsyncCallback`, run by the triggerer).
 
     Logs the missed deadline as an error and POSTs it as JSON to `webhook_url` (none when
-    empty); a webhook that fails is logged and does not raise.
+    empty); a webhook that fails is logged and does not raise. A run the alert is not for
+    (`deadline_not_alerted`) is logged as a warning and nothing is sent.
     """
     message = deadline_message(context, dag_id=dag_id, tz=tz,
                                deadline_local_time=deadline_local_time)
     line = json.dumps(message, ensure_ascii=False, default=str)
+    if reason := deadline_not_alerted(context):
+        logger.warning("Deadline passed, not alerted: %s: %s", reason, line)
+        return {**message, "not_alerted": reason}
     logger.error("Deadline missed: %s", line)
     if webhook_url:
         try:

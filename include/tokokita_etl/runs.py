@@ -8,14 +8,13 @@ never overwritten); a success or a failure that counts also updates the watermar
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from tokokita_etl.config import Settings
+from tokokita_etl.config import Settings, is_url
 from tokokita_etl.errors import (
     EXIT_BLOCKED,
     EXIT_FAILED,
@@ -27,7 +26,13 @@ from tokokita_etl.errors import (
 )
 from tokokita_etl.notify import run_summary
 from tokokita_etl.policy import Action, counts_as_attempt, gate_decision
-from tokokita_etl.stages import STAGE_NAMES, read_stage, stage_durations, stage_file
+from tokokita_etl.stages import (
+    STAGE_NAMES,
+    drop_staged,
+    read_stage,
+    recorded_stages,
+    stage_durations,
+)
 from tokokita_etl.state import (
     FAILED,
     SUCCESS,
@@ -116,8 +121,9 @@ STAGES_BEFORE_LOAD = STAGE_NAMES[:STAGE_NAMES.index("load")]
 def interrupted_stage(settings: Settings, day: date) -> str:
     """The first stage without a record in `day`'s staging folder (the one a crashed run was
     in), or the last stage when all have one (it ended before recording its outcome)."""
+    recorded = recorded_stages(settings, day)
     for stage in STAGE_NAMES:
-        if not stage_file(settings, day, stage).exists():
+        if stage not in recorded:
             return stage
     return STAGE_NAMES[-1]
 
@@ -295,7 +301,7 @@ def success_payload(settings: Settings, day: date) -> dict[str, Any]:
                  "duplikat": tra["duplikat"], "fact": val["fact_rows"],
                  "summary": val["summary_rows"]},
         "checksums": val["checksums"],
-        "gold": _display_path(Path(pub["gold"])),
+        "gold": pub["gold"] if is_url(pub["gold"]) else _display_path(Path(pub["gold"])),
         "bruto": val["bruto"],
         "bersih": val["bersih"],
         "warnings": val.get("warnings", []),
@@ -317,7 +323,7 @@ def finish_success(settings: Settings, day: date, *, started: datetime, now: dat
     attempt = state_store(settings).record(day, SUCCESS, payload, now)
     run_id, where, body = write_manifest(settings, day, started, now, status=SUCCESS, attempt=attempt,
                           exit_code=EXIT_OK, entry=payload, durations=durations, trigger=trigger)
-    shutil.rmtree(settings.staging_path(day), ignore_errors=True)
+    drop_staged(settings, day)
     return RunOutcome(run_id, SUCCESS, EXIT_OK, attempt, where, body, entry=payload)
 
 
@@ -345,7 +351,7 @@ def finish_failure(settings: Settings, day: date, error: BaseException, *, stage
     run_id, where, body = write_manifest(settings, day, started, now, status=status, attempt=attempt,
                           exit_code=exit_code, entry={}, durations=stage_durations(settings, day),
                           trigger=trigger, error=message)
-    (settings.staging_path(day) / "validate.json").unlink(missing_ok=True)
+    drop_staged(settings, day, "validate.json")
     return RunOutcome(run_id, status, exit_code, attempt, where, body, error=message)
 
 

@@ -2,7 +2,10 @@
 
 Each stage reads its input from the staging folder of date D and records its output there
 (`<stage>.json` beside the Parquet files), so consecutive stages can run in different
-processes. The DAG, the command line and the tests take the stage list from `STAGE_NAMES`.
+processes. When `staging_dir` is an object-storage URL the staging folder is this machine's
+working copy: each stage's new files are uploaded after it, and a stage on another machine
+fetches them first (`fetch_inputs`), so consecutive stages can run on different machines.
+The DAG, the command line and the tests take the stage list from `STAGE_NAMES`.
 """
 
 from __future__ import annotations
@@ -16,8 +19,8 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from tokokita_etl.config import Settings
-from tokokita_etl.errors import EtlError, ValidationError
+from tokokita_etl.config import Settings, is_url, join, partition_path
+from tokokita_etl.errors import EtlError, MissingPartitionError, ValidationError
 from tokokita_etl.files import write_text_atomic
 
 #: summary lines that are warnings start with this (logged at WARNING level)
@@ -33,13 +36,46 @@ class Stage:
     summary: Callable[[dict[str, Any], date], list[str]]
 
 
+#: subfolders of a working copy: the raw partition fetched from object storage, the
+#: validated gold file and the quarantine file before they are published to theirs
+RAW_COPY, GOLD_COPY, QUARANTINE_COPY = "raw", "gold", "quarantine"
+
+
 def _extract(settings: Settings, day: date) -> dict[str, Any]:
     from tokokita_etl.extract import extract
 
     staging = settings.staging_path(day)
     if staging.exists():
         shutil.rmtree(staging)  # a fresh run never sees a previous attempt's leftovers
-    return extract(settings.raw_dir, day, staging).to_dict()
+    if url := settings.staging_url(day):
+        from tokokita_etl.storage import remove_folder
+
+        remove_folder(url)
+    if not is_url(settings.raw_dir):
+        return extract(settings.raw_dir, day, staging).to_dict()
+    return _extract_object(settings, day, staging)
+
+
+def _extract_object(settings: Settings, day: date, staging: Path) -> dict[str, Any]:
+    """Extract a partition that is an object: fetched whole into the working copy, then read
+    by the same reader as a local file; its messages and record name the object."""
+    from tokokita_etl.extract import extract
+    from tokokita_etl.storage import download
+
+    url, local_raw = str(partition_path(settings.raw_dir, day)), staging / RAW_COPY
+    local = Path(partition_path(local_raw, day))
+    try:
+        download(url, local)
+    except FileNotFoundError:
+        raise MissingPartitionError(f"{url}: partition {day} does not exist") from None
+    try:
+        result = extract(local_raw, day, staging).to_dict()
+    except EtlError as exc:
+        exc.args = (str(exc).replace(str(local), url),)
+        raise
+    finally:
+        local.unlink(missing_ok=True)
+    return {**result, "file": url}
 
 
 def _transform(settings: Settings, day: date) -> dict[str, Any]:
@@ -54,7 +90,23 @@ def _load(settings: Settings, day: date) -> dict[str, Any]:
     from tokokita_etl.warehouse import Warehouse
 
     warehouse = Warehouse.from_settings(settings)
-    return load(warehouse, day, settings.staging_path(day), settings.quarantine_path(day)).to_dict()
+    staging, target = settings.staging_path(day), settings.quarantine_path(day)
+    if not is_url(target):
+        return load(warehouse, day, staging, target).to_dict()
+    from tokokita_etl.storage import upload
+
+    local = staging / QUARANTINE_COPY / Path(str(target)).name
+    result = load(warehouse, day, staging, local).to_dict()
+    upload(local, str(target))  # after the commit, as a local file is renamed into place
+    return result
+
+
+def _gold_folder(settings: Settings, day: date) -> Path:
+    """Where validate leaves the checked gold file: the gold folder (publishing is a rename),
+    or the working copy when the gold folder is a URL (publishing is one upload)."""
+    if is_url(settings.gold_dir):
+        return settings.staging_path(day) / GOLD_COPY
+    return Path(settings.gold_dir)
 
 
 def _validate(settings: Settings, day: date) -> dict[str, Any]:
@@ -65,7 +117,7 @@ def _validate(settings: Settings, day: date) -> dict[str, Any]:
 
     warehouse = Warehouse.from_settings(settings)
     conflicts = read_stage(settings, day, "load")["conflicts"]
-    result = validate(warehouse, day, settings.staging_path(day), settings.gold_dir,
+    result = validate(warehouse, day, settings.staging_path(day), _gold_folder(settings, day),
                       [c["line"] for c in conflicts]).to_dict()
     warnings = volume_warnings(state_store(settings).read(), day, result["fact_rows"],
                                settings.volume_min_share)
@@ -77,10 +129,20 @@ def _validate(settings: Settings, day: date) -> dict[str, Any]:
 
 
 def _publish_gold(settings: Settings, day: date) -> dict[str, Any]:
-    from tokokita_etl.gold import publish_gold
+    from tokokita_etl.gold import publish_gold, staged_gold_path
 
     read_stage(settings, day, "validate")  # only a validated run may publish
-    return {"gold": str(publish_gold(settings.gold_dir, day))}
+    if not is_url(settings.gold_dir):
+        return {"gold": str(publish_gold(settings.gold_dir, day))}
+    from tokokita_etl.storage import upload
+
+    staged, target = staged_gold_path(_gold_folder(settings, day), day), settings.gold_path(day)
+    if not staged.exists():
+        raise EtlError(f"{staged}: no validated gold file to publish for {day}; run validate "
+                       "first")
+    upload(staged, str(target))
+    staged.unlink()
+    return {"gold": str(target)}
 
 
 def _extract_lines(result: dict[str, Any], day: date) -> list[str]:
@@ -138,11 +200,81 @@ def run_stage(settings: Settings, day: date, stage: str) -> tuple[dict[str, Any]
         spec = STAGES[stage]
     except KeyError:
         raise ValueError(f"unknown stage {stage!r}; stages: {', '.join(STAGE_NAMES)}") from None
-    started = time.perf_counter()
+    started, since = time.perf_counter(), time.time_ns()
     result = spec.run(settings, day)
     result["duration_ms"] = round((time.perf_counter() - started) * 1000)
     write_text_atomic(stage_file(settings, day, stage), json.dumps(result, indent=1) + "\n")
+    if url := settings.staging_url(day):
+        _push(settings.staging_path(day), url, since)
     return result, spec.summary(result, day)
+
+
+def _handed_over(staging: Path) -> list[Path]:
+    """The files of a working copy the next stages read: the stage records and Parquet files,
+    and the validated gold file (not the fetched raw copy, nor temporary files)."""
+    files = [*staging.glob("*"), *(staging / GOLD_COPY).glob("*")]
+    return [path for path in files if path.is_file() and not path.name.startswith(".")
+            and not path.name.endswith(".tmp")]
+
+
+def _push(staging: Path, url: str, since_ns: int) -> None:
+    """Upload the files of the working copy written since `since_ns` (this stage's)."""
+    from tokokita_etl.storage import upload
+
+    for path in _handed_over(staging):
+        if path.stat().st_mtime_ns >= since_ns:
+            upload(path, str(join(url, path.relative_to(staging).as_posix())))
+
+
+def fetch_inputs(settings: Settings, day: date, stage: str) -> list[str]:
+    """Make the staged inputs of `stage` present here; return the stages that must run again
+    first because their records are gone (`missing_inputs`).
+
+    With a URL `staging_dir`, the files other machines handed over are fetched into this
+    machine's working copy first (those it does not have yet).
+    """
+    if url := settings.staging_url(day):
+        from tokokita_etl.storage import download, filesystem
+
+        staging = settings.staging_path(day)
+        fs, root = filesystem(url)
+        try:
+            found = fs.find(root, refresh=True) if hasattr(fs, "find") else []
+        except FileNotFoundError:
+            found = []
+        for name in found:
+            relative = name[len(root):].lstrip("/")
+            if relative and not (staging / relative).exists():
+                download(str(join(url, relative)), staging / relative)
+    return missing_inputs(settings, day, stage)
+
+
+def recorded_stages(settings: Settings, day: date) -> set[str]:
+    """The stages with a record for `day`, here or where the stages hand over."""
+    found = {stage for stage in STAGE_NAMES if stage_file(settings, day, stage).exists()}
+    if url := settings.staging_url(day):
+        from tokokita_etl.storage import names
+
+        found |= {name.removesuffix(".json") for name in names(url)} & set(STAGE_NAMES)
+    return found
+
+
+def drop_staged(settings: Settings, day: date, *names: str) -> None:
+    """Remove staged files of `day` here and where the stages hand over (all when no name
+    is given)."""
+    staging, url = settings.staging_path(day), settings.staging_url(day)
+    if names:
+        for name in names:
+            (staging / name).unlink(missing_ok=True)
+    else:
+        shutil.rmtree(staging, ignore_errors=True)
+    if url:
+        from tokokita_etl.storage import remove_file, remove_folder
+
+        for name in names:
+            remove_file(str(join(url, name)))
+        if not names:
+            remove_folder(url)
 
 
 def missing_inputs(settings: Settings, day: date, stage: str) -> list[str]:

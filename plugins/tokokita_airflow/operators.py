@@ -156,7 +156,7 @@ class EtlStageOperator(BaseOperator):
             finish_success,
             release_date,
         )
-        from tokokita_etl.stages import WARNING_PREFIX, missing_inputs, run_stage
+        from tokokita_etl.stages import WARNING_PREFIX, fetch_inputs, run_stage
         from tokokita_etl.state import state_store
 
         settings = pipeline_settings()
@@ -183,7 +183,7 @@ class EtlStageOperator(BaseOperator):
         started = claim_started(settings, day, owner, now)
         stage = self.stage
         try:
-            rebuild = missing_inputs(settings, day, self.stage)
+            rebuild = fetch_inputs(settings, day, self.stage)
             if rebuild:
                 self.log.info("The staged inputs of %s are gone; running %s again first "
                               "(deterministic: same output)", self.stage, ", ".join(rebuild))

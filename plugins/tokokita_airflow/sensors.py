@@ -76,7 +76,11 @@ class RawPartitionSensor(BaseSensorOperator):
     def _raw_dir(self):
         from pathlib import Path
 
-        return Path(self.raw_dir) if self.raw_dir else pipeline_settings().raw_dir
+        from tokokita_etl.config import is_url
+
+        if not self.raw_dir:
+            return pipeline_settings().raw_dir
+        return self.raw_dir if is_url(self.raw_dir) else Path(self.raw_dir)
 
     def poke(self, context: Context) -> bool:
         """Check partition D; raise skip when waiting longer is pointless."""

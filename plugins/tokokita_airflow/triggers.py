@@ -13,7 +13,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 class RawPartitionTrigger(BaseTrigger):
     """Fire `present` when the partition file exists and is non-empty, `timeout` at the deadline.
 
-    :param filepath: absolute path of the partition file.
+    :param filepath: absolute path of the partition file, or its object-storage URL.
     :param deadline: ISO 8601 instant after which waiting stops.
     :param poll_interval: seconds between checks.
     """
@@ -32,13 +32,12 @@ class RawPartitionTrigger(BaseTrigger):
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         """Poll the file until it is there or the deadline passes."""
-        from pathlib import Path
-
         from tokokita_etl.config import partition_file_exists
 
-        path, deadline = Path(self.filepath), datetime.fromisoformat(self.deadline)
+        deadline = datetime.fromisoformat(self.deadline)
         while True:
-            if partition_file_exists(path):
+            # an object-storage URL is asked over the network: off the triggerer's event loop
+            if await asyncio.to_thread(partition_file_exists, self.filepath):
                 yield TriggerEvent({"status": "present", "filepath": self.filepath})
                 return
             remaining = (deadline - datetime.now(UTC)).total_seconds()

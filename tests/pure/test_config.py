@@ -52,7 +52,8 @@ def test_without_a_config_file_the_defaults_apply_resolved_against_cwd(tmp_path)
 def test_the_repository_config_file_matches_the_documented_defaults():
     s = load_settings(env={}, cwd=REPO)
     assert s == load_settings(env={}, cwd=REPO, config_path=REPO / "config" / "pipeline.yaml")
-    plain = [f.name for f in fields(Settings) if f.type != "Path" and f.name != "warehouse_url"]
+    plain = [f.name for f in fields(Settings)
+             if f.type not in ("Path", "Location") and f.name != "warehouse_url"]
     assert {name: getattr(s, name) for name in plain} == \
         {name: getattr(Settings, name) for name in plain}
     assert s.raw_dir == REPO / "data" / "raw"

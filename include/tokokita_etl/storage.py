@@ -1,0 +1,83 @@
+"""Object storage for the folders that may be URLs (`raw_dir`, `staging_dir`, `gold_dir`,
+`quarantine_dir`): presence checks, whole-file uploads and downloads through fsspec.
+
+The stages always read and write local files (a run's working copy, `work_dir`), so local
+folders keep their speed and the readers stay the same; a URL folder is the durable place the
+working copy is fetched from and published to. An upload is one whole-object write (S3 `PUT`,
+multipart below the library), so an object appears complete or not at all. Credentials and the
+endpoint come from the standard AWS environment (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
+`AWS_ENDPOINT_URL`, ...), as for any botocore client.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+from typing import Any
+
+from tokokita_etl.config import Location, is_url
+from tokokita_etl.files import atomic_path
+
+
+def filesystem(url: str) -> tuple[Any, str]:
+    """The fsspec filesystem of `url` and the path inside it."""
+    import fsspec
+
+    return fsspec.core.url_to_fs(url)
+
+
+def file_size(location: Location) -> int | None:
+    """The size of the file or object at `location`, None when there is none."""
+    if not is_url(location):
+        try:
+            path = Path(location)
+            return path.stat().st_size if path.is_file() else None
+        except OSError:
+            return None
+    fs, path = filesystem(str(location))
+    try:
+        info = fs.info(path)
+    except FileNotFoundError:
+        return None
+    return int(info.get("size") or 0) if info.get("type") == "file" else None
+
+
+def upload(local: Path, url: str) -> None:
+    """Put the local file at `url` as one object."""
+    fs, path = filesystem(url)
+    fs.put_file(os.fspath(local), path)
+
+
+def download(url: str, local: Path) -> None:
+    """Get the object at `url` into `local` (a temporary sibling renamed into place, so a
+    broken transfer leaves no partial file); FileNotFoundError when there is none."""
+    fs, path = filesystem(url)
+    with atomic_path(local) as partial:
+        fs.get_file(path, os.fspath(partial))
+
+
+def names(url: str) -> list[str]:
+    """The names of the objects directly under the folder `url` ([] when there is none)."""
+    fs, path = filesystem(url)
+    try:
+        entries = fs.ls(path, detail=True, refresh=True)
+    except FileNotFoundError:
+        return []
+    return sorted(entry["name"].rstrip("/").rsplit("/", 1)[-1] for entry in entries
+                  if entry.get("type") == "file")
+
+
+def remove_folder(url: str) -> None:
+    """Remove every object under the folder `url` (nothing when there is none)."""
+    fs, path = filesystem(url)
+    with contextlib.suppress(FileNotFoundError):
+        fs.rm(path, recursive=True)
+
+
+def remove_file(url: str) -> None:
+    """Remove the object at `url` (nothing when there is none)."""
+    fs, path = filesystem(url)
+    with contextlib.suppress(FileNotFoundError):
+        fs.rm_file(path)
+
