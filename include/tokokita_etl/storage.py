@@ -36,6 +36,7 @@ def file_size(location: Location) -> int | None:
         except OSError:
             return None
     fs, path = filesystem(str(location))
+    fs.invalidate_cache(path)  # a poller asks again and again: never a cached answer
     try:
         info = fs.info(path)
     except FileNotFoundError:
