@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 DATA_DIR_VARS = ("TOKOKITA_RAW_DIR", "TOKOKITA_GOLD_DIR", "TOKOKITA_QUARANTINE_DIR",
-                 "TOKOKITA_STATE_DIR", "TOKOKITA_STAGING_DIR")
+                 "TOKOKITA_STATE_DIR", "TOKOKITA_STAGING_DIR", "TOKOKITA_WORK_DIR")
 DEFAULT_UID = 50000  # the uid the official image's services run as
 
 
@@ -52,7 +52,7 @@ def owner_uid(env: Mapping[str, str]) -> int | None:
 
 def prepare_folders(env: Mapping[str, str], uid: int | None) -> list[Path]:
     """Create the folders the services write to; chown them to `uid` when running as root."""
-    folders = [Path(env[var]) for var in DATA_DIR_VARS if env.get(var)]
+    folders = [Path(env[var]) for var in DATA_DIR_VARS if env.get(var) and "://" not in env[var]]
     if env.get("AIRFLOW__LOGGING__BASE_LOG_FOLDER"):
         folders.append(Path(env["AIRFLOW__LOGGING__BASE_LOG_FOLDER"]))
     if env.get("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"):
@@ -65,6 +65,23 @@ def prepare_folders(env: Mapping[str, str], uid: int | None) -> list[Path]:
                 os.chown(path, uid, 0, follow_symlinks=False)
         say(f"folders owned by {uid}:0: {', '.join(map(str, folders))}")
     return folders
+
+
+def prepare_buckets(env: Mapping[str, str]) -> list[str]:
+    """Create the buckets of the data folders that are object-storage URLs, when missing."""
+    from tokokita_etl.storage import filesystem
+
+    made = []
+    for var in DATA_DIR_VARS:
+        url = env.get(var) or ""
+        if "://" in url:
+            fs, path = filesystem(url)
+            bucket = path.split("/", 1)[0]
+            if not fs.exists(bucket):
+                fs.mkdir(bucket)
+                made.append(bucket)
+                say(f"created bucket {bucket!r} for {var}")
+    return made
 
 
 def migrate(env: Mapping[str, str]) -> None:
@@ -138,6 +155,7 @@ def main(env: Mapping[str, str] | None = None) -> int:
     env = dict(os.environ if env is None else env)
     uid = owner_uid(env)
     prepare_folders(env, uid)
+    prepare_buckets(env)
     migrate(env)
     write_login(env, uid)
     prepare_warehouse(env)

@@ -80,6 +80,11 @@ class LocalTarget:
     :param mounts: container path -> host path, overriding the compose bind mounts.
     :param compose_env: the variables compose would interpolate (shell env / `.env`).
     :param extra_env: applied last; anything here is NOT from the compose file.
+    :param hosts: compose `host:port` -> local `host:port` of the other services (redis, the
+        object store) that run outside this stack.
+    :param service_homes: a service's own /opt/airflow (a worker on a machine of its own:
+        nothing of it is shared with the other services but the mounted code).
+    :param service_env: per service, applied after `extra_env` (NOT from the compose file).
     """
 
     airflow_home: Path
@@ -89,7 +94,14 @@ class LocalTarget:
     mounts: dict[str, Path] = field(default_factory=dict)
     compose_env: dict[str, str] = field(default_factory=dict)
     extra_env: dict[str, str] = field(default_factory=dict)
+    hosts: dict[str, str] = field(default_factory=dict)
+    service_homes: dict[str, Path] = field(default_factory=dict)
+    service_env: dict[str, dict[str, str]] = field(default_factory=dict)
     host: str = "127.0.0.1"
+
+    def home_of(self, service: str) -> Path:
+        """What /opt/airflow is for `service`."""
+        return self.service_homes.get(service, self.airflow_home)
 
     @property
     def api_url(self) -> str:
@@ -126,13 +138,17 @@ class Localiser:
 
     def __init__(self, target: LocalTarget, service: Service) -> None:
         self.target = target
-        mounts: dict[str, str] = {CONTAINER_HOME: str(target.airflow_home)}
+        home = target.home_of(service.name)
+        mounts: dict[str, str] = {CONTAINER_HOME: str(home)}
         for volume in service.volumes:
             if volume.named:
-                mounts[volume.target] = str(target.airflow_home / Path(volume.target).name)
+                mounts[volume.target] = str(home / Path(volume.target).name)
             else:
                 mounts[volume.target] = volume.source
-        mounts.update({k: str(v) for k, v in target.mounts.items()})
+        # an override replaces a mount the service declares; a folder it does not mount stays
+        # inside its own home
+        mounts.update({k: str(v) for k, v in target.mounts.items()
+                       if any(volume.target == k for volume in service.volumes)})
         # longest container path first, so /opt/airflow/data wins over /opt/airflow
         self.mounts = dict(sorted(mounts.items(), key=lambda kv: -len(kv[0])))
         self._path = re.compile(
@@ -145,6 +161,8 @@ class Localiser:
             return url
         for api in COMPOSE_API:
             value = value.replace(api, f"{self.target.host}:{self.target.api_port}")
+        for compose_host, local_host in self.target.hosts.items():
+            value = value.replace(compose_host, local_host)
         value = value.replace(COMPOSE_SCHEDULER_HEALTH,
                               f"{self.target.host}:{self.target.scheduler_health_port}")
         return self._path.sub(lambda m: self.mounts[m.group(1)], value)
@@ -157,13 +175,14 @@ def service_env(service: Service, target: LocalTarget) -> dict[str, str]:
     env["PATH"] = os.pathsep.join([str(BIN), os.environ.get("PATH", "/usr/bin:/bin")])
     env.update({key: loc.value(value) for key, value in service.environment.items()})
     env.update({
-        "AIRFLOW_HOME": str(target.airflow_home),
+        "AIRFLOW_HOME": str(target.home_of(service.name)),
         "AIRFLOW__API__HOST": target.host,
         "AIRFLOW__API__PORT": str(target.api_port),
         "AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_SERVER_HOST": target.host,
         "AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_SERVER_PORT": str(target.scheduler_health_port),
     })
     env.update(target.extra_env)
+    env.update(target.service_env.get(service.name, {}))
     return env
 
 

@@ -1,5 +1,7 @@
 """The state store in PostgreSQL (`state_url`): the watermark, the claims and the manifests as
-tables of schema `tokokita_state`, with the fields and rules of the file store.
+tables `state_watermark`, `state_claims` and `state_manifests` (in the connection's schema:
+the first of its search_path, `public` by default), with the fields and rules of the file
+store.
 
 Every watermark update is one transaction holding the row lock of its date (`SELECT ... FOR
 UPDATE`), so concurrent dates never lose an update; a claim is looked at and changed under the
@@ -34,29 +36,29 @@ from tokokita_etl.state import (
 )
 from tokokita_etl.warehouse import Warehouse
 
-SCHEMA = "tokokita_state"
+#: the tables, by what they hold
+WATERMARK, CLAIMS, MANIFESTS = "state_watermark", "state_claims", "state_manifests"
 
 _DDL = (
-    f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}",
-    f"""CREATE TABLE IF NOT EXISTS {SCHEMA}.watermark (
+    f"""CREATE TABLE IF NOT EXISTS {WATERMARK} (
         pipeline text NOT NULL,
         partition_date date NOT NULL,
         entry json NOT NULL,
         PRIMARY KEY (pipeline, partition_date))""",
-    f"""CREATE TABLE IF NOT EXISTS {SCHEMA}.claims (
+    f"""CREATE TABLE IF NOT EXISTS {CLAIMS} (
         pipeline text NOT NULL,
         partition_date date NOT NULL,
         claim json NOT NULL,
         PRIMARY KEY (pipeline, partition_date))""",
-    f"""CREATE TABLE IF NOT EXISTS {SCHEMA}.manifests (
+    f"""CREATE TABLE IF NOT EXISTS {MANIFESTS} (
         seq bigserial PRIMARY KEY,
         pipeline text NOT NULL,
         name text NOT NULL,
         partition_date date NOT NULL,
         body json NOT NULL,
         UNIQUE (pipeline, name))""",
-    f"""CREATE INDEX IF NOT EXISTS manifests_by_date
-        ON {SCHEMA}.manifests (pipeline, partition_date, seq)""",
+    f"""CREATE INDEX IF NOT EXISTS state_manifests_by_date
+        ON {MANIFESTS} (pipeline, partition_date, seq)""",
 )
 
 #: the advisory lock key of the schema's creation (two first runs at once)
@@ -97,7 +99,7 @@ class DatabaseStateStore(WatermarkRules):
     @property
     def location(self) -> str:
         """Where the watermark is, for messages."""
-        return f"{self.database.display_url} ({SCHEMA}.watermark)"
+        return f"{self.database.display_url} ({WATERMARK})"
 
     @contextlib.contextmanager
     def _begin(self) -> Iterator[Connection]:
@@ -132,7 +134,7 @@ class DatabaseStateStore(WatermarkRules):
         """The current watermark."""
         with self._begin() as conn:
             rows = conn.execute(text(
-                f"SELECT partition_date, entry FROM {SCHEMA}.watermark "
+                f"SELECT partition_date, entry FROM {WATERMARK} "
                 "WHERE pipeline = :p ORDER BY partition_date"), {"p": self.pipeline}).all()
         return Watermark(self._document(rows))
 
@@ -142,8 +144,8 @@ class DatabaseStateStore(WatermarkRules):
         try:
             with self._begin() as conn:
                 conn.execute(text("SET TRANSACTION READ WRITE"))
-                conn.execute(text(f"LOCK TABLE {SCHEMA}.watermark, {SCHEMA}.claims, "
-                                  f"{SCHEMA}.manifests IN ROW EXCLUSIVE MODE"))
+                conn.execute(text(f"LOCK TABLE {WATERMARK}, {CLAIMS}, "
+                                  f"{MANIFESTS} IN ROW EXCLUSIVE MODE"))
         except WarehouseError as exc:
             if exc.transient:
                 raise
@@ -154,19 +156,19 @@ class DatabaseStateStore(WatermarkRules):
         key = {"p": self.pipeline, "d": day}
         with self._begin() as conn:
             # the row exists (maybe as a placeholder only this transaction sees) and is locked
-            conn.execute(text(f"INSERT INTO {SCHEMA}.watermark (pipeline, partition_date, entry)"
+            conn.execute(text(f"INSERT INTO {WATERMARK} (pipeline, partition_date, entry)"
                               " VALUES (:p, :d, '{}') ON CONFLICT DO NOTHING"), key)
             entry = conn.execute(text(
-                f"SELECT entry FROM {SCHEMA}.watermark WHERE pipeline = :p "
+                f"SELECT entry FROM {WATERMARK} WHERE pipeline = :p "
                 "AND partition_date = :d FOR UPDATE"), key).scalar_one()
             check_entry(self.location, day.isoformat(), entry)
             result = mutate(entry)
             if entry:
-                conn.execute(text(f"UPDATE {SCHEMA}.watermark SET entry = :e WHERE "
+                conn.execute(text(f"UPDATE {WATERMARK} SET entry = :e WHERE "
                                   "pipeline = :p AND partition_date = :d"),
                              {**key, "e": json.dumps(entry, ensure_ascii=False)})
             else:
-                conn.execute(text(f"DELETE FROM {SCHEMA}.watermark WHERE pipeline = :p "
+                conn.execute(text(f"DELETE FROM {WATERMARK} WHERE pipeline = :p "
                                   "AND partition_date = :d"), key)
         return result
 
@@ -179,16 +181,16 @@ class DatabaseStateStore(WatermarkRules):
         the dates that already have an entry here (nothing is imported then)."""
         check_document("import", data)
         with self._begin() as conn:
-            conn.execute(text(f"LOCK TABLE {SCHEMA}.watermark IN SHARE ROW EXCLUSIVE MODE"))
+            conn.execute(text(f"LOCK TABLE {WATERMARK} IN SHARE ROW EXCLUSIVE MODE"))
             present = {row[0].isoformat() for row in conn.execute(text(
-                f"SELECT partition_date FROM {SCHEMA}.watermark WHERE pipeline = :p"),
+                f"SELECT partition_date FROM {WATERMARK} WHERE pipeline = :p"),
                 {"p": self.pipeline})}
             clash = sorted(present & set(data["runs"]))
             if clash:
                 raise StateError(f"{self.location}: already holds entries for "
                                  f"{', '.join(clash)}; nothing was imported")
             for key, entry in sorted(data["runs"].items()):
-                conn.execute(text(f"INSERT INTO {SCHEMA}.watermark (pipeline, partition_date, "
+                conn.execute(text(f"INSERT INTO {WATERMARK} (pipeline, partition_date, "
                                   "entry) VALUES (:p, :d, :e)"),
                              {"p": self.pipeline, "d": date.fromisoformat(key),
                               "e": json.dumps(entry, ensure_ascii=False)})
@@ -198,7 +200,7 @@ class DatabaseStateStore(WatermarkRules):
 
     def claim_location(self, day: date) -> str:
         """Where `day`'s claim is, for messages."""
-        return f"{self.database.display_url} ({SCHEMA}.claims, {day.isoformat()})"
+        return f"{self.database.display_url} ({CLAIMS}, {day.isoformat()})"
 
     @contextlib.contextmanager
     def date_locked(self, day: date) -> Iterator[None]:
@@ -211,7 +213,7 @@ class DatabaseStateStore(WatermarkRules):
     def read_claim(self, day: date) -> Claim | None:
         """The current claim of `day`, or None; a damaged claim is a StateError naming it."""
         with self._begin() as conn:
-            data = conn.execute(text(f"SELECT claim FROM {SCHEMA}.claims WHERE pipeline = :p "
+            data = conn.execute(text(f"SELECT claim FROM {CLAIMS} WHERE pipeline = :p "
                                      "AND partition_date = :d"),
                                 {"p": self.pipeline, "d": day}).scalar_one_or_none()
         return None if data is None else parse_claim(data, self.claim_location(day))
@@ -219,7 +221,7 @@ class DatabaseStateStore(WatermarkRules):
     def put_claim(self, day: date, claim: Claim) -> None:
         """Write `day`'s claim (call under `date_locked`)."""
         with self._begin() as conn:
-            conn.execute(text(f"INSERT INTO {SCHEMA}.claims (pipeline, partition_date, claim) "
+            conn.execute(text(f"INSERT INTO {CLAIMS} (pipeline, partition_date, claim) "
                               "VALUES (:p, :d, :c) ON CONFLICT (pipeline, partition_date) "
                               "DO UPDATE SET claim = EXCLUDED.claim"),
                          {"p": self.pipeline, "d": day, "c": json.dumps(claim.to_dict())})
@@ -227,7 +229,7 @@ class DatabaseStateStore(WatermarkRules):
     def drop_claim(self, day: date) -> None:
         """Remove `day`'s claim (call under `date_locked`)."""
         with self._begin() as conn:
-            conn.execute(text(f"DELETE FROM {SCHEMA}.claims WHERE pipeline = :p "
+            conn.execute(text(f"DELETE FROM {CLAIMS} WHERE pipeline = :p "
                               "AND partition_date = :d"), {"p": self.pipeline, "d": day})
 
     # -- manifests ---------------------------------------------------------------------------
@@ -240,17 +242,17 @@ class DatabaseStateStore(WatermarkRules):
         final, n = name, 1
         with self._begin() as conn:
             while conn.execute(text(
-                    f"INSERT INTO {SCHEMA}.manifests (pipeline, name, partition_date, body) "
+                    f"INSERT INTO {MANIFESTS} (pipeline, name, partition_date, body) "
                     "VALUES (:p, :n, :d, :b) ON CONFLICT DO NOTHING RETURNING seq"),
                     {"p": self.pipeline, "n": final, "d": day, "b": text_body}).first() is None:
                 n += 1
                 final = f"{name}-{n}"
-        return final, f"{self.database.display_url} ({SCHEMA}.manifests, {final})"
+        return final, f"{self.database.display_url} ({MANIFESTS}, {final})"
 
     def manifests(self, day: date) -> Iterator[dict[str, Any]]:
         """The manifests of `day`, newest first."""
         with self._begin() as conn:
-            rows = conn.execute(text(f"SELECT body FROM {SCHEMA}.manifests WHERE pipeline = :p "
+            rows = conn.execute(text(f"SELECT body FROM {MANIFESTS} WHERE pipeline = :p "
                                      "AND partition_date = :d ORDER BY seq DESC"),
                                 {"p": self.pipeline, "d": day}).all()
         for (body,) in rows:

@@ -20,11 +20,20 @@ from tokokita_etl.config import Location, is_url
 from tokokita_etl.files import atomic_path
 
 
+#: the AWS environment variables an S3 filesystem is made with (fsspec keeps one filesystem
+#: per set of arguments: passing them makes a changed endpoint or key a new filesystem)
+_S3_ENV = {"endpoint_url": "AWS_ENDPOINT_URL", "key": "AWS_ACCESS_KEY_ID",
+           "secret": "AWS_SECRET_ACCESS_KEY"}
+
+
 def filesystem(url: str) -> tuple[Any, str]:
     """The fsspec filesystem of `url` and the path inside it."""
     import fsspec
 
-    return fsspec.core.url_to_fs(url)
+    options = {}
+    if url.startswith(("s3://", "s3a://")):
+        options = {name: os.environ[var] for name, var in _S3_ENV.items() if os.environ.get(var)}
+    return fsspec.core.url_to_fs(url, **options)
 
 
 def file_size(location: Location) -> int | None:

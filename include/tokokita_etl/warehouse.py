@@ -91,6 +91,46 @@ karantina = Table(
 )
 
 
+class NoAnswerError(psycopg.OperationalError):
+    """The server did not answer within the client's deadline; the connection was closed."""
+
+
+def _no_answer_in(exc: BaseException) -> NoAnswerError | None:
+    """The deadline error behind `exc`: cleanup code that runs on the closed connection
+    (closing a cursor, ending a COPY) raises "the connection is closed" over it."""
+    seen: BaseException | None = exc
+    for _ in range(10):
+        if seen is None:
+            return None
+        if isinstance(seen, NoAnswerError):
+            return seen
+        seen = getattr(seen, "orig", None) or seen.__context__
+    return None
+
+
+class _AnsweredConnection(psycopg.Connection):
+    """A psycopg connection that waits at most `answer_timeout_s` for the server on every
+    operation (a statement with its results, a COPY write, a fetch), then closes itself.
+
+    `statement_timeout` is enforced by the server: a server that stops answering (its
+    processes frozen or swapped out, its host hung) never sends the cancellation, and the
+    host's kernel keeps acknowledging TCP keepalives and data, so without a deadline of its
+    own the client waited forever for a result that never came."""
+
+    answer_timeout_s: float | None = None
+
+    def wait(self, gen, interval: float = 0.1, timeout: float | None = None):
+        if timeout is None:
+            timeout = self.answer_timeout_s
+        try:
+            return super().wait(gen, interval, timeout)
+        except psycopg.errors._WaitTimeout:  # psycopg's own timeout of `wait`
+            self.pgconn.finish()  # mid-protocol: the connection cannot be used again
+            raise NoAnswerError(
+                f"no answer from the server within {timeout:g} s (db_statement_timeout_s "
+                "plus db_connect_timeout_s); the connection was closed") from None
+
+
 class Warehouse:
     """One warehouse URL: connections, schema and dialect-specific SQL fragments."""
 
@@ -161,6 +201,15 @@ class Warehouse:
             else:
                 engine = create_engine(self.url, poolclass=NullPool,
                                        connect_args=self._postgresql_connect_args())
+                # a live server ends every statement within statement_timeout; past that
+                # (plus the connect timeout for the way there and back) it is not answering
+                answer_timeout_s = float(self.statement_timeout_s + self.connect_timeout_s)
+
+                @event.listens_for(engine, "do_connect")
+                def _connect_answered(_dialect, _record, cargs, cparams):
+                    conn = _AnsweredConnection.connect(*cargs, **cparams)
+                    conn.answer_timeout_s = answer_timeout_s
+                    return conn
             self._engine = engine
         return self._engine
 
@@ -171,7 +220,8 @@ class Warehouse:
             with self.engine.begin() as conn:
                 yield conn
         except (SQLAlchemyError, sqlite3.Error, psycopg.Error) as exc:
-            reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+            cause = _no_answer_in(exc) or getattr(exc, "orig", None) or exc
+            reason = str(cause).strip().splitlines()[0]
             transient = isinstance(exc, OperationalError | sqlite3.OperationalError
                                    | psycopg.OperationalError)
             raise WarehouseError(f"warehouse {self.display_url}: {reason}",

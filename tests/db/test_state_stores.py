@@ -20,7 +20,7 @@ from tokokita_etl.config import Settings, load_settings
 from tokokita_etl.errors import ConcurrentRunError, StateError
 from tokokita_etl.runs import claim_date, gate, read_claim, release_date
 from tokokita_etl.state import FAILED, SUCCESS, StateStore, state_store
-from tokokita_etl.state_db import SCHEMA
+from tokokita_etl.state_db import CLAIMS, MANIFESTS, WATERMARK
 
 NOW = datetime(2026, 11, 3, 19, 30, tzinfo=UTC)
 DAYS = [date(2026, 11, 1) + timedelta(days=n) for n in range(8)]
@@ -40,9 +40,9 @@ def make_settings(root: Path, kind: str, pipeline: str) -> Settings:
 
 def _delete_pipeline(pipeline: str) -> None:
     with psycopg.connect(_pg_admin_conninfo(_pg_server_url()), autocommit=True) as conn:
-        if conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (SCHEMA,)).fetchone():
-            for table in ("watermark", "claims", "manifests"):
-                conn.execute(f"DELETE FROM {SCHEMA}.{table} WHERE pipeline = %s", (pipeline,))
+        for table in (WATERMARK, CLAIMS, MANIFESTS):
+            if conn.execute("SELECT to_regclass(%s)", (table,)).fetchone()[0]:
+                conn.execute(f"DELETE FROM {table} WHERE pipeline = %s", (pipeline,))
 
 
 @pytest.fixture
@@ -108,12 +108,12 @@ def test_a_damaged_entry_in_the_state_table_is_an_error_naming_the_table_date_an
     settings = make_settings(tmp_path, "database", pipeline)
     state_store(settings).record(DAYS[0], FAILED, {"error": "x"}, NOW)
     with psycopg.connect(_pg_admin_conninfo(_pg_server_url()), autocommit=True) as conn:
-        conn.execute(f"UPDATE {SCHEMA}.watermark SET entry = '{{\"attempt\": \"two\"}}' "
+        conn.execute(f"UPDATE {WATERMARK} SET entry = '{{\"attempt\": \"two\"}}' "
                      "WHERE pipeline = %s", (pipeline,))
     with pytest.raises(StateError) as error:
         state_store(settings).read()
     message = str(error.value)
-    assert f"{SCHEMA}.watermark" in message and "2026-11-01" in message
+    assert WATERMARK in message and "2026-11-01" in message
     assert "'attempt'" in message and "must be a count" in message
     with pytest.raises(StateError):  # and it is never overwritten by an update
         state_store(settings).record(DAYS[0], FAILED, {"error": "y"}, NOW)
