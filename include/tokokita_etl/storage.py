@@ -19,7 +19,6 @@ from typing import Any
 from tokokita_etl.config import Location, is_url
 from tokokita_etl.files import atomic_path
 
-
 #: the AWS environment variables an S3 filesystem is made with (fsspec keeps one filesystem
 #: per set of arguments: passing them makes a changed endpoint or key a new filesystem)
 _S3_ENV = {"endpoint_url": "AWS_ENDPOINT_URL", "key": "AWS_ACCESS_KEY_ID",
