@@ -257,6 +257,19 @@ class ThrowawayServer:
                 signal.signal(signal.SIGTERM, self._previous_sigterm)
                 self._previous_sigterm = None
 
+    def pg_ctl(self, *args: str, start_new_session: bool = False) -> subprocess.CompletedProcess:
+        """`pg_ctl -D <data> args...` as the server's account, for tests that stop, restart or
+        signal the server themselves (`start` and `stop` keep their own bookkeeping)."""
+        return self._run("pg_ctl", "-D", str(self.data), *args,
+                         start_new_session=start_new_session)
+
+    def postmaster_pid(self) -> int | None:
+        """The running postmaster's process id (None when the server is not running)."""
+        try:
+            return int((self.data / "postmaster.pid").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return None
+
     def _stop_on_sigterm(self) -> None:
         # SIGTERM becomes KeyboardInterrupt, so pytest unwinds and the cleanup runs as on ctrl-c
         if threading.current_thread() is threading.main_thread():

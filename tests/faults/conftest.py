@@ -1,5 +1,142 @@
-"""The warehouse fixtures of tests/db (a fresh PostgreSQL schema per test, `backend` on both
-SQLite and PostgreSQL) for the fault tests that run on both backends."""
+"""Fixtures of the fault tests.
+
+* The warehouse fixtures of tests/db (a fresh PostgreSQL schema per test, `backend` on both
+  SQLite and PostgreSQL) for the fault tests that run on both backends.
+* `controlled_pg`: a throw-away PostgreSQL cluster of its own (tests/pgserver.py), separate
+  from the run's server, that a test may stop (`pg_ctl stop -m immediate`), start again,
+  freeze (SIGSTOP of the postmaster and every backend) and thaw. One cluster serves the
+  session; each test gets it running and thawed, with a fresh database.
+
+Quick and long modes: `TOKOKITA_FAULTS=long` (`make faults`) selects the long mode; `LONG`
+below is what the fault modules read.
+"""
+
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests import pgserver
 from tests.db.conftest import backend, pg_url, workspace  # noqa: F401
+
+LONG = os.environ.get("TOKOKITA_FAULTS") == "long"
+
+
+def _children(pid: int) -> list[int]:
+    """Process ids whose parent is `pid` (the postmaster's backends and helpers)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+class ControlledPostgres:
+    """A throw-away cluster a test can break: stop it hard, start it again, freeze it."""
+
+    def __init__(self, server: pgserver.ThrowawayServer) -> None:
+        self.server = server
+        self.frozen: list[int] = []
+        self.stopped = False
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    def url(self, database: str = pgserver.MAINTENANCE_DATABASE) -> str:
+        return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/{database}"
+
+    def create_database(self) -> str:
+        """A fresh database; its SQLAlchemy URL."""
+        import psycopg
+
+        name = f"f_{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(f"postgresql://postgres@127.0.0.1:{self.port}/postgres",
+                             autocommit=True, connect_timeout=10) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        return self.url(name)
+
+    def stop_immediately(self) -> None:
+        """`pg_ctl stop -m immediate`: every backend ends at once, no shutdown checkpoint."""
+        result = self.server.pg_ctl("-m", "immediate", "-w", "-t", "30", "stop")
+        assert result.returncode == 0, result.stdout + result.stderr
+        self.stopped = True
+
+    def start(self) -> None:
+        """Start the stopped cluster again on its port (crash recovery runs first)."""
+        log = str(self.server.data.parent / "server.log")
+        result = self.server.pg_ctl("-l", log, "-o", f"-p {self.port}", "-w", "-t", "60",
+                                    "start", start_new_session=True)
+        assert result.returncode == 0, result.stdout + result.stderr
+        self.stopped = False
+
+    def freeze(self) -> list[int]:
+        """SIGSTOP the postmaster first (no new backend is forked), then all its children."""
+        pid = self.server.postmaster_pid()
+        assert pid is not None, "the cluster is not running"
+        os.kill(pid, signal.SIGSTOP)
+        self.frozen = [pid]
+        for child in _children(pid):
+            try:
+                os.kill(child, signal.SIGSTOP)
+                self.frozen.append(child)
+            except ProcessLookupError:
+                pass
+        return list(self.frozen)
+
+    def thaw(self) -> None:
+        """SIGCONT whatever `freeze` stopped (children first, then the postmaster)."""
+        for pid in reversed(self.frozen):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+        self.frozen = []
+
+    def ready(self, timeout: float = 60) -> None:
+        """Wait until the cluster accepts a login."""
+        import psycopg
+
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with psycopg.connect(self.url().replace("+psycopg", ""), connect_timeout=5):
+                    return
+            except psycopg.OperationalError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+
+
+@pytest.fixture(scope="session")
+def _fault_cluster() -> Iterator[ControlledPostgres]:
+    server = pgserver.ThrowawayServer(pgserver.find_binaries(), superuser="postgres")
+    server.start()
+    cluster = ControlledPostgres(server)
+    try:
+        yield cluster
+    finally:
+        cluster.thaw()
+        server.stop()
+
+
+@pytest.fixture
+def controlled_pg(_fault_cluster: ControlledPostgres) -> Iterator[ControlledPostgres]:
+    """The fault cluster, running and thawed at the start and at the end of the test."""
+    cluster = _fault_cluster
+    try:
+        yield cluster
+    finally:
+        cluster.thaw()
+        if cluster.stopped:
+            cluster.start()
+        cluster.ready()
