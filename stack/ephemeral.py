@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import socket
 import threading
 import time
 import uuid
@@ -24,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from stack import REPO
-from stack.local import LocalStack, LocalTarget, free_port
+from stack.compose import AIRFLOW_SERVICES
+from stack.local import LocalStack, LocalTarget, Proc, free_port, stop_procs
 from stack.rest import AirflowApi
 
 DAG_ID = "tokokita_orders_daily"
@@ -52,6 +54,23 @@ def task_policy(task):
     if task.dag_id == "tokokita_orders_daily":
         task.retry_delay = timedelta(seconds=1)
 '''
+
+
+#: the scale-out profile's settings, as users apply them (`--env-file config/scale-out.env`)
+SCALE_OUT_ENV = REPO / "config" / "scale-out.env"
+#: the two Celery workers of the compose file's `celery` profile
+WORKERS = ("airflow-worker", "airflow-worker-2")
+
+
+def read_env_file(path: Path) -> dict[str, str]:
+    """`KEY=VALUE` lines of a compose env file (comments and blank lines skipped)."""
+    values = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            key, _, value = line.partition("=")
+            values[key.strip()] = value.strip()
+    return values
 
 
 def pg_server_url() -> str:
@@ -102,15 +121,18 @@ class EphemeralStack:
 
     def __init__(self, root: Path, *, start_date: str, end_date: str | None,
                  tokokita_env: dict[str, str] | None = None,
-                 extra_users: dict[str, str] | None = None) -> None:
+                 extra_users: dict[str, str] | None = None, celery: bool = False) -> None:
         self.root = root
         self.id = uuid.uuid4().hex[:10]
         self.metadata_db = f"airflow_e2e_{self.id}"
         self.warehouse_db = f"tokokita_e2e_{self.id}"
         self.home = root / "home"
         self.data = root / "data"
+        self.celery = celery
         compose_env = {"TOKOKITA_START_DATE": start_date, "TOKOKITA_END_DATE": end_date or "",
+                       **(read_env_file(SCALE_OUT_ENV) if celery else {}),
                        **(tokokita_env or {})}
+        self.redis_port, self.object_store_port = free_port(), free_port()
         self.target = LocalTarget(
             airflow_home=self.home,
             databases={"airflow": db_url(self.metadata_db), "tokokita": db_url(self.warehouse_db)},
@@ -120,12 +142,29 @@ class EphemeralStack:
             mounts={"/opt/airflow/data": self.data, "/opt/airflow/config": self.home / "config"},
             compose_env=compose_env,
             extra_env=dict(FAST_ENV),
+            # the profile's redis and object store: local servers of this stack alone
+            hosts={"redis:6379": f"127.0.0.1:{self.redis_port}",
+                   "object-store:5000": f"127.0.0.1:{self.object_store_port}"},
         )
+        if celery:
+            for number, worker in enumerate(WORKERS, start=1):
+                # each worker is a machine of its own: its own /opt/airflow (working copy,
+                # logs, config file); on one host they need their own log-server port, and
+                # the second reports its IP address as its host name so that task instances
+                # tell the two apart (Airflow's own hostname_callable choices)
+                self.target.service_homes[worker] = root / f"worker-{number}"
+                self.target.service_env[worker] = {
+                    "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),
+                    "HOSTNAME": socket.gethostname()}  # as a container has it (healthcheck)
+            self.target.service_env[WORKERS[1]]["AIRFLOW__CORE__HOSTNAME_CALLABLE"] = \
+                "airflow.utils.net.get_host_ip_address"
         if extra_users:  # more SimpleAuthManager logins (name: role); Airflow generates
             # their passwords at the api-server's first start (`password(name)` reads them)
             self.target.extra_env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS"] = ",".join(
                 [f"{USERNAME}:admin", *(f"{name}:{role}" for name, role in extra_users.items())])
-        self.stack = LocalStack(self.target)
+        self.stack = LocalStack(self.target,
+                                names=AIRFLOW_SERVICES + (WORKERS if celery else ()))
+        self.helpers: list[Proc] = []  # redis and the object store (celery profile)
         self.api = AirflowApi(self.target.api_url, USERNAME, PASSWORD)
         self.sampler: MemorySampler | None = None
         self.timings: dict[str, float] = {}
@@ -138,6 +177,8 @@ class EphemeralStack:
         import psycopg
 
         (self.data / "raw").mkdir(parents=True, exist_ok=True)
+        if self.celery:
+            self._start_helpers()
         shutil.copytree(REPO / "config", self.home / "config")
         (self.home / "config" / "airflow_local_settings.py").write_text(LOCAL_SETTINGS)
         with psycopg.connect(admin_conninfo(), autocommit=True, connect_timeout=10) as conn:
@@ -147,6 +188,35 @@ class EphemeralStack:
         started = time.monotonic()
         self.stack.init()
         self.timings["init_s"] = time.monotonic() - started
+
+    def _start_helpers(self) -> None:
+        """Redis and the S3-compatible object store, as local processes on free ports."""
+        import subprocess
+        import sys
+
+        logs = self.root / "helper-logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        commands = {
+            "redis": [shutil.which("redis-server") or "redis-server", "--bind", "127.0.0.1",
+                      "--port", str(self.redis_port), "--save", "", "--appendonly", "no"],
+            "object-store": [str(Path(sys.executable).with_name("moto_server")), "-H",
+                             "127.0.0.1", "-p", str(self.object_store_port)],
+        }
+        for name, argv in commands.items():
+            with open(logs / f"{name}.log", "ab") as log:
+                popen = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, start_new_session=True)
+            self.helpers.append(Proc(name, popen.pid, logs / f"{name}.log", popen))
+        from stack.rest import wait_for
+
+        wait_for(lambda: _answers(self.redis_port) and _answers(self.object_store_port), 30,
+                 0.2, "redis and the object store to listen")
+
+    def storage_env(self) -> dict[str, str]:
+        """The AWS environment of the stack's object store (empty without one)."""
+        env = self.service_env()
+        return {k: env[k] for k in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID",
+                                    "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION") if env.get(k)}
 
     def start(self, timeout: float = 180) -> None:
         """Start the four services and wait until the health endpoint reports them healthy."""
@@ -167,7 +237,10 @@ class EphemeralStack:
             try:
                 self.stack.stop()
             finally:
-                self._drop_databases()
+                try:
+                    stop_procs(self.helpers)
+                finally:
+                    self._drop_databases()
 
     def _drop_databases(self) -> None:
         import psycopg
@@ -212,14 +285,86 @@ class EphemeralStack:
             rows = conn.execute("SELECT DISTINCT order_date FROM summary_harian").fetchall()
         return {str(row[0]) for row in rows}
 
+    @contextlib.contextmanager
+    def object_store(self):
+        """This process's AWS environment pointed at the stack's object store, for the block."""
+        saved = {k: os.environ.get(k) for k in self.storage_env()}
+        os.environ.update(self.storage_env())
+        try:
+            yield
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+
+    def write_raw(self, day: date, data: bytes) -> None:
+        """Drop the raw partition of `day` where the tasks look for it (folder or bucket)."""
+        from tokokita_etl.config import is_url
+
+        path = self.settings().partition_path(day)
+        if not is_url(path):
+            Path(path).write_bytes(data)
+            return
+        from tokokita_etl.storage import filesystem
+
+        with self.object_store():
+            fs, key = filesystem(str(path))
+            fs.pipe_file(key, data)
+
+    def read_raw(self, day: date) -> bytes | None:
+        """The raw partition of `day` (None when there is none)."""
+        return self._read(self.settings().partition_path(day))
+
+    def gold(self, day: date) -> bytes | None:
+        """The published gold file of `day` (None when there is none)."""
+        return self._read(self.settings().gold_path(day))
+
+    def _read(self, location) -> bytes | None:
+        from tokokita_etl.config import is_url
+
+        if not is_url(location):
+            return Path(location).read_bytes() if Path(location).exists() else None
+        from tokokita_etl.storage import filesystem
+
+        with self.object_store():
+            fs, key = filesystem(str(location))
+            try:
+                return fs.cat_file(key)
+            except FileNotFoundError:
+                return None
+
     def gold_dates(self) -> set[str]:
         """Dates with a published gold file."""
-        gold = self.data / "gold"
-        return {p.stem.removeprefix("summary_harian_") for p in gold.glob("summary_harian_*.csv")}
+        from tokokita_etl.config import is_url
+
+        gold = self.settings().gold_dir
+        if not is_url(gold):
+            names = [p.name for p in Path(gold).glob("summary_harian_*.csv")]
+        else:
+            from tokokita_etl.storage import names as object_names
+
+            with self.object_store():
+                names = object_names(str(gold))
+        return {name.removesuffix(".csv").removeprefix("summary_harian_") for name in names
+                if name.startswith("summary_harian_")}
+
+    def manifests(self, day: date) -> list[dict[str, Any]]:
+        """The run manifests of `day`, oldest first."""
+        from tokokita_etl.state import state_store
+
+        return list(reversed(list(state_store(self.settings()).manifests(day))))
 
     def peak_memory(self) -> dict[str, int]:
         """Peak of the stack's summed RSS and PSS so far."""
         return dict(self.sampler.peak) if self.sampler else {}
+
+
+def _answers(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
 def partition_day(run: dict[str, Any]) -> date:

@@ -213,8 +213,8 @@ def _handed_over(staging: Path) -> list[Path]:
     """The files of a working copy the next stages read: the stage records and Parquet files,
     and the validated gold file (not the fetched raw copy, nor temporary files)."""
     files = [*staging.glob("*"), *(staging / GOLD_COPY).glob("*")]
-    return [path for path in files if path.is_file() and not path.name.startswith(".")
-            and not path.name.endswith(".tmp")]
+    # the staged gold file's name starts with a dot too: only temporary files stay here
+    return [path for path in files if path.is_file() and not path.name.endswith(".tmp")]
 
 
 def _push(staging: Path, url: str, since_ns: int) -> None:
@@ -247,6 +247,14 @@ def fetch_inputs(settings: Settings, day: date, stage: str) -> list[str]:
             if relative and not (staging / relative).exists():
                 download(str(join(url, relative)), staging / relative)
     return missing_inputs(settings, day, stage)
+
+
+def release_working_copy(settings: Settings, day: date) -> None:
+    """Remove this machine's working copy of `day` once its stage task is over (when the
+    stages hand over through object storage: everything in it was uploaded, and the next
+    stage may run anywhere); nothing when the staging folder is local (it is the hand-over)."""
+    if settings.staging_url(day):
+        shutil.rmtree(settings.staging_path(day), ignore_errors=True)
 
 
 def recorded_stages(settings: Settings, day: date) -> set[str]:

@@ -156,7 +156,12 @@ class EtlStageOperator(BaseOperator):
             finish_success,
             release_date,
         )
-        from tokokita_etl.stages import WARNING_PREFIX, fetch_inputs, run_stage
+        from tokokita_etl.stages import (
+            WARNING_PREFIX,
+            fetch_inputs,
+            release_working_copy,
+            run_stage,
+        )
         from tokokita_etl.state import state_store
 
         settings = pipeline_settings()
@@ -179,52 +184,55 @@ class EtlStageOperator(BaseOperator):
         except ConcurrentRunError as exc:
             self.log.warning("Skipped: %s", exc)
             raise AirflowSkipException(str(exc)) from None
-        self.log.info("Stage %s of partition %s (%s)", self.stage, day, decision.reason)
-        started = claim_started(settings, day, owner, now)
-        stage = self.stage
         try:
-            rebuild = fetch_inputs(settings, day, self.stage)
-            if rebuild:
-                self.log.info("The staged inputs of %s are gone; running %s again first "
-                              "(deterministic: same output)", self.stage, ", ".join(rebuild))
-            for stage in [*rebuild, self.stage]:
-                result, lines = run_stage(settings, day, stage)
-                for line in lines:
-                    if line.startswith(WARNING_PREFIX):
-                        self.log.warning("%s", line)
-                    else:
-                        self.log.info("%s", line)
-        except Exception as exc:
-            kind = classify(exc)
-            outcome = finish_failure(settings, day, exc, stage=stage, started=started,
-                                     now=datetime.now(UTC), trigger=owner)
-            if isinstance(exc, MissingPartitionError):
+            self.log.info("Stage %s of partition %s (%s)", self.stage, day, decision.reason)
+            started = claim_started(settings, day, owner, now)
+            stage = self.stage
+            try:
+                rebuild = fetch_inputs(settings, day, self.stage)
+                if rebuild:
+                    self.log.info("The staged inputs of %s are gone; running %s again first "
+                                  "(deterministic: same output)", self.stage, ", ".join(rebuild))
+                for stage in [*rebuild, self.stage]:
+                    result, lines = run_stage(settings, day, stage)
+                    for line in lines:
+                        if line.startswith(WARNING_PREFIX):
+                            self.log.warning("%s", line)
+                        else:
+                            self.log.info("%s", line)
+            except Exception as exc:
+                kind = classify(exc)
+                outcome = finish_failure(settings, day, exc, stage=stage, started=started,
+                                         now=datetime.now(UTC), trigger=owner)
+                if isinstance(exc, MissingPartitionError):
+                    release_date(settings, day, owner)
+                    self.log.info("Skipped, no attempt recorded: %s", outcome.error)
+                    raise AirflowSkipException(outcome.error) from None
+                self.log.error("Stage %s failed for %s (%s error; %d of %d attempts used): %s",
+                               stage, day, kind.value, outcome.attempt, settings.max_attempts,
+                               outcome.error)
+                if kind in (ErrorKind.PARTITION, ErrorKind.NOT_AN_ATTEMPT):
+                    release_date(settings, day, owner)
+                    raise TaskRefused(f"{stage}: {outcome.error}") from None
+                raise
+            meta = {"partition_date": day.isoformat(), "stage": self.stage,
+                    "duration_ms": result.get("duration_ms")}
+            if self.stage == "publish_gold":
+                outcome = finish_success(settings, day, now=datetime.now(UTC), trigger=owner,
+                                         started=started)
                 release_date(settings, day, owner)
-                self.log.info("Skipped, no attempt recorded: %s", outcome.error)
-                raise AirflowSkipException(outcome.error) from None
-            self.log.error("Stage %s failed for %s (%s error; %d of %d attempts used): %s",
-                           stage, day, kind.value, outcome.attempt, settings.max_attempts,
-                           outcome.error)
-            if kind in (ErrorKind.PARTITION, ErrorKind.NOT_AN_ATTEMPT):
-                release_date(settings, day, owner)
-                raise TaskRefused(f"{stage}: {outcome.error}") from None
-            raise
-        meta = {"partition_date": day.isoformat(), "stage": self.stage,
-                "duration_ms": result.get("duration_ms")}
-        if self.stage == "publish_gold":
-            outcome = finish_success(settings, day, now=datetime.now(UTC), trigger=owner,
-                                     started=started)
-            release_date(settings, day, owner)
-            for asset in self.outlets:
-                context["outlet_events"][asset].extra = {
-                    "partition_date": day.isoformat(), "gold": result["gold"],
-                    "checksums": outcome.entry["checksums"], "run_id": outcome.run_id,
-                }
-            for warning in outcome.entry.get("warnings", []):
-                self.log.warning("%s succeeded with a warning: %s", day, warning)
-            self.log.info("%s succeeded (attempt %d); manifest %s", day, outcome.attempt,
-                          outcome.manifest)
-            _end_of_run(self.log, settings, "success", outcome.summary)
-            meta.update(gold=result["gold"], attempt=outcome.attempt,
-                        checksums=outcome.entry["checksums"])
-        return meta
+                for asset in self.outlets:
+                    context["outlet_events"][asset].extra = {
+                        "partition_date": day.isoformat(), "gold": result["gold"],
+                        "checksums": outcome.entry["checksums"], "run_id": outcome.run_id,
+                    }
+                for warning in outcome.entry.get("warnings", []):
+                    self.log.warning("%s succeeded with a warning: %s", day, warning)
+                self.log.info("%s succeeded (attempt %d); manifest %s", day, outcome.attempt,
+                              outcome.manifest)
+                _end_of_run(self.log, settings, "success", outcome.summary)
+                meta.update(gold=result["gold"], attempt=outcome.attempt,
+                            checksums=outcome.entry["checksums"])
+            return meta
+        finally:
+            release_working_copy(settings, day)

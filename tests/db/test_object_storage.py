@@ -105,8 +105,10 @@ def test_a_run_on_object_storage_gives_the_local_folders_results(s3, bucket, pg_
     assert again.returncode == 0 and "skip" in again.stdout.lower()
 
 
-def test_the_stages_of_one_run_hand_over_between_two_private_working_folders(
+def test_the_stages_of_one_run_hand_over_between_private_working_folders(
         s3, bucket, pg_url, tmp_path):
+    """Regression: the validated gold file (`.staged-...`, a dot file) was not handed over,
+    so publish_gold on another worker failed with "no validated gold file"."""
     ws = Workspace(tmp_path, pg_url)
     put_samples(bucket, D04)
     env = object_env(ws, s3, bucket)
@@ -120,15 +122,19 @@ def test_the_stages_of_one_run_hand_over_between_two_private_working_folders(
     handed = objects(bucket, "staging/2026-11-04")
     assert {"extract.json", "extract.parquet", "transform.json", "valid.parquet"} <= set(handed)
     assert not any(name.startswith("pesanan_") for name in handed)  # the raw copy stays local
-    for stage in STAGE_NAMES[2:]:
+    for stage in STAGE_NAMES[2:4]:
         assert fetch_inputs(second, D04, stage) == []  # fetched, nothing to run again
         run_stage(second, D04, stage)
+    # publish on a third machine: the validated gold file (a dot file) was handed over too
+    third = ws.settings(**{**names, "work_dir": str(tmp_path / "machine-c")})
+    assert fetch_inputs(third, D04, "publish_gold") == []
+    run_stage(third, D04, "publish_gold")
     assert sorted(p.name for p in (tmp_path / "machine-a" / "staging" / "2026-11-04").glob(
         "*.json")) == ["extract.json", "transform.json"]
     gold = read_object(f"s3://{bucket}/gold/summary_harian_2026-11-04.csv")
     assert gold.splitlines()[1] == "2026-11-04,Bandung,1,2,70000.00,70000.00"
     # a third machine whose stage finds no record anywhere runs the stages before it again
-    fresh = ws.settings(**{**names, "work_dir": str(tmp_path / "machine-c")})
+    fresh = ws.settings(**{**names, "work_dir": str(tmp_path / "machine-d")})
     from tokokita_etl.storage import remove_folder
 
     remove_folder(f"s3://{bucket}/staging/2026-11-04")

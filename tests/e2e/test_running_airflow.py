@@ -27,11 +27,17 @@ failed extract (runs once more and fails at once as blocked: attempts stay bound
 unusable partition is never retried by Airflow, so the backfill's one try made the third
 attempt), and T-8 with
 `reset_attempts` after its partition is fixed (succeeds, reset recorded).
+
+The module runs twice: on the default stack (LocalExecutor, data folders and state.json on
+one disk) and on the scale-out profile (`config/scale-out.env`: CeleryExecutor with two
+workers that share no folder, each with its own home and working copy; the watermark, claims
+and manifests in the warehouse's PostgreSQL; raw, staging, gold and quarantine in an
+S3-compatible object store). On the latter it also checks that the stages of a run ran on
+both workers, and runs eight dates at once, in rounds, losing no update and no row.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -49,6 +55,7 @@ from stack.ephemeral import (
     JKT,
     PASSWORD,
     USERNAME,
+    WORKERS,
     EphemeralStack,
     fire_time,
     last_fired_day,
@@ -104,15 +111,16 @@ def make_plan(now: datetime) -> Plan:
     return Plan(now=now, today=now.astimezone(ZoneInfo(JKT)).date(), last_day=last_fired_day(now))
 
 
-def write_good(stack: EphemeralStack, day: date, seed: int = 7) -> None:
+def write_good(stack: EphemeralStack, day: date, seed: int = 7, rows: int = 60) -> None:
     from devtools.samples import generate_partition
 
-    generate_partition(stack.data / "raw" / f"pesanan_{day.isoformat()}.csv", day, 60, seed=seed)
+    made = stack.root / "generated" / f"pesanan_{day.isoformat()}.csv"
+    generate_partition(made, day, rows, seed=seed)
+    stack.write_raw(day, made.read_bytes())
 
 
 def write_bad(stack: EphemeralStack, day: date) -> None:
-    (stack.data / "raw" / f"pesanan_{day.isoformat()}.csv").write_text(
-        BAD_PARTITION.format(day=day.isoformat()))
+    stack.write_raw(day, BAD_PARTITION.format(day=day.isoformat()).encode())
 
 
 def seed(stack: EphemeralStack, plan: Plan) -> None:
@@ -128,13 +136,12 @@ def seed(stack: EphemeralStack, plan: Plan) -> None:
     for minus in (10, 6):
         assert run_for_date(settings, plan.t(minus), log=quiet).status == "success"
     for minus, failures in ((8, 2), (3, 1), (5, 3)):
-        good = (stack.data / "raw" / f"pesanan_{plan.t(minus).isoformat()}.csv")
-        saved = good.read_bytes() if good.exists() else None
+        saved = stack.read_raw(plan.t(minus))
         write_bad(stack, plan.t(minus))
         for _ in range(failures):
             assert run_for_date(settings, plan.t(minus), log=quiet).status == "failed"
         if saved is not None:  # T-3 and T-5: the partition is fixed afterwards
-            good.write_bytes(saved)
+            stack.write_raw(plan.t(minus), saved)
 
 
 def wait_past_midnight(now: datetime, margin_s: float = 420) -> float:
@@ -157,40 +164,44 @@ def _timeout(signum, frame):
     raise TimeoutError(f"end-to-end test exceeded TOKOKITA_E2E_TIMEOUT={HARD_TIMEOUT_S}s")
 
 
-@pytest.fixture(scope="module")
-def e2e(tmp_path_factory):
-    """The seeded, running stack; stopped and its databases dropped afterwards."""
+@pytest.fixture(scope="module", params=["local", "celery"])
+def e2e(tmp_path_factory, request):
+    """The seeded, running stack (default or scale-out profile); stopped and its databases
+    dropped afterwards."""
     from tokokita_etl.policy import due_runs
     from tokokita_etl.state import state_store
 
     started = time.monotonic()
     waited = wait_past_midnight(datetime.now(UTC))
     previous = signal.signal(signal.SIGALRM, _timeout)
-    signal.alarm(HARD_TIMEOUT_S)
+    signal.alarm(HARD_TIMEOUT_S * (2 if request.param == "celery" else 1))
     plan = make_plan(datetime.now(UTC))
-    stack = EphemeralStack(tmp_path_factory.mktemp("e2e"), start_date=plan.start_date,
-                           end_date=plan.end_date)
+    celery = request.param == "celery"
+    stack = EphemeralStack(tmp_path_factory.mktemp(f"e2e-{request.param}"),
+                           start_date=plan.start_date, end_date=plan.end_date, celery=celery)
+    key = "celery_" if celery else ""
     try:
         stack.prepare()
-        seed(stack, plan)
-        settings = stack.settings()
-        plan.due_before = due_runs(state_store(settings).read(), plan.now, settings.raw_dir,
-                                   settings.lookback_days, settings.max_attempts,
-                                   tz=settings.timezone)
-        stack.start()
-        E2E_REPORT["stack_start_to_healthy_s"] = stack.timings["healthy_s"]
-        yield stack, plan
+        with stack.object_store():  # this process reads and writes the stack's bucket
+            seed(stack, plan)
+            settings = stack.settings()
+            plan.due_before = due_runs(state_store(settings).read(), plan.now, settings.raw_dir,
+                                       settings.lookback_days, settings.max_attempts,
+                                       tz=settings.timezone)
+            stack.start()
+            E2E_REPORT[f"{key}stack_start_to_healthy_s"] = stack.timings["healthy_s"]
+            yield stack, plan
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
         seen = stack.stack.processes() if stack.stack.procs else []
         peak = stack.peak_memory()
         stack.close()
-        E2E_REPORT["e2e_wall_s"] = time.monotonic() - started - waited
+        E2E_REPORT[f"{key}e2e_wall_s"] = time.monotonic() - started - waited
         if peak:
-            E2E_REPORT["stack_peak_rss_sum_bytes"] = peak["rss"]
-            E2E_REPORT["stack_peak_pss_sum_bytes"] = peak["pss"]
-            E2E_REPORT["stack_peak_processes"] = peak["processes"]
+            E2E_REPORT[f"{key}stack_peak_rss_sum_bytes"] = peak["rss"]
+            E2E_REPORT[f"{key}stack_peak_pss_sum_bytes"] = peak["pss"]
+            E2E_REPORT[f"{key}stack_peak_processes"] = peak["processes"]
         left = [p.pid for p in seen if p.is_running() and p.status() != "zombie"]
         assert not left, f"processes left behind: {left}"
 
@@ -223,7 +234,7 @@ def test_stack_is_healthy_and_login_is_real(e2e):
     stack, _ = e2e
     checks = stack.stack.healthchecks()
     assert set(checks) == {"airflow-apiserver", "airflow-scheduler", "airflow-dag-processor",
-                           "airflow-triggerer"}
+                           "airflow-triggerer", *(WORKERS if stack.celery else ())}
     for name, result in checks.items():
         assert result.returncode == 0, (name, result.stdout[-500:], result.stderr[-500:])
 
@@ -247,8 +258,9 @@ def test_catchup_processes_exactly_the_due_runs(e2e):
 
     started = time.monotonic()
     runs = _wait_runs(stack, plan.catchup_days(), "scheduled", timeout=240)
-    E2E_REPORT["catchup_runs"] = len(plan.catchup_days())
-    E2E_REPORT["catchup_wall_s"] = time.monotonic() - started + stack.timings["healthy_s"]
+    key = "celery_" if stack.celery else ""
+    E2E_REPORT[f"{key}catchup_runs"] = len(plan.catchup_days())
+    E2E_REPORT[f"{key}catchup_wall_s"] = time.monotonic() - started + stack.timings["healthy_s"]
 
     assert sorted(runs) == plan.catchup_days()  # exactly one scheduled run per fire time
     processed = []
@@ -300,7 +312,8 @@ def test_backfill_skips_done_and_missing_and_blocks_the_failing_date(e2e):
                             timeout=120, check=False)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     runs = _wait_runs(stack, days, "backfill", timeout=180)
-    E2E_REPORT["backfill_wall_s"] = time.monotonic() - started
+    E2E_REPORT[f"{'celery_' if stack.celery else ''}backfill_wall_s"] = \
+        time.monotonic() - started
 
     done, missing, failing = (runs[d] for d in days)
     assert done["state"] == "success"
@@ -327,8 +340,8 @@ def test_rest_trigger_with_force_reproduces_identical_checksums(e2e):
     stack, plan = e2e
     day = plan.t(7)
     before = stack.watermark()[day.isoformat()]
-    gold = stack.data / "gold" / f"summary_harian_{day.isoformat()}.csv"
-    gold_before = gold.read_bytes()
+    gold_before = stack.gold(day)
+    assert gold_before
 
     run = stack.api.trigger(DAG_ID, {"partition_date": day.isoformat(), "force": True})
     assert run["logical_date"] is None and run["run_type"] == "manual"
@@ -339,7 +352,7 @@ def test_rest_trigger_with_force_reproduces_identical_checksums(e2e):
     after = stack.watermark()[day.isoformat()]
     assert after["attempt"] == before["attempt"] + 1
     assert after["checksums"] == before["checksums"]
-    assert gold.read_bytes() == gold_before
+    assert stack.gold(day) == gold_before
 
 
 def test_rest_clear_of_a_failed_task_runs_it_again_and_attempts_stay_bounded(e2e):
@@ -366,9 +379,7 @@ def test_rest_clear_of_a_failed_task_runs_it_again_and_attempts_stay_bounded(e2e
     assert tries[-1]["state"] == "failed"
     entry = stack.watermark()[day.isoformat()]
     assert (entry["status"], entry["attempt"]) == ("failed", 3)  # blocked: not a 4th attempt
-    manifests = sorted((stack.data / "state" / "runs").glob(f"run-{day.isoformat()}-*.json"),
-                       key=lambda p: p.stat().st_mtime_ns)
-    assert json.loads(manifests[-1].read_text())["status"] == "blocked"
+    assert stack.manifests(day)[-1]["status"] == "blocked"
 
 
 def test_rest_trigger_with_reset_attempts_after_fixing_the_partition_succeeds(e2e):
@@ -392,5 +403,75 @@ def test_rest_trigger_with_reset_attempts_after_fixing_the_partition_succeeds(e2
     assert reset["by"] == f"airflow:{DAG_ID}:{run['dag_run_id']}"
     assert day.isoformat() in stack.warehouse_dates()
     assert day.isoformat() in stack.gold_dates()
-    manifests = sorted((stack.data / "state" / "runs").glob(f"run-{day.isoformat()}-*.json"))
-    assert [json.loads(p.read_text())["status"] for p in manifests][-2:] == ["blocked", "success"]
+    assert [body["status"] for body in stack.manifests(day)][-2:] == ["blocked", "success"]
+
+
+# -- the scale-out profile only -----------------------------------------------------------
+
+
+def _stage_hosts(stack: EphemeralStack, run: dict) -> dict[str, str]:
+    """The host each stage task of `run` ran on, as its task instance records it."""
+    instances = stack.api.task_instances(DAG_ID, run["dag_run_id"])
+    return {task: ti.get("hostname") or "" for task, ti in instances.items() if task in STAGES
+            and ti["state"] == "success"}
+
+
+def test_the_stages_of_a_run_ran_on_both_workers(e2e):
+    stack, _ = e2e
+    if not stack.celery:
+        pytest.skip("one machine: the LocalExecutor runs every task on it")
+    runs = [run for run in stack.api.dag_runs(DAG_ID) if run["state"] == "success"]
+    hosts_by_run = {run["dag_run_id"]: _stage_hosts(stack, run) for run in runs}
+    processed = {run_id: hosts for run_id, hosts in hosts_by_run.items() if len(hosts) == 5}
+    assert processed, hosts_by_run
+    every_host = {host for hosts in processed.values() for host in hosts.values()}
+    assert len(every_host) == 2, every_host  # both workers took stage tasks
+    split = [run_id for run_id, hosts in processed.items() if len(set(hosts.values())) > 1]
+    assert split, f"no run had stages on both workers: {processed}"
+    E2E_REPORT["celery_runs_split_across_workers"] = f"{len(split)} of {len(processed)}"
+    # the workers share no folder: the api-server's data folder holds nothing of the runs
+    assert not (stack.data / "state").exists() and not (stack.data / "gold").exists()
+
+
+def test_eight_dates_at_once_on_both_workers_lose_no_update_and_no_row(e2e):
+    stack, plan = e2e
+    if not stack.celery:
+        pytest.skip("the scale-out profile's case (the LocalExecutor's is the catch-up)")
+    from tokokita_etl.warehouse import Warehouse
+
+    days = [plan.t(40 + n) for n in range(8)]
+    for n, day in enumerate(days):
+        write_good(stack, day, seed=100 + n, rows=120)
+    rounds, checksums = 3, {}
+    started = time.monotonic()
+    for round_number in range(rounds):
+        triggered = [stack.api.trigger(DAG_ID, {"partition_date": day.isoformat(),
+                                                "force": round_number > 0}) for day in days]
+        for run in triggered:
+            run = stack.api.wait_run(DAG_ID, run["dag_run_id"], timeout=300)
+            assert run["state"] == "success", _states(stack, run)
+        marks = stack.watermark()
+        for day in days:
+            entry = marks[day.isoformat()]
+            assert (entry["status"], entry["attempt"]) == ("success", round_number + 1)
+            checksums.setdefault(day, entry["checksums"])
+            assert entry["checksums"] == checksums[day]  # identical rows every round
+    E2E_REPORT["celery_eight_dates_rounds"] = rounds
+    E2E_REPORT["celery_eight_dates_wall_s"] = time.monotonic() - started
+    settings = stack.settings()
+    warehouse = Warehouse.from_settings(settings)
+    from sqlalchemy import text
+
+    with warehouse.begin() as conn:
+        facts = dict(conn.execute(text(
+            "SELECT order_date, count(*) FROM fact_pesanan WHERE order_date BETWEEN :a AND :b "
+            "GROUP BY order_date"), {"a": days[-1], "b": days[0]}).all())
+    marks = stack.watermark()
+    for day in days:
+        assert facts[day] == marks[day.isoformat()]["rows"]["fact"]  # no row lost or doubled
+    from tokokita_etl.runs import read_claim
+
+    assert all(read_claim(settings, day) is None for day in days)  # every claim released
+    for day in days:
+        statuses = [body["status"] for body in stack.manifests(day)]
+        assert statuses == ["success"] * rounds  # one run per trigger, none refused
