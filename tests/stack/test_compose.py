@@ -37,10 +37,24 @@ def test_docker_compose_validates_the_file_offline():
 def test_docker_compose_celery_profile_switches_every_service_to_celery():
     resolved = yaml.safe_load(_compose_config(
         "--profile", "celery", env={"AIRFLOW__CORE__EXECUTOR": "CeleryExecutor"}))
-    for name in (*AIRFLOW_SERVICES, "airflow-worker"):
+    for name in (*AIRFLOW_SERVICES, "airflow-worker", "airflow-worker-2"):
         assert resolved["services"][name]["environment"]["AIRFLOW__CORE__EXECUTOR"] == \
             "CeleryExecutor", name
-    assert "redis" in resolved["services"]
+    assert {"redis", "object-store"} <= set(resolved["services"])
+
+
+@pytest.mark.skipif(not DOCKER_COMPOSE, reason="docker-compose is not installed")
+def test_the_scale_out_env_file_puts_state_in_postgresql_and_data_in_the_object_store():
+    resolved = yaml.safe_load(_compose_config("--env-file", str(REPO / "config" / "scale-out.env")))
+    assert {"redis", "object-store", "airflow-worker", "airflow-worker-2"} <= \
+        set(resolved["services"])
+    for name in (*AIRFLOW_SERVICES, "airflow-worker", "airflow-worker-2"):
+        env = resolved["services"][name]["environment"]
+        assert env["AIRFLOW__CORE__EXECUTOR"] == "CeleryExecutor", name
+        assert env["TOKOKITA_STATE_URL"] == "warehouse", name
+        for folder in ("RAW", "STAGING", "GOLD", "QUARANTINE"):
+            assert env[f"TOKOKITA_{folder}_DIR"].startswith("s3://tokokita/"), (name, folder)
+        assert env["AWS_ENDPOINT_URL"] == "http://object-store:5000", name
 
 
 def test_file_has_no_compose_v2_only_keys():
@@ -55,7 +69,20 @@ def test_services_and_profiles():
         assert DEFAULTS[name].profiles == [], name  # the default stack
     assert DEFAULTS["redis"].profiles == ["celery"]
     assert DEFAULTS["airflow-worker"].profiles == ["celery"]
-    assert DEFAULTS["airflow-worker"].command == ["celery", "worker"]
+    assert DEFAULTS["object-store"].profiles == ["celery"]
+    assert DEFAULTS["airflow-worker-2"].profiles == ["celery"]
+    assert DEFAULTS["airflow-worker"].command == ["celery", "worker", "--celery-hostname",
+                                                  "worker-1@%h"]
+    assert DEFAULTS["airflow-worker-2"].command == ["celery", "worker", "--celery-hostname",
+                                                    "worker-2@%h"]
+
+
+def test_workers_mount_only_the_code_and_keep_a_working_copy_of_their_own():
+    for name in ("airflow-worker", "airflow-worker-2"):
+        worker = DEFAULTS[name]
+        assert sorted(v.target for v in worker.volumes) == [
+            f"/opt/airflow/{folder}" for folder in ("config", "dags", "include", "plugins")]
+        assert worker.environment["TOKOKITA_WORK_DIR"] == "/opt/airflow/work"
 
 
 def test_every_long_running_service_has_a_healthcheck():
@@ -67,6 +94,8 @@ def test_every_long_running_service_has_a_healthcheck():
     assert "pg_isready" in checks["postgres"]
     assert "redis-cli ping" in checks["redis"]
     assert "inspect ping" in checks["airflow-worker"]
+    assert 'worker-2@' in checks["airflow-worker-2"]
+    assert "moto-api" in checks["object-store"]
     assert DEFAULTS["airflow-scheduler"].environment["AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK"] \
         == "true"
 
@@ -87,10 +116,12 @@ def test_start_order_init_first_then_the_airflow_services():
 
 def test_one_environment_shared_by_all_airflow_services():
     common = DEFAULTS["airflow-scheduler"].environment
-    for name in (*AIRFLOW_SERVICES, "airflow-init", "airflow-worker"):
+    for name in (*AIRFLOW_SERVICES, "airflow-init", "airflow-worker", "airflow-worker-2"):
         env = DEFAULTS[name].environment
         extra = set(env) - set(common)
-        assert {k: env[k] for k in common} == common, name
+        own = {"TOKOKITA_WORK_DIR"} if name.startswith("airflow-worker") else set()
+        assert {k: env[k] for k in common if k not in own} == \
+            {k: v for k, v in common.items() if k not in own}, name
         assert extra <= {"AIRFLOW_UID", "_AIRFLOW_WWW_USER_USERNAME", "_AIRFLOW_WWW_USER_PASSWORD",
                          "DUMB_INIT_SETSID"}, (name, extra)
 
