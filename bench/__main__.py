@@ -3,6 +3,8 @@
     python -m bench --rows 1000000 --backend sqlite --json   # one size, one backend
     python -m bench --dag-parse                              # DAG parse time vs an empty DAG
     python -m bench --all                                    # everything; writes bench/RESULTS.md
+    python -m bench --catchup --scale-out                    # 30-day catch-up: 2 workers vs 1 machine
+    python -m bench --object-storage --rows 1000000          # object storage vs local folders
 """
 
 from __future__ import annotations
@@ -46,6 +48,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cron", action="store_true", help="cron preview of 100 runs")
     parser.add_argument("--catchup", action="store_true",
                         help="30-day catch-up on the local stack vs the same dates via the CLI")
+    parser.add_argument("--scale-out", action="store_true",
+                        help="with --catchup: the one-machine stack beside the two-worker "
+                        "scale-out profile")
+    parser.add_argument("--object-storage", action="store_true",
+                        help="one partition (--rows, default 1000000) with local folders and "
+                        "with object storage")
     parser.add_argument("--days", type=int, default=30, help="with --catchup")
     parser.add_argument("--catchup-rows", type=int, default=2000, help="with --catchup")
     parser.add_argument("--all", action="store_true",
@@ -71,6 +79,20 @@ def main(argv: list[str] | None = None) -> int:
         from bench.bench_dag import bench_dag_parse
 
         print(json.dumps(bench_dag_parse(), indent=None if args.json else 2))
+        return 0
+    if args.catchup and args.scale_out:
+        from bench.bench_catchup import bench_scale_out_catchup
+
+        print(json.dumps(bench_scale_out_catchup(args.days, args.catchup_rows),
+                         indent=None if args.json else 2))
+        return 0
+    if args.object_storage:
+        from bench.bench_object_storage import bench_object_storage
+
+        print(json.dumps(bench_object_storage(
+            args.rows or 1_000_000, args.pg_url or os.environ.get("TOKOKITA_BENCH_PG_URL")
+            or "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"),
+            indent=None if args.json else 2))
         return 0
     if args.catchup:
         from bench.bench_catchup import bench_catchup

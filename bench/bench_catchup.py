@@ -58,11 +58,12 @@ def cli_catchup(days: int, rows: int, pg_url: str = DEFAULT_PG_URL) -> dict:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def stack_catchup(days: int, rows: int) -> dict:
-    """The catch-up on a throw-away running stack (a child process)."""
+def stack_catchup(days: int, rows: int, *, celery: bool = False) -> dict:
+    """The catch-up on a throw-away running stack (a child process); `celery`: the scale-out
+    profile."""
     proc = subprocess.run([sys.executable, "-m", "bench.catchup_stack", "--days", str(days),
-                           "--rows", str(rows)], cwd=REPO, capture_output=True, text=True,
-                          check=False)
+                           "--rows", str(rows), *(["--celery"] if celery else [])], cwd=REPO,
+                          capture_output=True, text=True, check=False)
     if proc.returncode != 0 and not proc.stdout.strip():
         raise RuntimeError(f"stack catch-up failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout[proc.stdout.index("{"):])
@@ -76,3 +77,15 @@ def bench_catchup(days: int = 30, rows: int = 2000, pg_url: str = DEFAULT_PG_URL
             "stack_vs_cli": round(stack["catchup_total_s"] / cli["total_s"], 2),
             "stack_after_healthy_vs_cli": round(stack["catchup_after_healthy_s"] / cli["total_s"],
                                                 2)}
+
+
+def bench_scale_out_catchup(days: int = 30, rows: int = 2000) -> dict:
+    """The same catch-up on the one-machine stack and on the two-worker scale-out profile,
+    one after the other in one run, and their ratio."""
+    one = stack_catchup(days, rows)
+    two = stack_catchup(days, rows, celery=True)
+    return {"one_machine": one, "two_workers": two,
+            "two_workers_vs_one_machine": round(two["catchup_total_s"] / one["catchup_total_s"],
+                                                2),
+            "after_healthy_ratio": round(two["catchup_after_healthy_s"]
+                                         / one["catchup_after_healthy_s"], 2)}

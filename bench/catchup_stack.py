@@ -1,11 +1,13 @@
 """Wall time of an N-day catch-up on the running stack (the stack side of `python -m bench --catchup`).
 
-    .venv/bin/python -m bench.catchup_stack --days 30 [--rows 2000]
+    .venv/bin/python -m bench.catchup_stack --days 30 [--rows 2000] [--celery]
 
 Generates a good partition for each of the last N days, starts the compose services locally
 on throw-away PostgreSQL databases (stack/ephemeral.py) with the DAG's start date N days
 back and lookback_days=N, and measures the time until the scheduler's N catch-up runs have
-all finished, plus the stack's peak memory. Prints one JSON object.
+all finished, plus the stack's peak memory. Prints one JSON object. `--celery`: the
+scale-out profile (config/scale-out.env: two Celery workers, state in PostgreSQL, data in a
+local S3-compatible server).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--days", type=int, default=30)
     parser.add_argument("--rows", type=int, default=2000)
     parser.add_argument("--timeout", type=float, default=1800)
+    parser.add_argument("--celery", action="store_true", help="the scale-out profile")
     args = parser.parse_args(argv)
 
     from devtools.samples import generate_partition
@@ -41,12 +44,14 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="tokokita-catchup-") as tmp:
         stack = EphemeralStack(Path(tmp), start_date=(first + timedelta(days=1)).isoformat(),
                                end_date=fire_time(last_day).isoformat(),
-                               tokokita_env={"TOKOKITA_LOOKBACK_DAYS": str(lookback)})
+                               tokokita_env={"TOKOKITA_LOOKBACK_DAYS": str(lookback)},
+                               celery=args.celery)
         try:
             stack.prepare()
             for day in days:
-                generate_partition(stack.data / "raw" / f"pesanan_{day.isoformat()}.csv", day,
-                                   args.rows, seed=3)
+                made = Path(tmp) / "generated" / f"pesanan_{day.isoformat()}.csv"
+                generate_partition(made, day, args.rows, seed=3)
+                stack.write_raw(day, made.read_bytes())
             started = time.monotonic()
             stack.start()
             healthy = time.monotonic() - started
@@ -58,9 +63,11 @@ def main(argv: list[str] | None = None) -> int:
 
             runs = wait_for(finished, args.timeout, 2.0, f"{args.days} catch-up runs")
             total = time.monotonic() - started
-            marks = stack.watermark()
+            with stack.object_store():
+                marks = stack.watermark()
             processed = sorted(d for d, e in marks.items() if e.get("status") == "success")
             report = {
+                "profile": "scale-out (2 Celery workers)" if args.celery else "one machine",
                 "days": args.days, "rows_per_partition": args.rows,
                 "runs": len(runs), "failed_runs": sum(r["state"] == "failed" for r in runs),
                 "processed": len(processed),
