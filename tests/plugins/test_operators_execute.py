@@ -533,3 +533,42 @@ def test_a_scheduled_run_id_names_its_partition_date_other_run_ids_are_airflows_
                                          partition_key=D02)
     assert backfill.startswith("backfill__")
     assert D02 not in backfill
+
+
+def test_the_sensor_and_its_trigger_check_an_object_in_object_storage(project, monkeypatch):
+    import asyncio
+
+    from tests.s3server import s3_server
+    from tokokita_airflow.triggers import RawPartitionTrigger
+    from tokokita_etl.storage import filesystem
+
+    with s3_server() as server:
+        for name, value in server.env.items():
+            monkeypatch.setenv(name, value)
+        server.create_bucket("raw-bucket")
+        raw_url = "s3://raw-bucket/incoming"
+        with pytest.raises(AirflowSkipException, match=f"{raw_url}/pesanan_{D02}.csv"):
+            sensor(raw_dir=raw_url).poke(context())
+        waiting, missing = scheduled_context(timedelta(minutes=5))
+        with pytest.raises(TaskDeferred) as deferred:
+            sensor(deferrable=True, raw_dir=raw_url,
+                   wait_window=timedelta(hours=1)).execute(waiting)
+        trigger = deferred.value.trigger
+        assert trigger.filepath == f"{raw_url}/pesanan_{missing}.csv"
+
+        fs, key = filesystem(f"{raw_url}/pesanan_{D02}.csv")
+        fs.pipe_file(key, (project.raw / f"pesanan_{D02}.csv").read_bytes())
+        assert sensor(raw_dir=raw_url).poke(context()) is True
+
+        async def first_event(trigger: RawPartitionTrigger):
+            async for event in trigger.run():
+                return event.payload
+
+        present = RawPartitionTrigger(filepath=f"{raw_url}/pesanan_{D02}.csv",
+                                      deadline=(datetime.now(UTC) + timedelta(minutes=1))
+                                      .isoformat(), poll_interval=0.1)
+        assert asyncio.run(first_event(present))["status"] == "present"
+        absent = RawPartitionTrigger(filepath=trigger.filepath,
+                                     deadline=(datetime.now(UTC) + timedelta(seconds=1))
+                                     .isoformat(), poll_interval=0.2)
+        assert asyncio.run(first_event(absent))["status"] == "timeout"
