@@ -12,54 +12,24 @@ each wall time, the ratio, and whether both published the same gold file and che
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
-from collections.abc import Iterator
 from datetime import date
 from pathlib import Path
 
 from bench.harness import REPO, Warehouses
+from devtools.object_store import s3_server
 from devtools.samples import generate_partition
 
 DAY = date(2026, 11, 2)
 BUCKET = "tokokita-bench"
 AWS = {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench",
        "AWS_DEFAULT_REGION": "us-east-1"}
-
-
-@contextlib.contextmanager
-def object_store(log: Path) -> Iterator[str]:
-    """moto's S3-compatible server on a free port; yields its endpoint."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    with open(log, "ab") as out:
-        process = subprocess.Popen([str(Path(sys.executable).with_name("moto_server")), "-H",
-                                    "127.0.0.1", "-p", str(port)], stdout=out,
-                                   stderr=subprocess.STDOUT)
-    endpoint = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError("moto_server did not start") from None
-                time.sleep(0.1)
-        yield endpoint
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
 
 
 def _run(env: dict[str, str], cwd: Path) -> tuple[float, str]:
@@ -93,7 +63,8 @@ def bench_object_storage(rows: int, pg_url: str) -> dict:
         local_gold = (work / "gold" / f"summary_harian_{DAY.isoformat()}.csv").read_bytes()
         local_state = json.loads((work / "state" / "state.json").read_text(encoding="utf-8"))
 
-        with object_store(work / "moto.log") as endpoint:
+        with s3_server(work / "moto.log") as server:
+            endpoint = server.endpoint
             s3_env = {**base, **AWS, "AWS_ENDPOINT_URL": endpoint,
                       **{f"TOKOKITA_{name.upper()}_DIR": f"s3://{BUCKET}/{name}"
                          for name in ("raw", "staging", "gold", "quarantine")},

@@ -192,25 +192,21 @@ class EphemeralStack:
     def _start_helpers(self) -> None:
         """Redis and the S3-compatible object store, as local processes on free ports."""
         import subprocess
-        import sys
 
         logs = self.root / "helper-logs"
         logs.mkdir(parents=True, exist_ok=True)
-        commands = {
-            "redis": [shutil.which("redis-server") or "redis-server", "--bind", "127.0.0.1",
-                      "--port", str(self.redis_port), "--save", "", "--appendonly", "no"],
-            "object-store": [str(Path(sys.executable).with_name("moto_server")), "-H",
-                             "127.0.0.1", "-p", str(self.object_store_port)],
-        }
-        for name, argv in commands.items():
-            with open(logs / f"{name}.log", "ab") as log:
-                popen = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, start_new_session=True)
-            self.helpers.append(Proc(name, popen.pid, logs / f"{name}.log", popen))
+        from devtools.object_store import start_server
         from stack.rest import wait_for
 
-        wait_for(lambda: _answers(self.redis_port) and _answers(self.object_store_port), 30,
-                 0.2, "redis and the object store to listen")
+        redis = [shutil.which("redis-server") or "redis-server", "--bind", "127.0.0.1",
+                 "--port", str(self.redis_port), "--save", "", "--appendonly", "no"]
+        with open(logs / "redis.log", "ab") as log:
+            popen = subprocess.Popen(redis, stdout=log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        self.helpers.append(Proc("redis", popen.pid, logs / "redis.log", popen))
+        popen = start_server(self.object_store_port, logs / "object-store.log", new_session=True)
+        self.helpers.append(Proc("object-store", popen.pid, logs / "object-store.log", popen))
+        wait_for(lambda: _answers(self.redis_port), 30, 0.2, "redis to listen")
 
     def storage_env(self) -> dict[str, str]:
         """The AWS environment of the stack's object store (empty without one)."""

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from devtools.object_store import S3Server, s3_server
 from tests.conftest import SAMPLE_DATES, SAMPLE_RAW, Workspace, run_cli
-from tests.s3server import S3Server, s3_server
 from tokokita_etl.config import partition_file_exists
 from tokokita_etl.errors import MissingPartitionError
 from tokokita_etl.stages import STAGE_NAMES, fetch_inputs, run_stage

@@ -538,7 +538,7 @@ def test_a_scheduled_run_id_names_its_partition_date_other_run_ids_are_airflows_
 def test_the_sensor_and_its_trigger_check_an_object_in_object_storage(project, monkeypatch):
     import asyncio
 
-    from tests.s3server import s3_server
+    from devtools.object_store import s3_server
     from tokokita_airflow.triggers import RawPartitionTrigger
     from tokokita_etl.storage import filesystem
 
