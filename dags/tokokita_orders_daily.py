@@ -17,21 +17,37 @@ dates the pipeline's `due_runs` would.
 `partition_date` (YYYY-MM-DD) for another date, `force` to reprocess a date that succeeded,
 `reset_attempts` to unblock a date that reached max attempts. Clearing a task of a date that
 succeeded changes nothing (it is skipped); see the operations guide for every gesture.
+
+**Deadline**: a scheduled run not succeeded by `deadline_local_time` (06:00 Asia/Jakarta) on
+its fire date alerts (logged by the triggerer, POSTed to `deadline_webhook_url`).
 """
 
 from __future__ import annotations
 
 from datetime import timedelta
 
-from airflow.sdk import DAG, Asset, Param, chain
+from airflow.sdk import DAG, Asset, AsyncCallback, DeadlineAlert, DeadlineReference, Param, chain
 
 from tokokita_airflow.operators import EtlStageOperator, WatermarkGateOperator
 from tokokita_airflow.sensors import RawPartitionSensor
 from tokokita_airflow.timetable import PartitionDateTimetable
+from tokokita_etl import notify
 from tokokita_etl.config import dag_schedule_from_env
 from tokokita_etl.stages import STAGE_NAMES
 
 SCHEDULE = dag_schedule_from_env()
+DEADLINE_LOCAL_TIME = SCHEDULE.deadline_local_time.strftime("%H:%M")
+# the run firing D+1 02:30 must have succeeded by D+1 06:00 (deadline_local_time): Airflow adds
+# one interval to each run's logical date (its fire time), constant for Jakarta's fixed offset
+DEADLINE = DeadlineAlert(
+    reference=DeadlineReference.DAGRUN_LOGICAL_DATE,
+    interval=notify.schedule_deadline_interval(SCHEDULE.cron, SCHEDULE.timezone,
+                                               SCHEDULE.start_date, SCHEDULE.deadline_local_time),
+    callback=AsyncCallback(notify.deadline_alert, kwargs={
+        "dag_id": "tokokita_orders_daily", "webhook_url": SCHEDULE.deadline_webhook_url,
+        "tz": SCHEDULE.timezone, "deadline_local_time": DEADLINE_LOCAL_TIME}),
+    name="partition_done_by_deadline_local_time",
+)
 GOLD_ASSET = Asset(name="tokokita_summary_harian", uri="tokokita://gold/summary_harian",
                    group="tokokita")
 
@@ -47,6 +63,8 @@ with DAG(
     catchup=True,
     # a backfill of a paused DAG never starts: the DAG is active from its first parse
     is_paused_upon_creation=False,
+    # scheduled runs only (the callback logs the others); runs on the triggerer
+    deadline=DEADLINE,
     # dates run in parallel during a catch-up; loads serialise on the warehouse anyway and
     # three keeps a month of catch-up from starving the pool on a small machine
     max_active_runs=3,

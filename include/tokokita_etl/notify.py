@@ -9,9 +9,10 @@ One place decides both, for the command line and for Airflow alike:
 - `ping` calls a healthchecks-style URL (`ping_url`): `<url>/start` when a run starts
   processing its date, `<url>` when it succeeds and `<url>/fail` when it fails for good, the
   summary line as the body. A ping that fails is a warning, never a failed run.
-- `deadline_missed` is the DAG's deadline alert callback (run by Airflow's triggerer): it
-  logs the missed deadline of a scheduled run and POSTs it as JSON to `deadline_webhook_url`;
-  `schedule_deadline_interval` is the alert's interval, computed once when the DAG is parsed.
+- `deadline_missed` is the DAG's deadline alert (`deadline_alert` is the callback Airflow's
+  triggerer runs): it logs the missed deadline of a scheduled run and POSTs it as JSON to
+  `deadline_webhook_url`; `schedule_deadline_interval` is the alert's interval, computed
+  once when the DAG is parsed.
 
 Nothing here imports Airflow; `urllib` is imported when a request is sent, so the DAG file
 can import this module at parse time.
@@ -215,7 +216,7 @@ def deadline_message(context: Mapping[str, Any] | None, *, dag_id: str, tz: str,
 async def deadline_missed(*, dag_id: str = "", webhook_url: str = "", tz: str = "Asia/Jakarta",
                           deadline_local_time: str = "06:00",
                           context: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The DAG's deadline alert callback (an `AsyncCallback`, run by the triggerer).
+    """The DAG's deadline alert, run by the triggerer (through `deadline_alert`).
 
     Logs the missed deadline as an error and POSTs it as JSON to `webhook_url` (none when
     empty); a webhook that fails is logged and does not raise. A run the alert is not for
@@ -236,3 +237,16 @@ async def deadline_missed(*, dag_id: str = "", webhook_url: str = "", tz: str = 
             logger.warning("deadline webhook %s failed (%s)", webhook_url, exc)
             message["webhook_error"] = str(exc)
     return message
+
+
+async def deadline_alert(*, dag_id: str = "", webhook_url: str = "", tz: str = "Asia/Jakarta",
+                         deadline_local_time: str = "06:00",
+                         context: Mapping[str, Any] | None = None) -> str:
+    """The DAG's `AsyncCallback`: `deadline_missed`, returning its message as one JSON line.
+
+    Airflow stores a callback's return value in a text column (`callback.output`); with
+    PostgreSQL a dict there fails the triggerer's update and stops the triggerer (3.3.2).
+    """
+    message = await deadline_missed(dag_id=dag_id, webhook_url=webhook_url, tz=tz,
+                                    deadline_local_time=deadline_local_time, context=context)
+    return json.dumps(message, ensure_ascii=False, default=str)

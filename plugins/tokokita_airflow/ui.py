@@ -335,7 +335,7 @@ font-variant-numeric:tabular-nums}.state{color:#fff;font-weight:600;white-space:
 height:.9em;margin-right:.3em;vertical-align:middle}button.act,a.act{background:#1565c0;
 color:#fff;border:0;border-radius:3px;padding:2px 8px;text-decoration:none;font-size:.95em;
 cursor:pointer;white-space:nowrap}a.act.unblock{background:#c62828}.runs a{white-space:nowrap}
-svg text{font-size:10px;fill:#444}.muted{color:#777}
+svg text{font-size:10px;fill:#444}#chart text{font-size:12px}.muted{color:#777}
 """
 
 
@@ -461,23 +461,39 @@ def _strip(rows: list[dict[str, Any]]) -> str:
             f"height='{size + 22}' xmlns='http://www.w3.org/2000/svg'>{''.join(cells)}</svg>")
 
 
+#: chart text size (px, as the page's CSS sets it) and a generous average glyph width at it,
+#: to make room for labels and legend lines
+CHART_FONT_PX = 12
+CHART_GLYPH_PX = 7.2
+
+
+def _text_width(text: str) -> float:
+    return len(text) * CHART_GLYPH_PX
+
+
 def _chart(rows: list[dict[str, Any]]) -> str:
     """Bars: valid (fact) rows per date; lines: quarantine share (0-100 %, right axis) and
-    bersih (scaled to its maximum)."""
+    bersih (scaled to its maximum); under them a legend, one line per series, with its
+    swatch. The SVG is as wide and tall as its labels and legend need."""
     if not rows:
         return ""
-    left, top, plot_w, plot_h = 60, 10, max(len(rows) * 21, 300), 160
-    step = plot_w / len(rows)
     facts = [(r["rows"] or {}).get("fact") for r in rows]
     bersih = [_float(r["bersih"]) for r in rows]
     top_fact = max([f for f in facts if isinstance(f, int | float)] or [1]) or 1
     top_bersih = max([b for b in bersih if b is not None] or [1]) or 1
+    left = max(60, round(_text_width(_fmt(top_fact)) + 10))
+    top, plot_w, plot_h = 10, max(len(rows) * 21, 300), 160
+    step = plot_w / len(rows)
     parts = [f"<line x1='{left}' y1='{top + plot_h}' x2='{left + plot_w}' y2='{top + plot_h}' "
              "stroke='#999'/>",
              f"<text x='{left - 4}' y='{top + 8}' text-anchor='end'>{_fmt(top_fact)}</text>",
              f"<text x='{left - 4}' y='{top + plot_h}' text-anchor='end'>0</text>",
              f"<text x='{left + plot_w + 4}' y='{top + 8}'>100%</text>",
              f"<text x='{left + plot_w + 4}' y='{top + plot_h}'>0%</text>"]
+    # the first and last date, and each first of a month at least two bars from them
+    last = len(rows) - 1
+    labelled = {0, last} | {i for i, r in enumerate(rows)
+                            if r["date"].endswith("-01") and 2 <= i <= last - 2}
     share_pts, bersih_pts = [], []
     for i, r in enumerate(rows):
         x = left + i * step
@@ -491,9 +507,9 @@ def _chart(rows: list[dict[str, Any]]) -> str:
             share_pts.append(f"{cx:.1f},{top + plot_h * (1 - r['quarantine_share']):.1f}")
         if bersih[i] is not None:
             bersih_pts.append(f"{cx:.1f},{top + plot_h * (1 - bersih[i] / top_bersih):.1f}")
-        if i == 0 or i == len(rows) - 1 or r["date"].endswith("-01"):
-            parts.append(f"<text x='{cx:.1f}' y='{top + plot_h + 14}' text-anchor='middle'>"
-                         f"{escape(r['date'][5:])}</text>")
+        if i in labelled:
+            parts.append(f"<text x='{cx:.1f}' y='{top + plot_h + CHART_FONT_PX + 4}' "
+                         f"text-anchor='middle'>{escape(r['date'][5:])}</text>")
     for cls, pts, colour in (("share", share_pts, "#c62828"), ("bersih", bersih_pts,
                                                                 "#2e7d32")):
         if pts:
@@ -501,12 +517,26 @@ def _chart(rows: list[dict[str, Any]]) -> str:
                          f"stroke='{colour}' stroke-width='2'/>")
             parts.extend(f"<circle cx='{p.split(',')[0]}' cy='{p.split(',')[1]}' r='2.5' "
                          f"fill='{colour}'/>" for p in pts)
-    legend = (f"<text x='{left}' y='{top + plot_h + 30}'>bars: valid rows (max "
-              f"{_fmt(top_fact)})</text>"
-              f"<text x='{left + 190}' y='{top + plot_h + 30}' style='fill:#c62828'>line: "
-              "quarantine share (right axis)</text>"
-              f"<text x='{left + 400}' y='{top + plot_h + 30}' style='fill:#2e7d32'>line: "
-              f"bersih (max {_fmt(top_bersih)})</text>")
+    keys = (("bar", "#90a4ae", f"valid rows per date (bars, left axis, max {_fmt(top_fact)})"),
+            ("line", "#c62828", "quarantine share of the extracted rows (right axis)"),
+            ("line", "#2e7d32", f"bersih per date (scaled to its maximum, {_fmt(top_bersih)})"))
+    line_h = CHART_FONT_PX + 6
+    legend_top = top + plot_h + CHART_FONT_PX + 14
+    legend = ["<g class='legend'>"]
+    for n, (kind, colour, label) in enumerate(keys):
+        y = legend_top + n * line_h  # the line's middle
+        if kind == "bar":
+            legend.append(f"<rect x='{left}' y='{y - 5}' width='16' height='10' "
+                          f"fill='{colour}'/>")
+        else:
+            legend.append(f"<line x1='{left}' y1='{y}' x2='{left + 16}' y2='{y}' "
+                          f"stroke='{colour}' stroke-width='2'/><circle cx='{left + 8}' "
+                          f"cy='{y}' r='2.5' fill='{colour}'/>")
+        legend.append(f"<text x='{left + 22}' y='{y + CHART_FONT_PX // 3}'>{escape(label)}"
+                      "</text>")
+    legend.append("</g>")
+    width = max(left + plot_w + 50, left + 22 + max(_text_width(k[2]) for k in keys) + 10)
+    height = legend_top + len(keys) * line_h
     return (f"<svg id='chart' role='img' aria-label='daily valid rows, quarantine share and "
-            f"bersih' width='{left + plot_w + 50}' height='{top + plot_h + 40}' "
-            f"xmlns='http://www.w3.org/2000/svg'>{''.join(parts)}{legend}</svg>")
+            f"bersih' width='{width:.0f}' height='{height}' "
+            f"xmlns='http://www.w3.org/2000/svg'>{''.join(parts)}{''.join(legend)}</svg>")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.airflow_support import REPO, ensure_metadata_db
+from tests.airflow_support import REPO, allow_deadline_alerts_in_dag_test, ensure_metadata_db
 
 
 @dataclass
@@ -50,9 +50,11 @@ def project(tmp_path, monkeypatch) -> Project:
 
 
 @pytest.fixture
-def daily_dag():
-    """The DAG as Airflow's DagBag parses it from dags/ (fresh per test: runs mutate params)."""
+def daily_dag(monkeypatch):
+    """The DAG as Airflow's DagBag parses it from dags/ (fresh per test: runs mutate params);
+    `dag.test()` of it copes with its deadline alert (`allow_deadline_alerts_in_dag_test`)."""
     ensure_metadata_db()
+    allow_deadline_alerts_in_dag_test(monkeypatch)
     from airflow.dag_processing.dagbag import DagBag
 
     bag = DagBag(str(REPO / "dags"))

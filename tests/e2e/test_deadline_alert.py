@@ -1,0 +1,234 @@
+"""The DAG's deadline alert on a running Airflow: a run that misses its deadline is POSTed to
+the webhook, a run that succeeds before its deadline sends nothing.
+
+One throw-away stack (the compose services as local processes, PostgreSQL), a local HTTP
+server as `deadline_webhook_url`, and a schedule that fires twice within the next minutes:
+
+| run | fires (Jakarta) | D's file (D: yesterday)                       | deadline    | webhook        |
+|-----|-----------------|-----------------------------------------------|-------------|----------------|
+| A   | h:m             | missing when A's sensor looks (it looks again | h:m + 2 min | one POST: A, D |
+|     |                 | only after its 5-minute poke interval)        |             | and deadline   |
+| B   | h:m + 1 min     | written once A has looked: B processes D      | h:m + 3 min | nothing        |
+
+`deadline_local_time` is h:m + 2 min, so the DAG's deadline interval (computed when it is
+parsed, from the schedule's first fire time) is 2 minutes. Only for this throw-away stack,
+and not from docker-compose.yaml (set after airflow-init, as they depend on when the
+services start): `TOKOKITA_CRON` (two fires a minute apart), `TOKOKITA_START_DATE` (today)
+and `TOKOKITA_DEADLINE_LOCAL_TIME`; the webhook URL is the compose variable
+`TOKOKITA_DEADLINE_WEBHOOK_URL`, and everything else is the compose environment.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from stack.ephemeral import DAG_ID, E2E_REPORT, JKT, EphemeralStack, db_url
+from stack.rest import wait_for
+from tests.ping_server import PingServer
+
+pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
+
+HARD_TIMEOUT_S = int(os.environ.get("TOKOKITA_E2E_TIMEOUT", "480"))
+#: from `start()` until the scheduler can create run A (services healthy, DAG parsed), about
+#: what it takes on a busy machine: A may be created late, as a catch-up, but it must have
+#: looked for its file before B fires a minute later
+STARTUP_S = 35
+INTERVAL = timedelta(minutes=2)
+HOOK = "/deadline"
+
+
+def _timeout(signum, frame):
+    raise TimeoutError(f"the deadline alert e2e test exceeded {HARD_TIMEOUT_S} s")
+
+
+def _fires(now: datetime) -> tuple[datetime, datetime]:
+    """Fire times of A and B (Jakarta, whole minutes), in one hour of one day."""
+    local = now.astimezone(ZoneInfo(JKT)) + timedelta(seconds=STARTUP_S)
+    first = local.replace(second=0, microsecond=0)
+    if first < local:
+        first += timedelta(minutes=1)
+    return first, first + timedelta(minutes=1)
+
+
+def _wait_for_one_hour(now: datetime) -> float:
+    """Sleep into the next hour when A and B would fall in two (returns the sleep)."""
+    first, second = _fires(now)
+    if first.hour == second.hour:
+        return 0.0
+    left = (second - timedelta(seconds=STARTUP_S) - now).total_seconds() + 1
+    time.sleep(left)
+    return left
+
+
+def _metadata(stack: EphemeralStack, sql: str) -> list[tuple]:
+    import psycopg
+
+    conninfo = db_url(stack.metadata_db).replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(conninfo, connect_timeout=10) as conn:
+        return conn.execute(sql).fetchall()
+
+
+def _scheduled(stack: EphemeralStack, fire: datetime) -> dict | None:
+    for run in stack.api.dag_runs(DAG_ID, run_type="scheduled"):
+        logical = datetime.fromisoformat(run["logical_date"].replace("Z", "+00:00"))
+        if logical == fire:
+            return run
+    return None
+
+
+def _posts(server: PingServer) -> list[dict]:
+    return [json.loads(r.body) for r in server.received if r.path == HOOK]
+
+
+@pytest.fixture(scope="module")
+def deadline_stack(tmp_path_factory):
+    """The running stack, the webhook server, and A's and B's fire times and partition."""
+    started = time.monotonic()
+    previous = signal.signal(signal.SIGALRM, _timeout)
+    signal.alarm(HARD_TIMEOUT_S)
+    server = PingServer().start()
+    stack = EphemeralStack(tmp_path_factory.mktemp("deadline"), start_date="", end_date=None,
+                           tokokita_env={"TOKOKITA_DEADLINE_WEBHOOK_URL": f"{server.url}{HOOK}"})
+    waited = 0.0
+    try:
+        stack.prepare()  # airflow-init does not parse the DAG: its schedule is set after it
+        waited = _wait_for_one_hour(datetime.now(UTC))
+        fire_a, fire_b = _fires(datetime.now(UTC))
+        deadline_local = (fire_a + INTERVAL).strftime("%H:%M")
+        stack.target.extra_env.update({
+            "TOKOKITA_CRON": f"{fire_a.minute},{fire_b.minute} {fire_a.hour} * * *",
+            "TOKOKITA_START_DATE": fire_a.date().isoformat(),
+            "TOKOKITA_DEADLINE_LOCAL_TIME": deadline_local})
+        stack.start()
+        stack.api.wait_dag(DAG_ID, timeout=120)
+        E2E_REPORT["deadline_stack_healthy_s"] = stack.timings["healthy_s"]
+        E2E_REPORT["deadline_dag_parsed_s_before_first_fire"] = (
+            fire_a - datetime.now(UTC)).total_seconds()
+        yield {"stack": stack, "server": server, "fire_a": fire_a, "fire_b": fire_b,
+               "day": fire_a.date() - timedelta(days=1), "deadline_local": deadline_local}
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+        stack.close()
+        server.stop()
+        E2E_REPORT["deadline_e2e_wall_s"] = time.monotonic() - started - waited
+
+
+def test_a_run_that_misses_its_deadline_is_posted_one_that_succeeds_before_it_is_not(
+        deadline_stack):
+    from devtools.samples import generate_partition
+
+    stack, server = deadline_stack["stack"], deadline_stack["server"]
+    fire_a, fire_b, day = deadline_stack["fire_a"], deadline_stack["fire_b"], deadline_stack["day"]
+    deadline_a, deadline_b = fire_a + INTERVAL, fire_b + INTERVAL
+
+    # A looks for D's file, which is not there, and waits (reschedule: it looks again in 5 min)
+    def a_waits():
+        run = _scheduled(stack, fire_a)
+        if not run:
+            return None
+        sensor = stack.api.task_instances(DAG_ID, run["dag_run_id"]).get("wait_for_raw_partition")
+        return run if sensor and sensor["state"] == "up_for_reschedule" else None
+
+    timeout = max(10.0, (fire_b - datetime.now(UTC)).total_seconds())
+    run_a = wait_for(a_waits, timeout, 1, "run A's sensor to have looked for the file before "
+                                          "run B fires (the machine is too slow for this test)")
+    assert run_a["partition_key"] == day.isoformat()
+    # the file arrives after A looked: B, firing next, processes D before its deadline
+    generate_partition(stack.data / "raw" / f"pesanan_{day}.csv", day, 40, seed=11)
+    run_b = wait_for(lambda: _scheduled(stack, fire_b), 120, 1, "run B to be created")
+    run_b = stack.api.wait_run(DAG_ID, run_b["dag_run_id"], timeout=240)
+    assert run_b["state"] == "success"
+    ended_b = datetime.fromisoformat(run_b["end_date"].replace("Z", "+00:00"))
+    assert ended_b <= deadline_b, f"run B succeeded at {ended_b}, after its deadline {deadline_b}"
+    assert stack.watermark()[day.isoformat()]["status"] == "success"
+
+    # A's deadline passes while A still waits: the triggerer POSTs it
+    left = (deadline_a - datetime.now(UTC)).total_seconds()
+    assert server.wait_for(lambda got: any(r.path == HOOK for r in got), left + 90), (
+        "no deadline webhook call within 90 s of run A's deadline\n" + stack.stack.log_tail())
+    (post,) = _posts(server)
+    assert post["event"] == "tokokita_deadline_missed"
+    assert post["dag_id"] == DAG_ID
+    assert post["run_id"] == run_a["dag_run_id"]
+    assert post["partition_date"] == day.isoformat()
+    assert datetime.fromisoformat(post["deadline_time"]) == deadline_a
+    assert post["deadline_local_time"] == f"{deadline_stack['deadline_local']} {JKT}"
+    assert datetime.fromisoformat(post["logical_date"].replace("Z", "+00:00")) == fire_a
+    assert post["state"] == "running"
+    (call,) = [r for r in server.received if r.path == HOOK]
+    assert call.method == "POST" and call.content_type == "application/json"
+
+    # past B's deadline (and a few scheduler loops and triggerer polls): still only A's POST
+    time.sleep(max(0.0, (deadline_b - datetime.now(UTC)).total_seconds()) + 15)
+    assert [p["run_id"] for p in _posts(server)] == [run_a["dag_run_id"]]
+    # in Airflow's tables: A's deadline is missed and its callback succeeded with the message
+    # as its output; B's was pruned when B succeeded before it
+    deadlines = _metadata(stack, "SELECT r.run_id, d.missed, c.state, c.output FROM deadline d "
+                                 "JOIN dag_run r ON r.id = d.dagrun_id "
+                                 "JOIN callback c ON c.id = d.callback_id")
+    assert [row[:3] for row in deadlines] == [(run_a["dag_run_id"], True, "success")], deadlines
+    assert json.loads(deadlines[0][3]) == post
+    triggerer = (stack.stack.log_dir / "airflow-triggerer.log").read_text(errors="replace")
+    assert "Deadline missed: " in triggerer and run_a["dag_run_id"] in triggerer
+    stack.stack.wait_healthy(30)  # the triggerer (and every other service) is still up
+
+
+def test_the_alert_is_for_scheduled_runs_created_before_their_deadline():
+    """Runs Airflow also gives a deadline but the alert is not for are logged, never POSTed."""
+    import asyncio
+
+    from tokokita_etl.notify import deadline_alert
+
+    server = PingServer().start()
+    try:
+        deadline = {"id": "x", "deadline_time": "2026-11-03T23:00:00+00:00"}
+        base = {"dag_id": DAG_ID, "logical_date": "2026-11-03T19:30:00Z", "state": "running",
+                "partition_key": "2026-11-03", "run_type": "scheduled",
+                "dag_run_id": "scheduled__2026-11-03__2026-11-03T19:30:00+00:00"}
+        cases = {
+            "backfill": {**base, "run_type": "backfill", "queued_at": "2026-11-20T01:00:00Z",
+                         "partition_key": None},
+            "manual": {**base, "run_type": "manual", "queued_at": "2026-11-03T20:00:00Z"},
+            "catch-up": {**base, "queued_at": "2026-11-04T02:00:00.123456Z"},
+        }
+        for name, dag_run in cases.items():
+            output = asyncio.run(deadline_alert(webhook_url=f"{server.url}{HOOK}",
+                                                context={"dag_run": dag_run, "deadline": deadline}))
+            assert json.loads(output)["not_alerted"], name
+        assert server.received == []
+        on_time = {**base, "queued_at": "2026-11-03T19:30:01Z"}
+        output = asyncio.run(deadline_alert(webhook_url=f"{server.url}{HOOK}",
+                                            context={"dag_run": on_time, "deadline": deadline}))
+        assert isinstance(output, str)  # Airflow stores it as the callback's text output
+        assert _posts(server) == [json.loads(output)]
+        assert "not_alerted" not in json.loads(output)
+        assert json.loads(output)["partition_date"] == "2026-11-03"
+    finally:
+        server.stop()
+
+
+def test_the_deadline_interval_is_the_local_time_after_the_schedule_fire_time():
+    from tokokita_etl.notify import schedule_deadline_interval
+
+    start = datetime(2026, 11, 1, tzinfo=ZoneInfo(JKT))
+    assert schedule_deadline_interval("30 2 * * *", JKT, start, time_of("06:00")) == \
+        timedelta(hours=3, minutes=30)
+    assert schedule_deadline_interval("30 2 * * *", JKT, start, time_of("01:00")) == \
+        timedelta(hours=22, minutes=30)
+    # two fires a day (as in the stack above): the interval is the first fire's
+    assert schedule_deadline_interval("5,6 14 * * *", JKT, start, time_of("14:07")) == \
+        timedelta(minutes=2)
+
+
+def time_of(text: str):
+    from datetime import time as clock
+
+    return clock.fromisoformat(text)
