@@ -352,6 +352,16 @@ class EphemeralStack:
 
         return list(reversed(list(state_store(self.settings()).manifests(day))))
 
+    def task_log(self, run_id: str, task_id: str, attempt: int = 1) -> str:
+        """The log file of one try of a task, from whichever home (service or worker) ran it."""
+        pattern = (f"logs/dag_id={DAG_ID}/run_id={run_id}/task_id={task_id}/"
+                   f"attempt={attempt}.log")
+        found = [path for home in (self.home, *self.target.service_homes.values())
+                 if (path := home / pattern).exists()]
+        if len(found) != 1:
+            raise FileNotFoundError(f"{pattern}: found {len(found)} times under {self.root}")
+        return found[0].read_text(encoding="utf-8")
+
     def peak_memory(self) -> dict[str, int]:
         """Peak of the stack's summed RSS and PSS so far."""
         return dict(self.sampler.peak) if self.sampler else {}

@@ -38,6 +38,7 @@ both workers, and runs eight dates at once, in rounds, losing no update and no r
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -353,6 +354,28 @@ def test_rest_trigger_with_force_reproduces_identical_checksums(e2e):
     assert after["attempt"] == before["attempt"] + 1
     assert after["checksums"] == before["checksums"]
     assert stack.gold(day) == gold_before
+
+    # the run's summary, one JSON line in the log of the task that ended it
+    tries = stack.api.tries(DAG_ID, run["dag_run_id"], "publish_gold")
+    log = stack.task_log(run["dag_run_id"], "publish_gold", tries[-1]["try_number"])
+    summaries = [summary for line in log.splitlines()
+                 if (summary := _summary_in(line)) is not None]
+    assert len(summaries) == 1, log[-2000:]
+    summary = summaries[0]
+    assert (summary["partition_date"], summary["status"], summary["attempt"]) == (
+        day.isoformat(), "success", after["attempt"])
+    assert summary["trigger"] == f"airflow:{DAG_ID}:{run['dag_run_id']}"
+    assert (summary["bruto"], summary["bersih"]) == (after["bruto"], after["bersih"])
+
+
+def _summary_in(line: str) -> dict | None:
+    """The run summary (`"event": "tokokita_run"`) a structured task-log line carries."""
+    try:
+        record = json.loads(line)
+        event = json.loads(record.get("event", ""))
+    except (ValueError, AttributeError):
+        return None
+    return event if isinstance(event, dict) and event.get("event") == "tokokita_run" else None
 
 
 def test_rest_clear_of_a_failed_task_runs_it_again_and_attempts_stay_bounded(e2e):
