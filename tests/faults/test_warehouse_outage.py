@@ -2,7 +2,7 @@
 is loading or validating.
 
 A throw-away cluster of the fault suite (tests/faults/conftest.py) holds the warehouse. After a
-clean run of a 150,000-row partition, a forced re-run is started as a real process; when its
+clean run of a 100,000-row partition, a forced re-run is started as a real process; when its
 stage records show it in load (or in validate), the cluster is stopped at once: every backend
 ends mid-statement. The run must fail with one `[error]` line naming the warehouse and no
 traceback; the watermark records a failed attempt at load or validate (a transient warehouse
@@ -35,7 +35,7 @@ from tokokita_etl.state import IN_PROGRESS, StateStore
 from tokokita_etl.warehouse import Warehouse
 
 DAY = date(2026, 11, 10)
-ROWS = 150_000
+ROWS = 100_000
 OUTAGES = int(os.environ.get("TOKOKITA_OUTAGES") or 8) if LONG else 1
 #: (stage record that shows the run inside the stage after it, seconds to wait after it)
 MOMENTS = [("transform", 0.4), ("load", 0.0), ("transform", 0.0), ("transform", 0.9)]
