@@ -23,11 +23,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import date, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tokokita_etl.config import Settings
 from tokokita_etl.errors import StateError
 from tokokita_etl.files import atomic_writer, locked, write_new_atomic, write_text_atomic
+
+if TYPE_CHECKING:
+    from tokokita_etl.state_db import DatabaseStateStore
 
 SUCCESS = "success"
 FAILED = "failed"
@@ -468,7 +471,7 @@ def _probe(folder: Path, name: str, content: bytes) -> None:
         os.unlink(probe)
 
 
-def state_store(settings: Settings) -> StateStore:
+def state_store(settings: Settings) -> StateStore | DatabaseStateStore:
     """The state store of these settings: the database of `state_url`, else the files in
     `state_dir`."""
     if settings.state_db_url:
