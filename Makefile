@@ -63,7 +63,8 @@ lock:
 bench: setup
 	$(BIN)/python -m bench --all
 
-# the long fault suite: 10,000 fuzzed partitions (`make test` runs its quick mode)
+# the long fault suite: 10,000 fuzzed partitions, kills, concurrent dates, warehouse outages
+# and freezes, quarantine file vs table (`make test` runs its quick mode; docs/running.md)
 faults: setup
 	TOKOKITA_FAULTS=long $(BIN)/python -m pytest tests/faults -q -p no:cacheprovider $(PYTEST_ARGS)
 

@@ -247,8 +247,12 @@ def _write_csv(path: Path, header: tuple[str, ...], rows: list[list[Any]]) -> No
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
             writer = csv.writer(f, lineterminator="\n")
+            quote_all = csv.writer(f, lineterminator="\n", quoting=csv.QUOTE_ALL)
             writer.writerow(header)
-            writer.writerows(rows)
+            for row in rows:
+                # a lone CR is not quoted by `csv` with "\n" line ends: quote that row whole
+                cr = any(isinstance(v, str) and "\r" in v for v in row)
+                (quote_all if cr else writer).writerow(row)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -191,8 +191,30 @@ def _quarantine_table(staging: Path, day: date, conflicts: list[dict]) -> pa.Tab
 
 
 def _write_quarantine_csv(handle, table: pa.Table) -> None:
-    writer = csv.writer(handle, lineterminator="\n")
-    writer.writerow(QUARANTINE_COLUMNS)
+    """The quarantine rows as CSV: minimal quoting, except that a row with a carriage return
+    in a field is written with every field quoted (with `\n` line ends `csv` would leave a
+    lone CR unquoted, and a reader would split the row there)."""
+    minimal = csv.writer(handle, lineterminator="\n")
+    quoted = csv.writer(handle, lineterminator="\n", quoting=csv.QUOTE_ALL)
+    minimal.writerow(QUARANTINE_COLUMNS)
     for batch in table.to_batches(max_chunksize=BATCH_ROWS):
-        writer.writerows(zip(*(batch.column(c).to_pylist() for c in QUARANTINE_COLUMNS),
-                             strict=True))
+        rows = zip(*(batch.column(c).to_pylist() for c in QUARANTINE_COLUMNS), strict=True)
+        with_cr = _rows_with_carriage_return(batch)
+        if with_cr is None:
+            minimal.writerows(rows)
+            continue
+        for row, has_cr in zip(rows, with_cr, strict=True):
+            (quoted if has_cr else minimal).writerow(row)
+
+
+def _rows_with_carriage_return(batch: pa.RecordBatch) -> list[bool] | None:
+    """Which rows of `batch` hold a carriage return in a text field (None: none does)."""
+    found = None
+    for name in QUARANTINE_COLUMNS:
+        column = batch.column(name)
+        if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+            hit = pc.fill_null(pc.match_substring(column, "\r"), False)
+            found = hit if found is None else pc.or_(found, hit)
+    if found is None or not pc.any(found).as_py():
+        return None
+    return found.to_pylist()

@@ -15,14 +15,12 @@ field, empty quoted fields, and orders of an earlier date (the cross-partition c
 adds itself). All dates share one warehouse; some runs are forced re-runs of an earlier date
 with a new partition, so a date's rows are replaced.
 
-Open finding (found by this property, seed 20261110, run 0 on both backends): a quarantined
-field holding a lone carriage return, such as a quoted `kota` `"Jakarta Timur\rBarat"` on a
-row with a bad price, is kept as it is in the table but written unquoted to the file: Python's
-`csv` writer with `lineterminator="\n"` quotes a field for `\n`, not for `\r`. Any reader that
-ends a record at a carriage return (Python's `csv` module, the RFC 4180 readers) then reads
-two records, so the file has one row more than the table and the second carries no line,
-reason or order. The fuzz leaves that fault out while it is open; the strict xfail below
-pins it. (The gold file is not affected: transform normalises `kota`'s whitespace.)
+Found by this property (seed 20261110, run 0 on both backends), fixed: a quarantined field
+holding a lone carriage return, such as a quoted `kota` `"Jakarta Timur\rBarat"` on a row
+with a bad price, was kept as it is in the table but written unquoted to the file (Python's
+`csv` writer with `lineterminator="\n"` quotes a field for `\n`, not for `\r`), so a reader
+read two records. Such a row is now written with every field quoted; the fuzz makes that
+fault too, and the regression test below pins it.
 
 Quick mode: 25 runs per backend. `TOKOKITA_FAULTS=long`: 1,000 (`TOKOKITA_QUARANTINE_RUNS`
 overrides the count, `TOKOKITA_FAULTS_SEED` the seed).
@@ -37,7 +35,6 @@ import sys
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
-import pytest
 from sqlalchemy import text
 
 from devtools.samples import generate_partition
@@ -57,7 +54,7 @@ def _own_fault(data: bytes, rng: random.Random, day: date, earlier: list[bytes])
     """One fault the generic fuzzer does not make."""
     lines = data.split(b"\n")
     at = rng.randrange(1, len(lines)) if len(lines) > 2 else None
-    kind = rng.randrange(1, 5)  # 0, a lone CR in a quoted field: the open finding
+    kind = rng.randrange(0, 5)
     if at is None or not lines[at]:
         return data
     fields = lines[at].split(b",")
@@ -115,16 +112,7 @@ def _file_rows(path: Path) -> list[list[str]] | None:
     return rows[1:]
 
 
-def _difference(file_rows: list[list[str]] | None, table_rows: list[list[str]]) -> str | None:
-    """How the file and the table disagree, or None."""
-    difference = _first_difference(file_rows, table_rows)
-    if difference and any("\r" in field.replace("\r\n", "") for row in table_rows
-                          for field in row):
-        difference += " (a field holds a lone carriage return: the open finding)"
-    return difference
-
-
-def _first_difference(file_rows: list[list[str]] | None,
+def _difference(file_rows: list[list[str]] | None,
                       table_rows: list[list[str]]) -> str | None:
     if file_rows is None:
         return f"no file, {len(table_rows)} table rows" if table_rows else None
@@ -181,13 +169,11 @@ LONE_CR = (b"order_id,order_ts,customer_id,kota,produk,qty,harga_satuan,diskon\n
            b"TK-2,2026-11-10 11:00:00,CUST-2,Depok,Kabel Data,1,70000,0\n")
 
 
-@pytest.mark.xfail(strict=True, reason="open finding: the quarantine file writes a field "
-                   "with a lone carriage return unquoted, so readers split its row in two")
 def test_a_quarantined_field_with_a_lone_carriage_return_is_one_row_of_the_file(
         workspace, monkeypatch, capsys):
-    """The quarantine file and the table disagree on a row whose quoted `kota` holds a lone
-    carriage return (bad price on line 2): the table keeps the one row, the file read back
-    has two (`csv` ends a record at the unquoted CR)."""
+    """Regression: the quarantine file and the table disagreed on a row whose quoted `kota`
+    holds a lone carriage return (bad price on line 2): the table kept the one row, the file
+    read back had two (`csv` left the CR unquoted with `\n` line ends)."""
     ws = workspace
     ws.write_partition(date(2026, 11, 10), LONE_CR)
     code, _, err = in_process_cli(ws, monkeypatch, capsys, CLOCK)("run", "--date", "2026-11-10")
