@@ -282,3 +282,20 @@ def test_state_url_warehouse_with_an_sqlite_warehouse_is_a_configuration_error(t
         load_settings(env={"TOKOKITA_STATE_URL": "warehouse"}, cwd=tmp_path)
     with pytest.raises(ConfigError, match=r"state_url.*postgresql://"):
         load_settings(env={"TOKOKITA_STATE_URL": "mysql://x"}, cwd=tmp_path)
+
+
+@pytest.mark.postgres
+def test_a_read_only_state_database_stops_the_run_before_any_stage(tmp_path, pipeline):
+    from sqlalchemy.engine import make_url
+
+    from tokokita_etl.runs import check_writable
+
+    writable = make_settings(tmp_path, "database", pipeline)
+    state_store(writable).read()  # the tables exist
+    read_only = make_url(_pg_server_url()).update_query_dict(
+        {"options": "-cdefault_transaction_read_only=on"}).render_as_string(hide_password=False)
+    settings = load_settings(env={}, overrides={"state_url": read_only, "pipeline": pipeline},
+                             cwd=tmp_path)
+    state_store(settings).read()  # reading works
+    with pytest.raises(StateError, match="the state cannot be written"):
+        check_writable(settings)
