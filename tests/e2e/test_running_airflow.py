@@ -429,6 +429,26 @@ def test_rest_trigger_with_reset_attempts_after_fixing_the_partition_succeeds(e2
     assert [body["status"] for body in stack.manifests(day)][-2:] == ["blocked", "success"]
 
 
+def test_the_status_page_reads_the_configured_store_and_raw_folder(e2e):
+    """The status page shows the same states on files and on the scale-out profile (the
+    watermark, claims and manifests in PostgreSQL, the raw partitions in object storage)."""
+    import httpx
+
+    stack, plan = e2e
+    t = plan.t
+    headers = {"Authorization": f"Bearer {stack.api.login()}"}
+    with httpx.Client(base_url=stack.target.api_url, headers=headers, timeout=60) as client:
+        answer = client.get("/tokokita/status.json")
+    assert answer.status_code == 200
+    rows = {row["date"]: row for row in answer.json()}
+    assert rows[t(7).isoformat()]["state"] == "done"
+    assert rows[t(7).isoformat()]["duration_s"] is not None  # from its last manifest
+    assert rows[t(9).isoformat()]["partition"] is False  # no partition object / file
+    assert rows[t(7).isoformat()]["partition"] is True
+    assert (rows[t(5).isoformat()]["state"], rows[t(5).isoformat()]["label"]) == \
+        ("blocked", "blocked 3/3")
+
+
 # -- the scale-out profile only -----------------------------------------------------------
 
 
