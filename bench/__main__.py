@@ -5,6 +5,7 @@
     python -m bench --all                                    # everything; writes bench/RESULTS.md
     python -m bench --catchup --scale-out                    # 30-day catch-up: 2 workers vs 1 machine
     python -m bench --object-storage --rows 1000000          # object storage vs local folders
+    python -m bench --react                                  # time to react on a running stack
 """
 
 from __future__ import annotations
@@ -54,6 +55,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--object-storage", action="store_true",
                         help="one partition (--rows, default 1000000) with local folders and "
                         "with object storage")
+    parser.add_argument("--react", action="store_true",
+                        help="time to react on a running local stack: a partition landing to "
+                        "its run starting (reschedule and deferrable sensor), a bad partition "
+                        "to its run's failure (bench/bench_react.py)")
     parser.add_argument("--days", type=int, default=30, help="with --catchup")
     parser.add_argument("--catchup-rows", type=int, default=2000, help="with --catchup")
     parser.add_argument("--all", action="store_true",
@@ -79,6 +84,11 @@ def main(argv: list[str] | None = None) -> int:
         from bench.bench_dag import bench_dag_parse
 
         print(json.dumps(bench_dag_parse(), indent=None if args.json else 2))
+        return 0
+    if args.react:
+        from bench.bench_react import react
+
+        print(json.dumps(react(), indent=None if args.json else 2, default=str))
         return 0
     if args.catchup and args.scale_out:
         from bench.bench_catchup import bench_scale_out_catchup
