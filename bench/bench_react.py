@@ -547,8 +547,12 @@ _ALONE = {
 def fresh_imports(repeat: int = 3) -> dict[str, Any]:
     """Import seconds in fresh interpreters of the venv (medians of `repeat`): in the order a
     task process needs them after Airflow, and each group alone; plus the interpreter start."""
+    with tempfile.TemporaryDirectory(prefix="tokokita-imports-") as home:
+        return _fresh_imports(repeat, home)
+
+
+def _fresh_imports(repeat: int, home: str) -> dict[str, Any]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "TOKOKITA"))}
-    home = tempfile.mkdtemp(prefix="tokokita-imports-")
     env["AIRFLOW_HOME"] = home
     ordered: dict[str, list[float]] = {}
     alone: dict[str, list[float]] = {}
