@@ -1,4 +1,4 @@
-"""Fault injection: `kill -9` of a forced re-run between the three stores.
+"""Fault injection: `kill -9` of a forced re-run in every stage and between the three stores.
 
 A run changes three stores one after the other: the warehouse (load commits), the gold file
 (publish renames it into place) and the watermark (the success record). Before the intent
@@ -9,42 +9,104 @@ failure record removes it; a later gate turns an intent whose run is gone into a
 failure, so after any kill the watermark either describes the warehouse and the gold file or
 says the date needs a re-run.
 
-Each test runs `python -m tokokita_etl run --date D --force` as a real process on a
-100,000-row partition after a clean run, watches the stage records in `staging_dir/D/`, kills
-the process at the chosen moment and checks the stores. Quick mode: one kill per moment and
-backend. `TOKOKITA_FAULTS=long`: `TOKOKITA_KILLS` kills per backend (default 30) at moments
-spread over the run.
+Each test runs `python -m tokokita_etl run --date D --force` as a real process after a clean
+run of D (and of another date, D-1, which no kill may touch), watches `staging_dir/D/` and
+the watermark, kills the process at the chosen moment and checks every store after each kill:
+
+- the warehouse holds the date's last committed state: fact, summary and karantina rows of D
+  (counts and checksums) are the clean run's (the killed run loads the same partition, so its
+  commit, when it got that far, is the same rows); D-1's rows are untouched;
+- `state.json` parses, and D-1's entry is unchanged; D's entry is a success that describes
+  the stores or holds the intent of the dead run (the date needs a re-run);
+- every file under its final name in the gold and quarantine folders has the clean run's
+  bytes (a temporary or staged file has a dot name);
+- a claim the dead run left is unexpired but not live: its holder is a command-line run of
+  this host whose process is gone, so the next run takes the date at once;
+- a plain re-run succeeds with the clean run's checksums, gold file, quarantine file and
+  warehouse rows.
+
+Moments: right after load's record, right after validate's record (publish_gold starts) and
+right after the new gold file appears (publish_gold renamed it, its record and the success
+record are next); and inside each stage from extract to validate: the record before the stage
+(for extract, the gate's intent record) plus a delay within the stage's duration in the clean
+run. publish_gold is a rename of about a millisecond: the kills right after validate's record
+and after the new gold file are the ones inside it. Where a kill landed is the stage the
+date's next gate names (`runs.interrupted_stage`), or "finished" when the run recorded its
+success first.
+
+A kill up to load's record always lands before the success record: validate and publishing
+(hundreds of milliseconds) are still ahead, and the test asserts it. A kill aimed later may
+find the run finished, and the tests accept that: the test sees the moment by polling every
+millisecond and must get the CPU to send the signal, while the run needs only a few
+milliseconds more (publishing and two small files) once validate's record is written; a
+delay drawn within validate's clean duration also comes late when the killed run's validate
+is faster than the clean run's. The invariants hold either way (the success record describes
+the stores); the long mode reports how many such kills found the run finished and asserts
+that kills still landed inside validate and inside publish_gold.
+
+Quick mode: one kill per moment and backend (a 100,000-row partition for the kills after a
+record, 50,000 rows for the kills inside extract to validate). `TOKOKITA_FAULTS=long`:
+`TOKOKITA_KILLS` kills per backend (default 30) at random moments of the five stages in turn,
+on partitions of 50,000 to 200,000 rows (the size changes every sixth of the kills), with
+delays drawn from `TOKOKITA_FAULTS_SEED`.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable
-from datetime import date
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
 
 import pytest
+from sqlalchemy import text
 
 from devtools.samples import generate_partition
 from tests.conftest import Workspace, clean_env, run_cli
-from tokokita_etl.contract import STAGED_GOLD_PREFIX
-from tokokita_etl.state import IN_PROGRESS, StateStore
+from tokokita_etl.checksums import fact_digest, rows_checksum
+from tokokita_etl.contract import QUARANTINE_COLUMNS, STAGED_GOLD_PREFIX
+from tokokita_etl.pipeline import run_for_date
+from tokokita_etl.runs import claim_date, cli_owner, interrupted_stage, release_date
+from tokokita_etl.stages import STAGE_NAMES
+from tokokita_etl.state import IN_PROGRESS, StateStore, cli_holder_finished
+from tokokita_etl.warehouse import Warehouse
 
 DAY = date(2026, 11, 10)
+OTHER = DAY - timedelta(days=1)  # in the state before the kills; no kill of DAY may touch it
+OTHER_ROWS = 2_000
 ROWS = 100_000
+STAGE_ROWS = 50_000  # quick mode's kills inside the stages
 LONG = os.environ.get("TOKOKITA_FAULTS") == "long"
 KILLS = int(os.environ.get("TOKOKITA_KILLS") or 30)
+SEED = int(os.environ.get("TOKOKITA_FAULTS_SEED") or 20261110)
+#: long mode's partition sizes, one after the other over the kills
+SIZES = (50_000, 80_000, 110_000, 140_000, 170_000, 200_000)
+FINISHED = "finished"  # the run recorded its success before the kill
+
+Moment = Callable[[Workspace, int], bool]
 
 
-def _stage_done(stage: str) -> Callable[[Workspace, int], bool]:
+def _stage_done(stage: str) -> Moment:
     def seen(ws: Workspace, _gold_inode: int) -> bool:
         return (ws.staging / DAY.isoformat() / f"{stage}.json").exists()
     return seen
+
+
+def _intent_written(ws: Workspace, _gold_inode: int) -> bool:
+    """The gate's record: the run's intent is in the date's entry (extract starts next)."""
+    try:
+        runs = json.loads(ws.state_file.read_text(encoding="utf-8"))["runs"]
+    except (FileNotFoundError, json.JSONDecodeError):
+        return False
+    return IN_PROGRESS in runs.get(DAY.isoformat(), {})
 
 
 def _new_gold(ws: Workspace, gold_inode: int) -> bool:
@@ -54,11 +116,33 @@ def _new_gold(ws: Workspace, gold_inode: int) -> bool:
         return False
 
 
-MOMENTS: dict[str, Callable[[Workspace, int], bool]] = {
+MOMENTS: dict[str, Moment] = {
     "after_load": _stage_done("load"),
     "after_validate": _stage_done("validate"),
     "after_gold": _new_gold,
 }
+
+
+def _stage_start(stage: str) -> Moment:
+    """When `stage` starts: the record of the stage before (for extract, the gate's intent
+    record); a stage's clean duration counts from there (it includes its imports)."""
+    if stage == STAGE_NAMES[0]:
+        return _intent_written
+    return _stage_done(STAGE_NAMES[STAGE_NAMES.index(stage) - 1])
+
+
+@dataclass
+class Clean:
+    """What the clean run of one partition left: what every kill must leave as it was."""
+
+    rows: int
+    checksums: dict
+    gold: bytes
+    stages_ms: dict[str, int]
+    warehouse: dict[str, tuple[int, str]]
+    files: dict[str, bytes]
+    other_entry: dict
+    other_warehouse: dict[str, tuple[int, str]]
 
 
 def _run(ws: Workspace, *args: str) -> subprocess.CompletedProcess:
@@ -66,21 +150,78 @@ def _run(ws: Workspace, *args: str) -> subprocess.CompletedProcess:
                    module=True, timeout=600)
 
 
-def _entry(ws: Workspace) -> dict:
-    return StateStore(ws.state_file).read().entry(DAY)
+def _entry(ws: Workspace, day: date = DAY) -> dict:
+    return StateStore(ws.state_file).read().entry(day)
 
 
-def _clean_run(ws: Workspace) -> tuple[dict, bytes]:
-    generate_partition(ws.raw / f"pesanan_{DAY.isoformat()}.csv", DAY, ROWS, seed=11)
+def _warehouse(ws: Workspace, day: date) -> dict[str, tuple[int, str]]:
+    """Rows and checksum of `day`'s fact, summary and karantina rows in the warehouse."""
+    warehouse = Warehouse.from_settings(ws.settings())
+    columns = ", ".join(QUARANTINE_COLUMNS)
+    with warehouse.begin() as conn:
+        fact = fact_digest(warehouse, conn, day)
+        summary = list(warehouse.summary_rows(conn, day))
+        karantina = [[v if v is None or isinstance(v, int) else str(v) for v in row]
+                     for row in conn.execute(text(
+                         f"SELECT {columns} FROM karantina WHERE order_date = :d ORDER BY line"),
+                         {"d": warehouse.day_param(day)})]
+    return {"fact": (fact.rows, fact.checksum),
+            "summary": (len(summary), rows_checksum(summary)),
+            "karantina": (len(karantina), rows_checksum(karantina))}
+
+
+def _files(ws: Workspace) -> dict[str, bytes]:
+    """Every file under its final name in the gold and quarantine folders (temporary and
+    staged files have a dot name)."""
+    return {f"{folder.name}/{path.name}": path.read_bytes()
+            for folder in (ws.gold, ws.quarantine) if folder.exists()
+            for path in sorted(folder.iterdir())
+            if path.is_file() and not path.name.startswith(".")}
+
+
+def _partition(ws: Workspace, rows: int) -> None:
+    generate_partition(ws.raw / f"pesanan_{DAY.isoformat()}.csv", DAY, rows, seed=11)
+
+
+def _clean_run(ws: Workspace, rows: int = ROWS) -> Clean:
+    """D-1 (in-process: it only has to be there) and D run once; the stores they leave."""
+    generate_partition(ws.raw / f"pesanan_{OTHER.isoformat()}.csv", OTHER, OTHER_ROWS, seed=7)
+    other = run_for_date(ws.settings(), OTHER, log=lambda _line: None)
+    assert other.status == "success", other.error
+    _partition(ws, rows)
     done = _run(ws)
     assert done.returncode == 0, done.stdout + done.stderr
-    return _entry(ws)["checksums"], ws.gold_file(DAY).read_bytes()
+    return _reference(ws, rows)
 
 
-def _kill_forced_rerun(ws: Workspace, moment: Callable[[Workspace, int], bool],
-                       delay: float = 0.0) -> int | None:
-    """Start a forced re-run, kill -9 it `delay` seconds after `moment`; its exit code when
-    it ended before the kill (None when it was killed)."""
+def _next_size(ws: Workspace, clean: Clean, rows: int) -> Clean:
+    """A forced run of a partition of `rows` rows for D: the new clean stores."""
+    _partition(ws, rows)
+    done = _run(ws, "--force", "--reset-attempts")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _entry(ws, OTHER) == clean.other_entry
+    return _reference(ws, rows)
+
+
+def _reference(ws: Workspace, rows: int) -> Clean:
+    manifest = json.loads(ws.manifests(DAY)[-1].read_text(encoding="utf-8"))
+    assert manifest["status"] == "success" and manifest["rows"]["extracted"] == rows
+    return Clean(rows=rows, checksums=_entry(ws)["checksums"],
+                 gold=ws.gold_file(DAY).read_bytes(), stages_ms=manifest["stages_ms"],
+                 warehouse=_warehouse(ws, DAY), files=_files(ws),
+                 other_entry=_entry(ws, OTHER), other_warehouse=_warehouse(ws, OTHER))
+
+
+@dataclass
+class Killed:
+    """A killed (or finished) forced re-run."""
+
+    pid: int
+    ended: int | None  # its exit code when it ended before the kill; None when killed
+
+
+def _kill_forced_rerun(ws: Workspace, moment: Moment, delay: float = 0.0) -> Killed:
+    """Start a forced re-run, kill -9 it `delay` seconds after `moment`."""
     gold_inode = ws.gold_file(DAY).stat().st_ino
     # the records of a run killed after its success record (a skip does not clear them)
     # would make the moment come at once
@@ -94,24 +235,62 @@ def _kill_forced_rerun(ws: Workspace, moment: Callable[[Workspace, int], bool],
         while not moment(ws, gold_inode):
             if process.poll() is not None or time.monotonic() > deadline:
                 break
-            time.sleep(0.002)
+            time.sleep(0.001)
         if delay:
             time.sleep(delay)
         if process.poll() is not None:
-            return process.returncode
+            return Killed(process.pid, process.returncode)
         os.kill(process.pid, signal.SIGKILL)
         process.wait(timeout=60)
-        return None
+        return Killed(process.pid, None)
     finally:
         if process.poll() is None:
             process.kill()
             process.wait()
 
 
-def _check_after_kill(ws: Workspace, checksums: dict, gold: bytes, ended: int | None,
-                      *rerun: str) -> str:
+def _landed(ws: Workspace) -> str:
+    """The stage the kill interrupted (the one the next gate will name), or FINISHED (every
+    moment comes after the gate wrote the intent)."""
+    if IN_PROGRESS not in _entry(ws):
+        return FINISHED
+    return interrupted_stage(ws.settings(), DAY)
+
+
+def _check_claim(ws: Workspace, killed: Killed) -> bool:
+    """A claim left by the dead run does not hold the date: unexpired, but its holder is
+    known to be gone. Returns whether one was left."""
+    claim = StateStore(ws.state_file).read_claim(DAY)
+    if claim is None:
+        return False
+    assert killed.ended is None, f"a finished run left its claim: {claim}"
+    now = datetime.now(UTC)
+    assert claim.owner.split(":")[2] == str(killed.pid), claim  # the killed run's, no other
+    assert claim.expires > now, claim  # so only the holder check frees it, not the expiry
+    assert cli_holder_finished(claim.owner) is True
+    assert not claim.live(now, cli_holder_finished)
+    return True
+
+
+def _check_stores(ws: Workspace, clean: Clean) -> None:
+    """The warehouse, the files and the other date as the clean run left them."""
+    state = json.loads(ws.state_file.read_text(encoding="utf-8"))  # parses
+    assert sorted(state["runs"]) == [OTHER.isoformat(), DAY.isoformat()], sorted(state["runs"])
+    assert _entry(ws, OTHER) == clean.other_entry
+    # the date's last committed rows: no partial fact, summary or karantina
+    assert _warehouse(ws, DAY) == clean.warehouse
+    assert _warehouse(ws, OTHER) == clean.other_warehouse
+    # nothing partial under a final name (and nothing gone)
+    files = _files(ws)
+    assert sorted(files) == sorted(clean.files)
+    for name, content in files.items():
+        assert content == clean.files[name], f"{name}: not the clean run's bytes"
+
+
+def _check_after_kill(ws: Workspace, clean: Clean, killed: Killed, *rerun: str) -> str:
     """The invariant after the kill, then a plain re-run (with `rerun`'s arguments): returns
     what the watermark said."""
+    ended = killed.ended
     entry = _entry(ws)
     assert ended in (None, 0)
     if IN_PROGRESS in entry:
@@ -123,10 +302,12 @@ def _check_after_kill(ws: Workspace, checksums: dict, gold: bytes, ended: int | 
         # killed after its success record (or it ended first): the record describes the
         # warehouse and the gold file
         assert entry["status"] == "success", entry
-        assert entry["checksums"] == checksums
+        assert entry["checksums"] == clean.checksums
         said = "success"
     final = ws.gold_file(DAY)
-    assert not final.exists() or final.read_bytes() == gold, "a partial gold file"
+    assert not final.exists() or final.read_bytes() == clean.gold, "a partial gold file"
+    _check_stores(ws, clean)
+    claim_left = _check_claim(ws, killed)
     status = run_cli(["status"], cwd=ws.root, env=ws.env(), module=True)
     assert status.returncode == 0 and "Traceback" not in status.stdout + status.stderr
     if said == "needs re-run":
@@ -134,15 +315,23 @@ def _check_after_kill(ws: Workspace, checksums: dict, gold: bytes, ended: int | 
 
     again = _run(ws, *rerun)  # not forced: a date that needs a re-run is not done
     assert again.returncode == 0, again.stdout + again.stderr
+    assert "is being processed by" not in again.stdout + again.stderr
     entry = _entry(ws)
     assert entry["status"] == "success" and IN_PROGRESS not in entry
-    assert entry["checksums"] == checksums
-    assert ws.gold_file(DAY).read_bytes() == gold
+    assert entry["checksums"] == clean.checksums
+    assert ws.gold_file(DAY).read_bytes() == clean.gold
     assert not [p for p in ws.gold.iterdir() if p.name.startswith(STAGED_GOLD_PREFIX)]
     manifest = json.loads(ws.manifests(DAY)[-1].read_text(encoding="utf-8"))
     # a date that needs a re-run is run again; a success is skipped (it is done)
     assert manifest["status"] == ("success" if said == "needs re-run" else "skipped")
-    assert manifest["checksums"] == checksums
+    assert manifest["checksums"] == clean.checksums
+    _check_stores(ws, clean)
+    if said == "needs re-run":  # it ran: it took the dead run's claim and released it
+        assert StateStore(ws.state_file).read_claim(DAY) is None
+    elif claim_left:  # skipped, so it took no claim: the gate's own claim step takes it
+        owner, now = cli_owner(datetime.now(UTC)), datetime.now(UTC)
+        claim_date(ws.settings(), DAY, owner, now)
+        release_date(ws.settings(), DAY, owner)
     return said
 
 
@@ -152,9 +341,9 @@ def test_a_forced_rerun_killed_between_the_stores_leaves_the_date_needing_a_reru
     """Regression for the crash between stores: after a kill -9 the old `success` entry no
     longer stands for rows the killed run replaced; the date needs a re-run, the gold file is
     never partial, the next plain run succeeds with the clean run's checksums."""
-    checksums, gold = _clean_run(workspace)
-    ended = _kill_forced_rerun(workspace, MOMENTS[moment])
-    said = _check_after_kill(workspace, checksums, gold, ended)
+    clean = _clean_run(workspace)
+    killed = _kill_forced_rerun(workspace, MOMENTS[moment])
+    said = _check_after_kill(workspace, clean, killed)
     # after load's record the run still has validate and publish ahead: the kill lands before
     # its record; the later moments may see the run finish first (either way the invariant
     # above held)
@@ -167,18 +356,64 @@ def test_a_forced_rerun_killed_between_the_stores_leaves_the_date_needing_a_reru
         assert entry["attempt"] == 3  # clean success, the interrupted run, the re-run
 
 
+def _aim(stage: str, clean: Clean, share: float, variant: int = 0) -> tuple[Moment, float]:
+    """The moment and delay of a kill inside `stage`: `share` of the stage's clean duration
+    after its start; publish_gold (a rename) right after validate's record, or (odd
+    `variant`) right after the new gold file."""
+    if stage == "publish_gold":
+        return (_new_gold, 0.0) if variant % 2 else (_stage_done("validate"), 0.0)
+    return _stage_start(stage), share * clean.stages_ms[stage] / 1000
+
+
+def test_a_forced_rerun_killed_inside_each_stage_leaves_the_stores_whole(workspace):
+    """One kill inside each stage up to validate (half way through its clean duration;
+    publish_gold's moments are the kills after validate's record and after the new gold
+    file above); before load's record the kill always lands before the success record, so
+    the date needs a re-run; every store is whole after each kill and after each re-run."""
+    clean = _clean_run(workspace, STAGE_ROWS)
+    landed = {}
+    for stage in STAGE_NAMES[:-1]:
+        moment, delay = _aim(stage, clean, 0.5)
+        killed = _kill_forced_rerun(workspace, moment, delay)
+        landed[stage] = _landed(workspace)
+        # every interrupted run is an attempt: past max_attempts the re-run resets them
+        said = _check_after_kill(workspace, clean, killed, "--reset-attempts")
+        if STAGE_NAMES.index(stage) <= STAGE_NAMES.index("load"):
+            assert said == "needs re-run", (stage, landed)
+    print(f"kills aimed at -> landed in: {landed}")
+
+
 @pytest.mark.skipif(not LONG, reason="long fault mode: TOKOKITA_FAULTS=long")
 def test_many_kills_at_spread_moments_always_leave_a_watermark_that_tells_the_truth(workspace):
-    """TOKOKITA_KILLS forced re-runs killed at moments spread from the start of load to after
-    publishing; every one leaves either a success that describes the stores or a date that
-    needs a re-run, and the re-run restores the clean checksums."""
-    checksums, gold = _clean_run(workspace)
+    """TOKOKITA_KILLS forced re-runs killed at random moments of every stage, on partitions
+    of 50,000 to 200,000 rows; every one leaves either a success that describes the stores or
+    a date that needs a re-run, the stores whole, and the re-run restores the clean
+    checksums."""
+    rng = random.Random(SEED)
+    clean = _clean_run(workspace, SIZES[0])
     seen: dict[str, int] = {}
-    stages = ["transform", "load", "validate", "publish_gold"]
+    landed: Counter[str] = Counter()
+    finished_first: Counter[str] = Counter()
     for n in range(KILLS):
-        moment = MOMENTS["after_gold"] if n % 5 == 4 else _stage_done(stages[n % 4])
-        ended = _kill_forced_rerun(workspace, moment, delay=(n % 3) * 0.05)
+        rows = SIZES[n * len(SIZES) // KILLS]
+        if rows != clean.rows:
+            clean = _next_size(workspace, clean, rows)
+        stage = STAGE_NAMES[n % len(STAGE_NAMES)]
+        moment, delay = _aim(stage, clean, rng.uniform(0, 0.9), variant=n // len(STAGE_NAMES))
+        killed = _kill_forced_rerun(workspace, moment, delay)
+        where = _landed(workspace)
+        landed[where] += 1
         # every interrupted run is an attempt: past max_attempts the re-run resets them
-        said = _check_after_kill(workspace, checksums, gold, ended, "--reset-attempts")
+        said = _check_after_kill(workspace, clean, killed, "--reset-attempts")
         seen[said] = seen.get(said, 0) + 1
+        if STAGE_NAMES.index(stage) <= STAGE_NAMES.index("load"):
+            assert said == "needs re-run", (n, stage, rows, delay)
+        elif where == FINISHED:
+            finished_first[stage] += 1
+    print(f"{KILLS} kills, {SIZES[0]}..{SIZES[-1]} rows: landed in {dict(landed)}; "
+          f"aimed at validate or publish_gold but finished first: {dict(finished_first)}")
     assert seen.get("needs re-run", 0) >= KILLS // 2, seen
+    # the kills reach every stage, not only the moments after a record (with the default
+    # 30 kills, six are aimed at each stage)
+    missed = [stage for stage in STAGE_NAMES if not landed[stage]]
+    assert not missed or KILLS < 30, (missed, landed)
