@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -27,6 +30,27 @@ from tests import pgserver
 from tests.db.conftest import backend, pg_url, workspace  # noqa: F401
 
 LONG = os.environ.get("TOKOKITA_FAULTS") == "long"
+
+
+def forced_run_past_stage(ws, day, settings: dict[str, str],
+                          after: str) -> subprocess.Popen:
+    """Start `python -m tokokita_etl run --date day --force` in `ws` with `settings` (env)
+    on a clean staging folder, and return once stage `after` has recorded its output (or the
+    run ended, or 300 s passed): the moment a test injects its fault."""
+    from tests.conftest import clean_env
+
+    staged = ws.staging / day.isoformat()
+    shutil.rmtree(staged, ignore_errors=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tokokita_etl", "run", "--date", day.isoformat(), "--force"],
+        cwd=ws.root, env=clean_env(**ws.env(**settings)), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while not (staged / f"{after}.json").exists():
+        if process.poll() is not None or time.monotonic() > deadline:
+            break
+        time.sleep(0.002)
+    return process
 
 
 def _children(pid: int) -> list[int]:

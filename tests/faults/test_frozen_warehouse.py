@@ -23,10 +23,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
 import subprocess
-import sys
 import threading
 import time
 from datetime import date
@@ -35,8 +33,8 @@ import pytest
 from sqlalchemy import text
 
 from devtools.samples import generate_partition
-from tests.conftest import Workspace, clean_env, run_cli
-from tests.faults.conftest import LONG
+from tests.conftest import Workspace, run_cli
+from tests.faults.conftest import LONG, forced_run_past_stage
 from tokokita_etl.checksums import fact_digest
 from tokokita_etl.errors import WarehouseError
 from tokokita_etl.policy import ErrorKind, classify
@@ -105,19 +103,9 @@ def _frozen_forced_run(ws: Workspace, cluster, after: str, delay: float,
     """A forced re-run whose warehouse is frozen `delay` s after stage `after` recorded its
     output: (exit code or None when it still ran BOUND_S after the freeze, seconds from the
     freeze to its end, stderr). The cluster is thawed before returning."""
-    staged = ws.staging / DAY.isoformat()
-    shutil.rmtree(staged, ignore_errors=True)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tokokita_etl", "run", "--date", DAY.isoformat(), "--force"],
-        cwd=ws.root, env=clean_env(**ws.env(**FROZEN_SETTINGS)), stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True)
+    process = forced_run_past_stage(ws, DAY, FROZEN_SETTINGS, after)
     err = ""
     try:
-        deadline = time.monotonic() + 300
-        while not (staged / f"{after}.json").exists():
-            if process.poll() is not None or time.monotonic() > deadline:
-                break
-            time.sleep(0.002)
         time.sleep(delay)
         cluster.freeze()
         frozen_at = time.monotonic()

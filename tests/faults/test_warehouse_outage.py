@@ -17,17 +17,15 @@ Quick mode: one outage in load. `TOKOKITA_FAULTS=long`: `TOKOKITA_OUTAGES` outag
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
-import sys
 import time
 from datetime import date
 
 from sqlalchemy import text
 
 from devtools.samples import generate_partition
-from tests.conftest import Workspace, clean_env, run_cli
-from tests.faults.conftest import LONG
+from tests.conftest import Workspace, run_cli
+from tests.faults.conftest import LONG, forced_run_past_stage
 from tokokita_etl.errors import WarehouseError
 from tokokita_etl.policy import Action, ErrorKind, classify, retry_decision
 from tokokita_etl.stages import run_stage
@@ -62,18 +60,8 @@ def _forced_run_with_outage(ws: Workspace, cluster, after: str, delay: float,
                             ) -> tuple[int, str, str]:
     """A forced re-run whose warehouse is stopped `delay` s after stage `after` recorded its
     output: (exit code, stdout, stderr)."""
-    staged = ws.staging / DAY.isoformat()
-    shutil.rmtree(staged, ignore_errors=True)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tokokita_etl", "run", "--date", DAY.isoformat(), "--force"],
-        cwd=ws.root, env=clean_env(**ws.env(**SETTINGS)), stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True)
+    process = forced_run_past_stage(ws, DAY, SETTINGS, after)
     try:
-        deadline = time.monotonic() + 300
-        while not (staged / f"{after}.json").exists():
-            if process.poll() is not None or time.monotonic() > deadline:
-                break
-            time.sleep(0.002)
         time.sleep(delay)
         cluster.stop_immediately()
         out, err = process.communicate(timeout=300)
