@@ -17,7 +17,7 @@ from tokokita_etl.errors import EXIT_USAGE, EtlError, StateError
 from tokokita_etl.files import write_text_atomic
 from tokokita_etl.pipeline import run_for_date
 from tokokita_etl.policy import due_runs
-from tokokita_etl.runs import utc_now
+from tokokita_etl.runs import settled_watermark, utc_now
 from tokokita_etl.schedule import parse_now, parse_run_date
 from tokokita_etl.stages import WARNING_PREFIX
 from tokokita_etl.state import check_document, state_store
@@ -124,7 +124,7 @@ def cmd_due(args: argparse.Namespace) -> int:
     """`due --now T`."""
     settings = _settings(args)
     clock = parse_now(args.now, settings.timezone)
-    dates = due_runs(state_store(settings).read(), clock, settings.raw_dir,
+    dates = due_runs(settled_watermark(settings, clock), clock, settings.raw_dir,
                      settings.lookback_days, settings.max_attempts, tz=settings.timezone)
     if args.json:
         print(json.dumps([d.isoformat() for d in dates]))

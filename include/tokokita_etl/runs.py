@@ -35,11 +35,14 @@ from tokokita_etl.stages import (
 )
 from tokokita_etl.state import (
     FAILED,
+    IN_PROGRESS,
     SUCCESS,
     Claim,
     HolderCheck,
     StateStore,
+    Watermark,
     cli_holder_finished,
+    intent_run_ended,
     state_store,
 )
 
@@ -149,7 +152,7 @@ def reconcile_intent(settings: Settings, day: date, now: datetime,
             held = store.read_claim(day)
         except StateError:
             held = None
-        if held is not None and held.owner == intent["run"] and held.live(now, holder_finished):
+        if not intent_run_ended(intent, held, now, holder_finished):
             return None
         stage = interrupted_stage(settings, day)
         message = (f"interrupted: run {intent['run']} (started {intent['since']}) ended during "
@@ -157,6 +160,27 @@ def reconcile_intent(settings: Settings, day: date, now: datetime,
                    f"file of {day} may hold part of its work: the date needs a re-run")
         store.record(day, FAILED, {"error": message, "failed_stage": stage}, now)
         return message
+
+
+def settled_watermark(settings: Settings, now: datetime,
+                      holder_finished: HolderCheck = cli_holder_finished) -> Watermark:
+    """The watermark with the runs that left an intent and are gone (`intent_run_ended`)
+    marked as ended, so that a date whose forced re-run died is due and not done, before the
+    next gate of the date records it (`reconcile_intent`). Reads only."""
+    store = state_store(settings)
+    state = store.read()
+    ended = set()
+    for iso, entry in state.runs.items():
+        intent = entry.get(IN_PROGRESS)
+        if intent is None:
+            continue
+        try:
+            held = store.read_claim(date.fromisoformat(iso))
+        except StateError:
+            held = None
+        if intent_run_ended(intent, held, now, holder_finished):
+            ended.add(intent["run"])
+    return Watermark(state.data, frozenset(ended))
 
 
 # -- gate --------------------------------------------------------------------------------------

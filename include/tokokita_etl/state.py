@@ -121,10 +121,16 @@ def _field_problem(name: str, value: Any) -> str | None:
 
 
 class Watermark:
-    """A read-only snapshot of the watermark document."""
+    """A read-only snapshot of the watermark document.
 
-    def __init__(self, data: dict[str, Any]) -> None:
+    `ended_runs` names runs known to have ended without recording their outcome (their
+    intent record stands but they hold no live claim: `intent_run_ended`); `runs.
+    settled_watermark` reads the claims to fill it in.
+    """
+
+    def __init__(self, data: dict[str, Any], ended_runs: frozenset[str] = frozenset()) -> None:
         self.data = data
+        self.ended_runs = ended_runs
 
     @property
     def runs(self) -> dict[str, dict[str, Any]]:
@@ -146,7 +152,8 @@ class Watermark:
         if entry.get("status") != SUCCESS:
             return False
         intent = entry.get(IN_PROGRESS)
-        return intent is None or cli_holder_finished(intent["run"]) is not True
+        return intent is None or (intent["run"] not in self.ended_runs
+                                  and cli_holder_finished(intent["run"]) is not True)
 
     def intent(self, day: date | str) -> dict[str, str] | None:
         """The intent record (`run`, `stage`, `since`) of a run that has not recorded its
@@ -180,6 +187,15 @@ class Claim:
         """The claim as its JSON record holds it."""
         return {"owner": self.owner, "since": self.since.isoformat(timespec="seconds"),
                 "expires": self.expires.isoformat(timespec="seconds")}
+
+
+def intent_run_ended(intent: dict[str, str], claim: Claim | None, now: datetime,
+                     holder_finished: HolderCheck) -> bool:
+    """Whether the run of an intent record has ended without recording its outcome: a live
+    run holds its date's claim from its gate to its outcome record, so a run that no longer
+    holds it live (released by a failure callback, expired, or its holder known to have
+    ended) is gone."""
+    return claim is None or claim.owner != intent["run"] or not claim.live(now, holder_finished)
 
 
 def parse_claim(data: Any, where: str) -> Claim:

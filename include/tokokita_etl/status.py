@@ -21,7 +21,12 @@ from tokokita_etl.policy import (
     outside_lookback,
     unblock_hint,
 )
-from tokokita_etl.runs import cli_holder_finished, interrupted_stage, read_claim
+from tokokita_etl.runs import (
+    cli_holder_finished,
+    interrupted_stage,
+    read_claim,
+    settled_watermark,
+)
 from tokokita_etl.schedule import fire_time_for_partition, local_today
 from tokokita_etl.state import FAILED, SUCCESS, state_store
 
@@ -66,7 +71,7 @@ def date_states(settings: Settings, now: datetime, days: int | None = None,
     `blocked`, `rows`, `quarantine_share`, `bruto`, `bersih`, `duration_s`, `error`,
     `failed_stage`, `gold` (done dates only), `updated_at`, `warnings`.
     """
-    state = state_store(settings).read()
+    state = settled_watermark(settings, now)
     known = {date.fromisoformat(d) for d in state.runs}
     wanted = sorted(set(window(settings, now, days) if dates is None else dates) |
                     (known if dates is None else set()))

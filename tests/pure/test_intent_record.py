@@ -7,6 +7,7 @@ runs is tests/faults/test_kill_during_run.py.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -14,7 +15,7 @@ from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
-from tests.conftest import Workspace
+from tests.conftest import Workspace, in_process_cli
 from tokokita_etl.errors import (
     ConcurrentRunError,
     MissingPartitionError,
@@ -22,7 +23,13 @@ from tokokita_etl.errors import (
     WarehouseError,
 )
 from tokokita_etl.policy import Action
-from tokokita_etl.runs import cli_owner, finish_failure, gate, read_claim, release_date
+from tokokita_etl.runs import (
+    cli_owner,
+    finish_failure,
+    gate,
+    read_claim,
+    release_date,
+)
 from tokokita_etl.state import FAILED, IN_PROGRESS, SUCCESS, StateStore
 from tokokita_etl.status import date_states
 
@@ -134,3 +141,32 @@ def test_a_hand_edited_intent_that_is_not_an_object_is_a_corrupt_watermark(ws):
     ws.state_file.write_text(text)
     with pytest.raises(StateError, match="in_progress"):
         store.read()
+
+
+AIRFLOW_RUN = "airflow:tokokita_orders_etl:manual__2026-11-11T03:00:00+00:00"
+
+
+@pytest.mark.parametrize("claim", ["released", "expired"])
+def test_an_airflow_run_of_a_done_date_that_ended_without_its_outcome_is_due_at_once(
+        ws, monkeypatch, capsys, claim):
+    """Regression: a forced Airflow run of a done date killed after its gate left its intent;
+    `due` and the status still counted the date as done (only a command-line holder could be
+    told to have ended) until the next gate of the date recorded the interruption."""
+    settings = ws.settings()
+    store = _succeeded(ws)
+    gate(settings, DAY, force=True, reset_attempts=False, now=NOW, by="airflow",
+         owner=AIRFLOW_RUN, holder_finished=lambda owner: None)
+    cli = in_process_cli(ws, monkeypatch, capsys, NOW)
+    assert cli("due", "--json", "--now", NOW.isoformat()) == (0, "[]\n", "")  # alive: done
+    if claim == "released":  # the failure callback of its last task
+        release_date(settings, DAY, AIRFLOW_RUN)
+        later = NOW
+    else:  # killed with its callbacks: the claim's expiry tells
+        later = NOW + timedelta(hours=settings.claim_ttl_hours, minutes=1)
+    code, out, _ = cli("due", "--json", "--now", later.isoformat(), now=later)
+    assert (code, out) == (0, f'["{DAY.isoformat()}"]\n')
+    code, out, _ = cli("status", "--json", "--now", later.isoformat(), now=later)
+    [row] = [r for r in json.loads(out) if r["date"] == DAY.isoformat()]
+    assert (row["state"], row["label"], row["due"]) == ("failed", "needs re-run", True)
+    assert store.read().entry(DAY)["status"] == SUCCESS  # reading changed nothing
+
