@@ -4,12 +4,28 @@ exclusive lock file that serialises read-modify-write cycles."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
+
+#: errors only a write raises, which the OS reports without a file name (a full disk, a
+#: quota, a file too large): the file being written is then the one to name
+WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+
+
+@contextlib.contextmanager
+def naming_write_errors(path: Path | str) -> Iterator[None]:
+    """Re-raise a write error without a file name (`WRITE_ERRNOS`) as one naming `path`."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is None and exc.errno in WRITE_ERRNOS:
+            raise OSError(exc.errno, os.strerror(exc.errno), str(path)) from exc
+        raise
 
 
 @contextlib.contextmanager
@@ -21,7 +37,7 @@ def atomic_writer(path: Path, *, mode: str = "w", encoding: str | None = "utf-8"
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         kwargs = {} if "b" in mode else {"encoding": encoding, "newline": newline}
-        with os.fdopen(fd, mode, **kwargs) as handle:
+        with naming_write_errors(path), os.fdopen(fd, mode, **kwargs) as handle:
             yield handle
             handle.flush()
             os.fsync(handle.fileno())
@@ -44,7 +60,7 @@ def write_new_atomic(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        with naming_write_errors(path), os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
@@ -69,7 +85,8 @@ def atomic_path(path: Path) -> Iterator[Path]:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:
-        yield Path(tmp)
+        with naming_write_errors(path):
+            yield Path(tmp)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):

@@ -116,7 +116,7 @@ def _run_stages(settings: Settings, day: date, owner: str, started: datetime, no
             f"{rupiah_text(entry['bersih'])} bersih")
         return outcome
     except Exception as exc:  # recorded; an attempt unless policy.classify says otherwise
-        log(f"[error] {stage}: {exc if isinstance(exc, EtlError) else repr(exc)}")
+        log(f"[error] {stage}: {exc if isinstance(exc, EtlError) else f'{type(exc).__name__}: {exc}'}")
         return finish_failure(settings, day, exc, stage=stage, started=started, now=now(),
                               trigger="cli")
     finally:

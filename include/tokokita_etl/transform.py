@@ -218,6 +218,8 @@ def transform(day: date, staging: Path, *, tz: str = DEFAULT_TIMEZONE,
             "GROUP BY reason").fetchall())
         total = con.execute("SELECT count(*) FROM checked").fetchone()[0]
         valid = con.execute("SELECT count(*) FROM winners").fetchone()[0]
+    except duckdb.IOException as exc:
+        raise os_error(exc) from exc
     finally:
         con.close()
     reasons = {r: int(counts.get(r, 0)) for r in ALL_REASONS if counts.get(r)}
@@ -227,6 +229,23 @@ def transform(day: date, staging: Path, *, tz: str = DEFAULT_TIMEZONE,
         karantina=sum(n for r, n in reasons.items() if r != DUPLICATE),
         duplikat=reasons.get(DUPLICATE, 0), reasons=reasons,
     )
+
+
+#: DuckDB reports the OS error of a failed write inside its message, as JSON fields:
+#: `{"exception_type":"IO","exception_message":"Could not write file \"...\": ...","errno":"28"}`
+_DUCKDB_ERRNO = re.compile(r'"errno":"(\d+)"')
+_DUCKDB_MESSAGE = re.compile(r'"exception_message":"((?:[^"\\]|\\.)*)"')
+
+
+def os_error(exc: duckdb.IOException) -> Exception:
+    """A DuckDB I/O error that carries an OS error number as that OSError (a full staging
+    folder is then the transient ENOSPC it is; DuckDB's message names the file), else itself."""
+    code = _DUCKDB_ERRNO.search(str(exc))
+    if code is None:
+        return exc
+    message = _DUCKDB_MESSAGE.search(str(exc))
+    return OSError(int(code.group(1)),
+                   message.group(1).replace('\\"', '"') if message else str(exc))
 
 
 def _sql_path(path: Path | str) -> str:

@@ -22,12 +22,17 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
+from datetime import date
 from pathlib import Path
 
 import pytest
+from sqlalchemy import text
 
 from tests import pgserver
 from tests.db.conftest import backend, pg_url, workspace  # noqa: F401
+from tokokita_etl.checksums import fact_digest, rows_checksum
+from tokokita_etl.contract import QUARANTINE_COLUMNS
+from tokokita_etl.warehouse import Warehouse
 
 LONG = os.environ.get("TOKOKITA_FAULTS") == "long"
 
@@ -51,6 +56,22 @@ def forced_run_past_stage(ws, day, settings: dict[str, str],
             break
         time.sleep(0.002)
     return process
+
+
+def warehouse_rows(ws, day: date) -> dict[str, tuple[int, str]]:
+    """Rows and checksum of `day`'s fact, summary and karantina rows in the warehouse."""
+    warehouse = Warehouse.from_settings(ws.settings())
+    columns = ", ".join(QUARANTINE_COLUMNS)
+    with warehouse.begin() as conn:
+        fact = fact_digest(warehouse, conn, day)
+        summary = list(warehouse.summary_rows(conn, day))
+        karantina = [[v if v is None or isinstance(v, int) else str(v) for v in row]
+                     for row in conn.execute(text(
+                         f"SELECT {columns} FROM karantina WHERE order_date = :d ORDER BY line"),
+                         {"d": warehouse.day_param(day)})]
+    return {"fact": (fact.rows, fact.checksum),
+            "summary": (len(summary), rows_checksum(summary)),
+            "karantina": (len(karantina), rows_checksum(karantina))}
 
 
 def _children(pid: int) -> list[int]:

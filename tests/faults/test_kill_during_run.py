@@ -67,17 +67,15 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
 import pytest
-from sqlalchemy import text
 
 from devtools.samples import generate_partition
 from tests.conftest import Workspace, clean_env, run_cli
-from tokokita_etl.checksums import fact_digest, rows_checksum
-from tokokita_etl.contract import QUARANTINE_COLUMNS, STAGED_GOLD_PREFIX
+from tests.faults.conftest import warehouse_rows
+from tokokita_etl.contract import STAGED_GOLD_PREFIX
 from tokokita_etl.pipeline import run_for_date
 from tokokita_etl.runs import claim_date, cli_owner, interrupted_stage, release_date
 from tokokita_etl.stages import STAGE_NAMES
 from tokokita_etl.state import IN_PROGRESS, StateStore, cli_holder_finished
-from tokokita_etl.warehouse import Warehouse
 
 DAY = date(2026, 11, 10)
 OTHER = DAY - timedelta(days=1)  # in the state before the kills; no kill of DAY may touch it
@@ -154,22 +152,6 @@ def _entry(ws: Workspace, day: date = DAY) -> dict:
     return StateStore(ws.state_file).read().entry(day)
 
 
-def _warehouse(ws: Workspace, day: date) -> dict[str, tuple[int, str]]:
-    """Rows and checksum of `day`'s fact, summary and karantina rows in the warehouse."""
-    warehouse = Warehouse.from_settings(ws.settings())
-    columns = ", ".join(QUARANTINE_COLUMNS)
-    with warehouse.begin() as conn:
-        fact = fact_digest(warehouse, conn, day)
-        summary = list(warehouse.summary_rows(conn, day))
-        karantina = [[v if v is None or isinstance(v, int) else str(v) for v in row]
-                     for row in conn.execute(text(
-                         f"SELECT {columns} FROM karantina WHERE order_date = :d ORDER BY line"),
-                         {"d": warehouse.day_param(day)})]
-    return {"fact": (fact.rows, fact.checksum),
-            "summary": (len(summary), rows_checksum(summary)),
-            "karantina": (len(karantina), rows_checksum(karantina))}
-
-
 def _files(ws: Workspace) -> dict[str, bytes]:
     """Every file under its final name in the gold and quarantine folders (temporary and
     staged files have a dot name)."""
@@ -208,8 +190,8 @@ def _reference(ws: Workspace, rows: int) -> Clean:
     assert manifest["status"] == "success" and manifest["rows"]["extracted"] == rows
     return Clean(rows=rows, checksums=_entry(ws)["checksums"],
                  gold=ws.gold_file(DAY).read_bytes(), stages_ms=manifest["stages_ms"],
-                 warehouse=_warehouse(ws, DAY), files=_files(ws),
-                 other_entry=_entry(ws, OTHER), other_warehouse=_warehouse(ws, OTHER))
+                 warehouse=warehouse_rows(ws, DAY), files=_files(ws),
+                 other_entry=_entry(ws, OTHER), other_warehouse=warehouse_rows(ws, OTHER))
 
 
 @dataclass
@@ -278,8 +260,8 @@ def _check_stores(ws: Workspace, clean: Clean) -> None:
     assert sorted(state["runs"]) == [OTHER.isoformat(), DAY.isoformat()], sorted(state["runs"])
     assert _entry(ws, OTHER) == clean.other_entry
     # the date's last committed rows: no partial fact, summary or karantina
-    assert _warehouse(ws, DAY) == clean.warehouse
-    assert _warehouse(ws, OTHER) == clean.other_warehouse
+    assert warehouse_rows(ws, DAY) == clean.warehouse
+    assert warehouse_rows(ws, OTHER) == clean.other_warehouse
     # nothing partial under a final name (and nothing gone)
     files = _files(ws)
     assert sorted(files) == sorted(clean.files)
