@@ -3,10 +3,13 @@ stage: a StateError (exit 2, not an attempt), nothing loaded or published."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
 import sqlite3
+import subprocess
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -80,16 +83,33 @@ def test_runs_folder_that_is_a_file_is_exit_2_before_any_stage(sqlite_workspace,
     assert list((ws.state_dir / "claims").glob("*.json")) == []
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+@contextlib.contextmanager
+def read_only(folder: Path) -> Iterator[None]:
+    """`folder` unwritable for this process: a read-only bind mount of itself for root (root
+    writes into any folder whatever its mode), its mode otherwise."""
+    if os.geteuid() != 0:
+        folder.chmod(0o500)
+        try:
+            yield
+        finally:
+            folder.chmod(0o700)
+        return
+    subprocess.run(["mount", "--bind", str(folder), str(folder)], check=True)
+    try:
+        subprocess.run(["mount", "-o", "remount,bind,ro", str(folder)], check=True)
+        yield
+    finally:
+        subprocess.run(["umount", str(folder)], check=True)
+
+
 def test_read_only_runs_folder_is_exit_2_before_any_stage(sqlite_workspace, call):
     """Bug: an unwritable manifests folder failed the run only after the gold was published."""
     ws = sqlite_workspace
     ws.copy_samples(D02)
     ws.runs.mkdir(parents=True)
-    ws.runs.chmod(0o500)
-    try:
+    with read_only(ws.runs):
         code, _, err = call("run", "--date", D02.isoformat())
-    finally:
-        ws.runs.chmod(0o700)
-    assert code == 2 and str(ws.runs) in err
+    assert code == 2 and str(ws.runs) in err, err
+    assert "Traceback" not in err
     assert not ws.gold_file(D02).exists()
+    assert list((ws.state_dir / "claims").glob("*.json")) == []
