@@ -3,7 +3,7 @@
     python -m bench --react                           # the figures below, one JSON object
     python -m bench.bench_react --react [--reps 3]    # the same, with another repetition count
     python -m bench.bench_react --breakdown --days 10 \
-        --variants baseline,forkserver-preload,idle-sleep-0.1,forkserver-preload+idle-sleep-0.1
+        --variants airflow-defaults,without-preload,without-idle-sleep,compose
 
 ``--react`` starts one throw-away stack (``stack/ephemeral.py``, LocalExecutor) and measures
 
@@ -30,7 +30,7 @@
   the tries of that task (no Airflow retry).
 
 ``--breakdown`` runs a catch-up of ``--days`` dates on one throw-away stack per variant (the
-baseline, then Airflow settings tried in the throw-away stack only, ``VARIANTS``), one after
+compose file's scheduler settings, or Airflow's defaults in their place, ``VARIANTS``), one after
 the other, and splits each task instance's seconds from its timestamps (REST API) and its log:
 scheduling delay (upstream end -> scheduled), queueing, executor pick-up (queued -> the
 supervisor's start), process start (-> the task runner's first line), start message (-> the
@@ -69,35 +69,17 @@ BAD_PARTITION = b"order_id,kota\nTK-1,Bandung\n"
 #: times only place the writes in the poke interval)
 POLL_S = 1.0
 
-#: modules the scheduler's forkserver imports once, so the LocalExecutor workers it forks and
-#: the task processes they fork inherit them: Airflow, the task SDK and the project's plugin
-#: modules (a task process loads the plugins; the scheduler, when it forks the workers itself,
-#: already holds them), then what the pipeline's stages import
-PRELOAD = ",".join([
-    "airflow", "airflow.executors.local_executor", "airflow.sdk",
-    "airflow.sdk.execution_time.supervisor", "airflow.sdk.execution_time.task_runner",
-    "airflow.dag_processing.dagbag", "airflow.serialization.serialized_objects",
-    "airflow.plugins_manager", "fastapi", "tokokita_airflow.ui", "tokokita_airflow.operators",
-    "tokokita_airflow.sensors", "tokokita_airflow.timetable",
-    "pyarrow", "pyarrow.compute", "pyarrow.parquet", "pyarrow.csv", "pyarrow.dataset",
-    "duckdb", "psycopg", "sqlalchemy",
-    "tokokita_etl.extract", "tokokita_etl.transform", "tokokita_etl.load",
-    "tokokita_etl.validate", "tokokita_etl.warehouse", "tokokita_etl.gold",
-    "tokokita_etl.runs", "tokokita_etl.policy", "tokokita_etl.stages", "tokokita_etl.notify",
-])
-
-#: Airflow settings tried on the throw-away stack (extra_env), none of them in the compose file
+#: the compose file's scheduler settings for a catch-up (a forkserver that preloads Airflow,
+#: the plugins and the pipeline's heavy modules; a 0.1 s idle sleep), and the variants that
+#: take them away again, on the throw-away stack only (extra_env); an empty value leaves
+#: Airflow's default (the platform's start method: fork)
 VARIANTS: dict[str, dict[str, str]] = {
-    "baseline": {},
-    # the LocalExecutor's workers (and so every task process) forked from a forkserver that
-    # imported Airflow and the pipeline's heavy modules once
-    "forkserver-preload": {"AIRFLOW__SCHEDULER__MP_START_METHOD": "forkserver",
-                           "AIRFLOW__SCHEDULER__MP_FORKSERVER_PRELOAD": PRELOAD},
-    # the scheduler's sleep when a loop found nothing to do (default 1 s)
-    "idle-sleep-0.1": {"AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME": "0.1"},
+    "compose": {},
+    "without-preload": {"AIRFLOW__SCHEDULER__MP_START_METHOD": "",
+                        "AIRFLOW__SCHEDULER__MP_FORKSERVER_PRELOAD": ""},
+    "without-idle-sleep": {"AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME": "1"},
 }
-VARIANTS["forkserver-preload+idle-sleep-0.1"] = {**VARIANTS["forkserver-preload"],
-                                                 **VARIANTS["idle-sleep-0.1"]}
+VARIANTS["airflow-defaults"] = {**VARIANTS["without-preload"], **VARIANTS["without-idle-sleep"]}
 
 
 # -- helpers ------------------------------------------------------------------------------
@@ -576,7 +558,7 @@ def _fresh_imports(repeat: int, home: str) -> dict[str, Any]:
 
 
 def breakdown(days: int = 10, rows: int = 2000,
-              variants: tuple[str, ...] = ("baseline", "forkserver-preload"),
+              variants: tuple[str, ...] = ("airflow-defaults", "compose"),
               importtime: bool = True, cli: bool = True) -> dict[str, Any]:
     """The catch-up per variant, one stack after the other, with the fresh-interpreter import
     costs and the command line's time for the same dates."""
@@ -609,7 +591,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--breakdown", action="store_true",
                         help="where a catch-up's per-task seconds go, per variant")
     parser.add_argument("--days", type=int, default=10, help="with --breakdown")
-    parser.add_argument("--variants", default="baseline,forkserver-preload",
+    parser.add_argument("--variants", default="airflow-defaults,compose",
                         help=f"with --breakdown, comma-separated, of {', '.join(VARIANTS)}")
     parser.add_argument("--no-importtime", action="store_true",
                         help="with --breakdown: no PYTHONPROFILEIMPORTTIME for the scheduler")

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
+import sys
 
 import pytest
 import yaml
@@ -114,16 +116,39 @@ def test_start_order_init_first_then_the_airflow_services():
     assert DEFAULTS["airflow-apiserver"].ports == ["8080:8080"]
 
 
+#: the scheduler's own settings: the LocalExecutor's forkserver and its idle sleep
+SCHEDULER_ONLY = {"AIRFLOW__SCHEDULER__MP_START_METHOD",
+                  "AIRFLOW__SCHEDULER__MP_FORKSERVER_PRELOAD",
+                  "AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME"}
+
+
 def test_one_environment_shared_by_all_airflow_services():
-    common = DEFAULTS["airflow-scheduler"].environment
+    common = DEFAULTS["airflow-apiserver"].environment
     for name in (*AIRFLOW_SERVICES, "airflow-init", "airflow-worker", "airflow-worker-2"):
         env = DEFAULTS[name].environment
         extra = set(env) - set(common)
         own = {"TOKOKITA_WORK_DIR"} if name.startswith("airflow-worker") else set()
         assert {k: env[k] for k in common if k not in own} == \
             {k: v for k, v in common.items() if k not in own}, name
-        assert extra <= {"AIRFLOW_UID", "_AIRFLOW_WWW_USER_USERNAME", "_AIRFLOW_WWW_USER_PASSWORD",
-                         "DUMB_INIT_SETSID"}, (name, extra)
+        allowed = {"AIRFLOW_UID", "_AIRFLOW_WWW_USER_USERNAME", "_AIRFLOW_WWW_USER_PASSWORD",
+                   "DUMB_INIT_SETSID"} | (SCHEDULER_ONLY if name == "airflow-scheduler" else set())
+        assert extra <= allowed, (name, extra)
+
+
+def test_every_module_the_scheduler_preloads_imports(tmp_path):
+    """The forkserver skips a preload module that fails to import without a word: a renamed
+    module would silently bring the per-task imports back."""
+    env = DEFAULTS["airflow-scheduler"].environment
+    assert env["AIRFLOW__SCHEDULER__MP_START_METHOD"] == "forkserver"
+    modules = [m.strip() for m in env["AIRFLOW__SCHEDULER__MP_FORKSERVER_PRELOAD"].split(",")]
+    assert "tokokita_etl.transform" in modules and "tokokita_airflow.operators" in modules
+    code = "import importlib, sys\nfor m in sys.argv[1:]: importlib.import_module(m)"
+    done = subprocess.run([sys.executable, "-c", code, *modules], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                              [str(REPO / "include"), str(REPO / "plugins")]),
+                               "AIRFLOW_HOME": str(tmp_path)},
+                          timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
 
 
 def test_shared_jwt_secret_and_a_valid_fernet_key():
