@@ -66,10 +66,18 @@ def title_kota(text: str) -> str:
     return _WS_RUN.sub(" ", text.strip(WS)).title()
 
 
+def trim_sql(column: str) -> str:
+    """SQL for `column` trimmed of `WS`. DuckDB's trim with a set of characters costs about
+    0.1 s per million values, so it runs only where the first or last character is in the
+    set (a third of transform's time at 1M rows before)."""
+    return (f"CASE WHEN contains('{WS}', left({column}, 1)) OR contains('{WS}', right({column}, 1))"
+            f" THEN trim({column}, '{WS}') ELSE {column} END")
+
+
 def _checked_sql(day: date, tz: str) -> str:
     """One row per well-formed record: its line, reason (or NULL), trimmed order_id and kota,
     and then either the valid row's parsed values or the rejected row's raw fields."""
-    trimmed = ",\n".join(f"trim({c}, '{WS}') AS t_{c}" for c in REQUIRED_COLUMNS)
+    trimmed = ",\n".join(f"{trim_sql(c)} AS t_{c}" for c in REQUIRED_COLUMNS)
     # PostgreSQL text cannot hold NUL: such a record is malformed, kept with NUL replaced
     has_nul = " OR ".join(f"contains({c}, chr(0))" for c in REQUIRED_COLUMNS)
     unnul = ", ".join(f"replace({c}, chr(0), '{NUL_SUBSTITUTE}') AS {c}" for c in REQUIRED_COLUMNS)
