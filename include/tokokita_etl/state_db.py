@@ -15,14 +15,11 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import sqlite3
 from collections.abc import Callable, Iterator
 from datetime import date
 from typing import Any
 
-import psycopg
 from sqlalchemy import Connection, text
-from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from tokokita_etl.config import Settings
 from tokokita_etl.errors import StateError, WarehouseError
@@ -105,21 +102,15 @@ class DatabaseStateStore(WatermarkRules):
     def _begin(self) -> Iterator[Connection]:
         """One transaction on the state database, its schema made on first use; a database
         that cannot be reached is a transient error (the run may be retried)."""
-        try:
-            with self.database.engine.begin() as conn:
-                if self.database.display_url not in _READY:
-                    if not self._tables_exist(conn):  # (a read-only reader creates nothing)
-                        conn.execute(text("SELECT pg_advisory_xact_lock(:key)"),
-                                     {"key": _SCHEMA_LOCK_KEY})
-                        for statement in _DDL:
-                            conn.execute(text(statement))
-                    _READY.add(self.database.display_url)
-                yield conn
-        except (SQLAlchemyError, psycopg.Error, sqlite3.Error) as exc:
-            reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
-            raise WarehouseError(f"state database {self.database.display_url}: {reason}",
-                                 transient=isinstance(exc, OperationalError
-                                                      | psycopg.OperationalError)) from None
+        with self.database.begin(label="state database") as conn:
+            if self.database.display_url not in _READY:
+                if not self._tables_exist(conn):  # (a read-only reader creates nothing)
+                    conn.execute(text("SELECT pg_advisory_xact_lock(:key)"),
+                                 {"key": _SCHEMA_LOCK_KEY})
+                    for statement in _DDL:
+                        conn.execute(text(statement))
+                _READY.add(self.database.display_url)
+            yield conn
 
     @staticmethod
     def _tables_exist(conn: Connection) -> bool:

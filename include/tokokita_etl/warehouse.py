@@ -214,8 +214,9 @@ class Warehouse:
         return self._engine
 
     @contextlib.contextmanager
-    def begin(self) -> Iterator[Connection]:
-        """One transaction; connection failures become a WarehouseError naming the URL."""
+    def begin(self, label: str = "warehouse") -> Iterator[Connection]:
+        """One transaction; database errors become a WarehouseError naming `label` and the
+        URL (transient when the database could not be reached or answered)."""
         try:
             with self.engine.begin() as conn:
                 yield conn
@@ -224,7 +225,7 @@ class Warehouse:
             reason = str(cause).strip().splitlines()[0]
             transient = isinstance(exc, OperationalError | sqlite3.OperationalError
                                    | psycopg.OperationalError)
-            raise WarehouseError(f"warehouse {self.display_url}: {reason}",
+            raise WarehouseError(f"{label} {self.display_url}: {reason}",
                                  transient=transient) from None
 
     def ensure_schema(self) -> None:
