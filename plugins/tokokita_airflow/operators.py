@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
@@ -145,23 +145,17 @@ class EtlStageOperator(BaseOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         """Run the stage under the watermark rules; record a failed attempt when it raises."""
-        from tokokita_etl.errors import BlockedError, ConcurrentRunError, MissingPartitionError
-        from tokokita_etl.policy import Action, ErrorKind, classify, stage_decision
+        from tokokita_etl.errors import BlockedError, ConcurrentRunError
+        from tokokita_etl.policy import Action, stage_decision
         from tokokita_etl.runs import (
             BLOCKED,
             claim_date,
             claim_started,
-            finish_failure,
             finish_refused,
             finish_success,
             release_date,
         )
-        from tokokita_etl.stages import (
-            WARNING_PREFIX,
-            fetch_inputs,
-            release_working_copy,
-            run_stage,
-        )
+        from tokokita_etl.stages import release_working_copy
         from tokokita_etl.state import state_store
 
         settings = pipeline_settings()
@@ -187,34 +181,7 @@ class EtlStageOperator(BaseOperator):
         try:
             self.log.info("Stage %s of partition %s (%s)", self.stage, day, decision.reason)
             started = claim_started(settings, day, owner, now)
-            stage = self.stage
-            try:
-                rebuild = fetch_inputs(settings, day, self.stage)
-                if rebuild:
-                    self.log.info("The staged inputs of %s are gone; running %s again first "
-                                  "(deterministic: same output)", self.stage, ", ".join(rebuild))
-                for stage in [*rebuild, self.stage]:
-                    result, lines = run_stage(settings, day, stage)
-                    for line in lines:
-                        if line.startswith(WARNING_PREFIX):
-                            self.log.warning("%s", line)
-                        else:
-                            self.log.info("%s", line)
-            except Exception as exc:
-                kind = classify(exc)
-                outcome = finish_failure(settings, day, exc, stage=stage, started=started,
-                                         now=datetime.now(UTC), trigger=owner)
-                if isinstance(exc, MissingPartitionError):
-                    release_date(settings, day, owner)
-                    self.log.info("Skipped, no attempt recorded: %s", outcome.error)
-                    raise AirflowSkipException(outcome.error) from None
-                self.log.error("Stage %s failed for %s (%s error; %d of %d attempts used): %s",
-                               stage, day, kind.value, outcome.attempt, settings.max_attempts,
-                               outcome.error)
-                if kind in (ErrorKind.PARTITION, ErrorKind.NOT_AN_ATTEMPT):
-                    release_date(settings, day, owner)
-                    raise TaskRefused(f"{stage}: {outcome.error}") from None
-                raise
+            result = self._run_stage(settings, day, owner, started)
             meta = {"partition_date": day.isoformat(), "stage": self.stage,
                     "duration_ms": result.get("duration_ms")}
             if self.stage == "publish_gold":
@@ -236,3 +203,44 @@ class EtlStageOperator(BaseOperator):
             return meta
         finally:
             release_working_copy(settings, day)
+
+    def _run_stage(self, settings: Any, day: date, owner: str,
+                   started: datetime) -> dict[str, Any]:
+        """Run this stage (after the stages whose staged output is gone); a failure is
+        recorded (an attempt unless its kind says otherwise) and raised as Airflow should
+        see it: skipped for a missing partition, refused without retry for a partition
+        error or a failure that is no attempt, re-raised otherwise (the retry policy decides)."""
+        from tokokita_etl.errors import MissingPartitionError
+        from tokokita_etl.policy import ErrorKind, classify
+        from tokokita_etl.runs import finish_failure, release_date
+        from tokokita_etl.stages import WARNING_PREFIX, fetch_inputs, run_stage
+
+        stage = self.stage
+        try:
+            rebuild = fetch_inputs(settings, day, self.stage)
+            if rebuild:
+                self.log.info("The staged inputs of %s are gone; running %s again first "
+                              "(deterministic: same output)", self.stage, ", ".join(rebuild))
+            for stage in [*rebuild, self.stage]:
+                result, lines = run_stage(settings, day, stage)
+                for line in lines:
+                    if line.startswith(WARNING_PREFIX):
+                        self.log.warning("%s", line)
+                    else:
+                        self.log.info("%s", line)
+            return result
+        except Exception as exc:
+            kind = classify(exc)
+            outcome = finish_failure(settings, day, exc, stage=stage, started=started,
+                                     now=datetime.now(UTC), trigger=owner)
+            if isinstance(exc, MissingPartitionError):
+                release_date(settings, day, owner)
+                self.log.info("Skipped, no attempt recorded: %s", outcome.error)
+                raise AirflowSkipException(outcome.error) from None
+            self.log.error("Stage %s failed for %s (%s error; %d of %d attempts used): %s",
+                           stage, day, kind.value, outcome.attempt, settings.max_attempts,
+                           outcome.error)
+            if kind in (ErrorKind.PARTITION, ErrorKind.NOT_AN_ATTEMPT):
+                release_date(settings, day, owner)
+                raise TaskRefused(f"{stage}: {outcome.error}") from None
+            raise
