@@ -402,102 +402,75 @@ PHASES = ("schedule_s", "queue_s", "pickup_s", "process_start_s", "start_message
 
 def stack_breakdown(days: int, rows: int, variant: str, importtime: bool = True) -> dict[str, Any]:
     """One catch-up of `days` dates on a throw-away stack with the variant's settings."""
-    from devtools.samples import generate_partition
-    from stack.ephemeral import DAG_ID, JKT, EphemeralStack, fire_time, last_fired_day
-    from stack.rest import wait_for
+    from bench.catchup_stack import catchup
+    from stack.ephemeral import DAG_ID
 
-    now = datetime.now(UTC)
-    today = now.astimezone(ZoneInfo(JKT)).date()
-    last = last_fired_day(now)
-    first = last - timedelta(days=days - 1)
-    dates = [first + timedelta(days=i) for i in range(days)]
     load_start = os.getloadavg()
-    with tempfile.TemporaryDirectory(prefix="tokokita-breakdown-") as tmp:
-        stack = EphemeralStack(Path(tmp), start_date=(first + timedelta(days=1)).isoformat(),
-                               end_date=fire_time(last).isoformat(),
-                               tokokita_env={"TOKOKITA_LOOKBACK_DAYS": str((today - first).days)})
-        stack.target.extra_env.update(VARIANTS[variant])
-        if importtime:
-            stack.target.service_env["airflow-scheduler"] = {"PYTHONPROFILEIMPORTTIME": "1"}
-        try:
-            stack.prepare()
-            for day in dates:
-                made = Path(tmp) / "generated" / f"pesanan_{day.isoformat()}.csv"
-                generate_partition(made, day, rows, seed=3)
-                stack.write_raw(day, made.read_bytes())
-            started = time.monotonic()
-            stack.start()
-            healthy = time.monotonic() - started
-
-            def finished():
-                runs = [r for r in stack.api.dag_runs(DAG_ID) if r["run_type"] == "scheduled"]
-                done = [r for r in runs if r["state"] in ("success", "failed")]
-                return runs if len(done) == days else None
-
-            runs = wait_for(finished, 900, 1.0, f"{days} catch-up runs")
-            total = time.monotonic() - started
-            tis = task_instances(stack.api, DAG_ID)
-            by_run: dict[str, dict[str, dict]] = {}
-            for ti in tis:
-                by_run.setdefault(ti["dag_run_id"], {})[ti["task_id"]] = ti
-            per_task: dict[str, list[dict[str, Any]]] = {t: [] for t in TASKS}
-            imports_by_module: dict[str, dict[str, list[float]]] = {t: {} for t in TASKS}
-            run_walls, gaps, busy = [], [], []
-            first_sensor_end = min(_ts(by_run[r["dag_run_id"]][TASKS[0]]["end_date"])
-                                   for r in runs)
-            last_end = max(_ts(r["end_date"]) for r in runs)
-            for run in runs:
-                instances = by_run[run["dag_run_id"]]
-                ready = _ts(run["start_date"])
-                for task in TASKS:
-                    ti = instances[task]
-                    marks = log_marks(stack.task_log(run["dag_run_id"], task, ti["try_number"]))
-                    split = _split(ti, ready, marks)
-                    per_task[task].append(split)
-                    for module, micro in marks["imports"].items():
-                        imports_by_module[task].setdefault(module, []).append(micro / 1e6)
-                    ready = _ts(ti["end_date"])
-                run_walls.append(_secs(_ts(run["end_date"]), _ts(run["start_date"])))
-                busy.append(sum(s["duration_s"] for s in
-                                (per_task[t][-1] for t in TASKS) if s["duration_s"]))
-                gaps.append(run_walls[-1] - busy[-1])
-            result = {
-                "variant": variant, "settings": VARIANTS[variant], "days": days,
-                "rows_per_partition": rows, "load_average_at_start": load_start,
-                "runs": len(runs), "failed_runs": sum(r["state"] == "failed" for r in runs),
-                "processed": sum(by_run[r["dag_run_id"]]["publish_gold"]["state"] == "success"
-                                 for r in runs),
-                "start_to_healthy_s": round(healthy, 1),
-                "catchup_after_healthy_s": round(total - healthy, 1),
-                "catchup_total_s": round(total, 1),
-                "per_date_after_healthy_s": round((total - healthy) / days, 2),
-                # from the first sensor's end to the last run's end: the catch-up's own work,
-                # without the stack's start and the first task processes' cold start
-                "first_sensor_end_to_last_run_end_s": _secs(last_end, first_sensor_end),
-                "run_wall_s": stats(run_walls),
-                "run_task_seconds_s": stats(busy),
-                "run_between_tasks_s": stats(gaps),
-                "per_task_median_s": {
-                    task: {p: stats([s[p] for s in splits])["median"] if splits else None
-                           for p in PHASES}
-                    for task, splits in per_task.items()},
-                "per_task_max_s": {
-                    task: {p: stats([s[p] for s in splits]).get("max") for p in PHASES}
-                    for task, splits in per_task.items()},
-                "phase_sum_per_run_s": {
-                    p: round(sum(s[p] or 0 for splits in per_task.values() for s in splits)
-                             / len(runs), 2) for p in PHASES},
-                "top_imports_median_s": {
-                    task: dict(sorted(((m, round(statistics.median(v), 3))
-                                       for m, v in mods.items()),
-                                      key=lambda kv: -kv[1])[:4])
-                    for task, mods in imports_by_module.items()},
-                "peak_processes": stack.peak_memory().get("processes"),
-                "peak_rss_sum_mib": round(stack.peak_memory().get("rss", 0) / 2**20),
-                "peak_pss_sum_mib": round(stack.peak_memory().get("pss", 0) / 2**20),
-            }
-        finally:
-            stack.close()
+    profile = {"airflow-scheduler": {"PYTHONPROFILEIMPORTTIME": "1"}} if importtime else {}
+    with catchup(days, rows, timeout=900, poll_s=1.0, extra_env=VARIANTS[variant],
+                 service_env=profile) as done:
+        stack, runs = done.stack, done.runs
+        healthy, total = done.start_to_healthy_s, done.total_s
+        tis = task_instances(stack.api, DAG_ID)
+        by_run: dict[str, dict[str, dict]] = {}
+        for ti in tis:
+            by_run.setdefault(ti["dag_run_id"], {})[ti["task_id"]] = ti
+        per_task: dict[str, list[dict[str, Any]]] = {t: [] for t in TASKS}
+        imports_by_module: dict[str, dict[str, list[float]]] = {t: {} for t in TASKS}
+        run_walls, gaps, busy = [], [], []
+        first_sensor_end = min(_ts(by_run[r["dag_run_id"]][TASKS[0]]["end_date"])
+                               for r in runs)
+        last_end = max(_ts(r["end_date"]) for r in runs)
+        for run in runs:
+            instances = by_run[run["dag_run_id"]]
+            ready = _ts(run["start_date"])
+            for task in TASKS:
+                ti = instances[task]
+                marks = log_marks(stack.task_log(run["dag_run_id"], task, ti["try_number"]))
+                split = _split(ti, ready, marks)
+                per_task[task].append(split)
+                for module, micro in marks["imports"].items():
+                    imports_by_module[task].setdefault(module, []).append(micro / 1e6)
+                ready = _ts(ti["end_date"])
+            run_walls.append(_secs(_ts(run["end_date"]), _ts(run["start_date"])))
+            busy.append(sum(s["duration_s"] for s in
+                            (per_task[t][-1] for t in TASKS) if s["duration_s"]))
+            gaps.append(run_walls[-1] - busy[-1])
+        result = {
+            "variant": variant, "settings": VARIANTS[variant], "days": days,
+            "rows_per_partition": rows, "load_average_at_start": load_start,
+            "runs": len(runs), "failed_runs": sum(r["state"] == "failed" for r in runs),
+            "processed": sum(by_run[r["dag_run_id"]]["publish_gold"]["state"] == "success"
+                             for r in runs),
+            "start_to_healthy_s": round(healthy, 1),
+            "catchup_after_healthy_s": round(total - healthy, 1),
+            "catchup_total_s": round(total, 1),
+            "per_date_after_healthy_s": round((total - healthy) / days, 2),
+            # from the first sensor's end to the last run's end: the catch-up's own work,
+            # without the stack's start and the first task processes' cold start
+            "first_sensor_end_to_last_run_end_s": _secs(last_end, first_sensor_end),
+            "run_wall_s": stats(run_walls),
+            "run_task_seconds_s": stats(busy),
+            "run_between_tasks_s": stats(gaps),
+            "per_task_median_s": {
+                task: {p: stats([s[p] for s in splits])["median"] if splits else None
+                       for p in PHASES}
+                for task, splits in per_task.items()},
+            "per_task_max_s": {
+                task: {p: stats([s[p] for s in splits]).get("max") for p in PHASES}
+                for task, splits in per_task.items()},
+            "phase_sum_per_run_s": {
+                p: round(sum(s[p] or 0 for splits in per_task.values() for s in splits)
+                         / len(runs), 2) for p in PHASES},
+            "top_imports_median_s": {
+                task: dict(sorted(((m, round(statistics.median(v), 3))
+                                   for m, v in mods.items()),
+                                  key=lambda kv: -kv[1])[:4])
+                for task, mods in imports_by_module.items()},
+            "peak_processes": stack.peak_memory().get("processes"),
+            "peak_rss_sum_mib": round(stack.peak_memory().get("rss", 0) / 2**20),
+            "peak_pss_sum_mib": round(stack.peak_memory().get("pss", 0) / 2**20),
+        }
     return result
 
 

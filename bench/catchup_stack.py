@@ -13,15 +13,74 @@ local S3-compatible server).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime, timedelta
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from stack.ephemeral import DAG_ID, JKT, EphemeralStack, fire_time, last_fired_day, partition_day
+
+
+@dataclass
+class CatchUp:
+    """A finished catch-up on a throw-away stack that is still running."""
+
+    stack: EphemeralStack
+    days: list[date]
+    runs: list[dict[str, Any]] = field(default_factory=list)
+    start_to_healthy_s: float = 0.0
+    total_s: float = 0.0
+
+
+@contextlib.contextmanager
+def catchup(days: int, rows: int, *, celery: bool = False, timeout: float = 1800,
+            poll_s: float = 2.0, extra_env: dict[str, str] | None = None,
+            service_env: dict[str, dict[str, str]] | None = None) -> Iterator[CatchUp]:
+    """Good partitions for the last `days` days, a throw-away stack whose DAG starts `days`
+    back with lookback_days reaching them, started and waited for until its scheduled runs
+    have all finished; the stack stays up inside the block and is torn down after it."""
+    from devtools.samples import generate_partition
+    from stack.rest import wait_for
+
+    now = datetime.now(UTC)
+    today = now.astimezone(ZoneInfo(JKT)).date()
+    last_day = last_fired_day(now)
+    first = last_day - timedelta(days=days - 1)
+    dates = [first + timedelta(days=i) for i in range(days)]
+    with tempfile.TemporaryDirectory(prefix="tokokita-catchup-") as tmp:
+        stack = EphemeralStack(Path(tmp), start_date=(first + timedelta(days=1)).isoformat(),
+                               end_date=fire_time(last_day).isoformat(),
+                               tokokita_env={"TOKOKITA_LOOKBACK_DAYS": str((today - first).days)},
+                               celery=celery)
+        stack.target.extra_env.update(extra_env or {})
+        stack.target.service_env.update(service_env or {})
+        try:
+            stack.prepare()
+            for day in dates:
+                made = Path(tmp) / "generated" / f"pesanan_{day.isoformat()}.csv"
+                generate_partition(made, day, rows, seed=3)
+                stack.write_raw(day, made.read_bytes())
+            started = time.monotonic()
+            stack.start()
+            done = CatchUp(stack, dates, start_to_healthy_s=time.monotonic() - started)
+
+            def finished():
+                runs = [r for r in stack.api.dag_runs(DAG_ID) if r["run_type"] == "scheduled"]
+                ended = [r for r in runs if r["state"] in ("success", "failed")]
+                return runs if len(ended) == len(dates) else None
+
+            done.runs = wait_for(finished, timeout, poll_s, f"{days} catch-up runs")
+            done.total_s = time.monotonic() - started
+            yield done
+        finally:
+            stack.close()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,56 +91,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--celery", action="store_true", help="the scale-out profile")
     args = parser.parse_args(argv)
 
-    from devtools.samples import generate_partition
-    from stack.rest import wait_for
-
-    now = datetime.now(UTC)
-    today = now.astimezone(ZoneInfo(JKT)).date()
-    last_day = last_fired_day(now)
-    first = last_day - timedelta(days=args.days - 1)
-    days = [first + timedelta(days=i) for i in range(args.days)]
-    lookback = (today - first).days
-    with tempfile.TemporaryDirectory(prefix="tokokita-catchup-") as tmp:
-        stack = EphemeralStack(Path(tmp), start_date=(first + timedelta(days=1)).isoformat(),
-                               end_date=fire_time(last_day).isoformat(),
-                               tokokita_env={"TOKOKITA_LOOKBACK_DAYS": str(lookback)},
-                               celery=args.celery)
-        try:
-            stack.prepare()
-            for day in days:
-                made = Path(tmp) / "generated" / f"pesanan_{day.isoformat()}.csv"
-                generate_partition(made, day, args.rows, seed=3)
-                stack.write_raw(day, made.read_bytes())
-            started = time.monotonic()
-            stack.start()
-            healthy = time.monotonic() - started
-
-            def finished():
-                runs = [r for r in stack.api.dag_runs(DAG_ID) if r["run_type"] == "scheduled"]
-                done = [r for r in runs if r["state"] in ("success", "failed")]
-                return runs if len(done) == len(days) else None
-
-            runs = wait_for(finished, args.timeout, 2.0, f"{args.days} catch-up runs")
-            total = time.monotonic() - started
-            with stack.object_store():
-                marks = stack.watermark()
-            processed = sorted(d for d, e in marks.items() if e.get("status") == "success")
-            report = {
-                "profile": "scale-out (2 Celery workers)" if args.celery else "one machine",
-                "days": args.days, "rows_per_partition": args.rows,
-                "runs": len(runs), "failed_runs": sum(r["state"] == "failed" for r in runs),
-                "processed": len(processed),
-                "all_days_processed": processed == [d.isoformat() for d in days],
-                "run_days_match": sorted(partition_day(r) for r in runs) == days,
-                "start_to_healthy_s": round(healthy, 1),
-                "catchup_after_healthy_s": round(total - healthy, 1),
-                "catchup_total_s": round(total, 1),
-                "peak_rss_sum_mib": round(stack.peak_memory()["rss"] / 2**20),
-                "peak_pss_sum_mib": round(stack.peak_memory()["pss"] / 2**20),
-                "peak_processes": stack.peak_memory()["processes"],
-            }
-        finally:
-            stack.close()
+    with catchup(args.days, args.rows, celery=args.celery, timeout=args.timeout) as done:
+        stack, days, runs = done.stack, done.days, done.runs
+        with stack.object_store():
+            marks = stack.watermark()
+        processed = sorted(d for d, e in marks.items() if e.get("status") == "success")
+        report = {
+            "profile": "scale-out (2 Celery workers)" if args.celery else "one machine",
+            "days": args.days, "rows_per_partition": args.rows,
+            "runs": len(runs), "failed_runs": sum(r["state"] == "failed" for r in runs),
+            "processed": len(processed),
+            "all_days_processed": processed == [d.isoformat() for d in days],
+            "run_days_match": sorted(partition_day(r) for r in runs) == days,
+            "start_to_healthy_s": round(done.start_to_healthy_s, 1),
+            "catchup_after_healthy_s": round(done.total_s - done.start_to_healthy_s, 1),
+            "catchup_total_s": round(done.total_s, 1),
+            "peak_rss_sum_mib": round(stack.peak_memory()["rss"] / 2**20),
+            "peak_pss_sum_mib": round(stack.peak_memory()["pss"] / 2**20),
+            "peak_processes": stack.peak_memory()["processes"],
+        }
     print(json.dumps(report, indent=2))
     return 0 if report["all_days_processed"] and report["run_days_match"] else 1
 
