@@ -52,7 +52,7 @@ def run_project(spec: dict) -> dict:
     run_s = time.perf_counter() - start
     if outcome.exit_code != 0:
         raise SystemExit(f"project run failed: {outcome.error}\n" + "\n".join(lines))
-    manifest = json.loads(outcome.manifest.read_text(encoding="utf-8"))
+    manifest = outcome.body
     return {
         "run_s": run_s,
         "import_s": imported - STARTED,
