@@ -74,6 +74,15 @@ def warehouse_rows(ws, day: date) -> dict[str, tuple[int, str]]:
             "karantina": (len(karantina), rows_checksum(karantina))}
 
 
+def final_files(ws) -> dict[str, bytes]:
+    """Every file under its final name in the gold and quarantine folders (temporary and
+    staged files have a dot name)."""
+    return {f"{folder.name}/{path.name}": path.read_bytes()
+            for folder in (ws.gold, ws.quarantine) if folder.exists()
+            for path in sorted(folder.iterdir())
+            if path.is_file() and not path.name.startswith(".")}
+
+
 def _children(pid: int) -> list[int]:
     """Process ids whose parent is `pid` (the postmaster's backends and helpers)."""
     found = []

@@ -41,7 +41,7 @@ import pytest
 
 from devtools.samples import generate_partition
 from tests.conftest import Workspace, run_cli
-from tests.faults.conftest import LONG, warehouse_rows
+from tests.faults.conftest import LONG, final_files, warehouse_rows
 from tokokita_etl.state import FAILED, IN_PROGRESS, SUCCESS, StateStore
 
 DAY = date(2026, 11, 10)
@@ -122,14 +122,6 @@ def _entry(ws: Workspace) -> dict:
     return StateStore(ws.state_file).read().entry(DAY)
 
 
-def _final_files(ws: Workspace) -> dict[str, bytes]:
-    """Files under their final names in the gold and quarantine folders."""
-    return {f"{folder.name}/{path.name}": path.read_bytes()
-            for folder in (ws.gold, ws.quarantine) if folder.exists()
-            for path in sorted(folder.iterdir())
-            if path.is_file() and not path.name.startswith(".")}
-
-
 def _leftovers(folder: Path) -> list[str]:
     """Temporary files (dot names) left on `folder`, the filler aside."""
     return sorted(str(p.relative_to(folder)) for p in folder.rglob(".*")
@@ -156,7 +148,7 @@ def test_a_full_folder_fails_the_run_cleanly_and_loses_nothing(workspace, case):
     generate_partition(ws.raw / f"pesanan_{DAY.isoformat()}.csv", DAY, ROWS, seed=5)
     done = _run(ws)
     assert done.returncode == 0, done.stdout + done.stderr
-    clean_entry, clean_files = _entry(ws), _final_files(ws)
+    clean_entry, clean_files = _entry(ws), final_files(ws)
     clean_rows = warehouse_rows(ws, DAY)
     folder = getattr(ws, spec.folder)
     free = _transform_room(ws) if case == "staging_in_transform" else spec.free
@@ -182,12 +174,12 @@ def test_a_full_folder_fails_the_run_cleanly_and_loses_nothing(workspace, case):
         assert _entry(ws) == clean_entry and clean_entry["status"] == SUCCESS
     assert not list((ws.state_dir / "claims").glob("*.json"))
     assert warehouse_rows(ws, DAY) == clean_rows
-    assert _final_files(ws) == clean_files
+    assert final_files(ws) == clean_files
 
     again = _run(ws, *(("--force",) if entry is None else ()))
     assert again.returncode == 0, again.stdout + again.stderr
     assert _entry(ws)["checksums"] == clean_entry["checksums"]
-    assert _final_files(ws) == clean_files
+    assert final_files(ws) == clean_files
     assert warehouse_rows(ws, DAY) == clean_rows
     assert "status=success" in again.stdout
 

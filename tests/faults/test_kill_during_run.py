@@ -70,7 +70,7 @@ import pytest
 
 from devtools.samples import generate_partition
 from tests.conftest import Workspace, clean_env, run_cli
-from tests.faults.conftest import warehouse_rows
+from tests.faults.conftest import final_files, warehouse_rows
 from tokokita_etl.contract import STAGED_GOLD_PREFIX
 from tokokita_etl.pipeline import run_for_date
 from tokokita_etl.runs import claim_date, cli_owner, interrupted_stage, release_date
@@ -152,15 +152,6 @@ def _entry(ws: Workspace, day: date = DAY) -> dict:
     return StateStore(ws.state_file).read().entry(day)
 
 
-def _files(ws: Workspace) -> dict[str, bytes]:
-    """Every file under its final name in the gold and quarantine folders (temporary and
-    staged files have a dot name)."""
-    return {f"{folder.name}/{path.name}": path.read_bytes()
-            for folder in (ws.gold, ws.quarantine) if folder.exists()
-            for path in sorted(folder.iterdir())
-            if path.is_file() and not path.name.startswith(".")}
-
-
 def _partition(ws: Workspace, rows: int) -> None:
     generate_partition(ws.raw / f"pesanan_{DAY.isoformat()}.csv", DAY, rows, seed=11)
 
@@ -190,7 +181,7 @@ def _reference(ws: Workspace, rows: int) -> Clean:
     assert manifest["status"] == "success" and manifest["rows"]["extracted"] == rows
     return Clean(rows=rows, checksums=_entry(ws)["checksums"],
                  gold=ws.gold_file(DAY).read_bytes(), stages_ms=manifest["stages_ms"],
-                 warehouse=warehouse_rows(ws, DAY), files=_files(ws),
+                 warehouse=warehouse_rows(ws, DAY), files=final_files(ws),
                  other_entry=_entry(ws, OTHER), other_warehouse=warehouse_rows(ws, OTHER))
 
 
@@ -263,7 +254,7 @@ def _check_stores(ws: Workspace, clean: Clean) -> None:
     assert warehouse_rows(ws, DAY) == clean.warehouse
     assert warehouse_rows(ws, OTHER) == clean.other_warehouse
     # nothing partial under a final name (and nothing gone)
-    files = _files(ws)
+    files = final_files(ws)
     assert sorted(files) == sorted(clean.files)
     for name, content in files.items():
         assert content == clean.files[name], f"{name}: not the clean run's bytes"
