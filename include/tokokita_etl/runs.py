@@ -131,6 +131,15 @@ def interrupted_stage(settings: Settings, day: date) -> str:
     return STAGE_NAMES[-1]
 
 
+def _claim_or_none(store: StateStore, day: date) -> Claim | None:
+    """`day`'s claim; a damaged one holds nothing for an intent (the gate's own claim
+    reports the damage)."""
+    try:
+        return store.read_claim(day)
+    except StateError:
+        return None
+
+
 def reconcile_intent(settings: Settings, day: date, now: datetime,
                      holder_finished: HolderCheck = cli_holder_finished,
                      owner: str | None = None) -> str | None:
@@ -148,11 +157,7 @@ def reconcile_intent(settings: Settings, day: date, now: datetime,
         intent = store.read().intent(day)
         if intent is None or intent["run"] == owner:
             return None
-        try:
-            held = store.read_claim(day)
-        except StateError:
-            held = None
-        if not intent_run_ended(intent, held, now, holder_finished):
+        if not intent_run_ended(intent, _claim_or_none(store, day), now, holder_finished):
             return None
         stage = interrupted_stage(settings, day)
         message = (f"interrupted: run {intent['run']} (started {intent['since']}) ended during "
@@ -174,11 +179,8 @@ def settled_watermark(settings: Settings, now: datetime,
         intent = entry.get(IN_PROGRESS)
         if intent is None:
             continue
-        try:
-            held = store.read_claim(date.fromisoformat(iso))
-        except StateError:
-            held = None
-        if intent_run_ended(intent, held, now, holder_finished):
+        if intent_run_ended(intent, _claim_or_none(store, date.fromisoformat(iso)), now,
+                            holder_finished):
             ended.add(intent["run"])
     return Watermark(state.data, frozenset(ended))
 
