@@ -79,11 +79,14 @@ def _checked_sql(day: date, tz: str) -> str:
     and then either the valid row's parsed values or the rejected row's raw fields."""
     trimmed = ",\n".join(f"{trim_sql(c)} AS t_{c}" for c in REQUIRED_COLUMNS)
     # PostgreSQL text cannot hold NUL: such a record is malformed, kept with NUL replaced
+    # (only in such records: the replace on every field cost 0.05 s per million rows)
     has_nul = " OR ".join(f"contains({c}, chr(0))" for c in REQUIRED_COLUMNS)
-    unnul = ", ".join(f"replace({c}, chr(0), '{NUL_SUBSTITUTE}') AS {c}" for c in REQUIRED_COLUMNS)
+    unnul = ", ".join(f"CASE WHEN has_nul THEN replace({c}, chr(0), '{NUL_SUBSTITUTE}') "
+                      f"ELSE {c} END AS {c}" for c in REQUIRED_COLUMNS)
     return f"""
     WITH nul AS (
-        SELECT line, {unnul}, ({has_nul}) AS has_nul FROM read_parquet($rows)
+        SELECT line, {unnul}, has_nul
+        FROM (SELECT *, ({has_nul}) AS has_nul FROM read_parquet($rows))
     ), src AS (
         SELECT line, has_nul, {", ".join(REQUIRED_COLUMNS)}, {trimmed}
         FROM nul
@@ -195,8 +198,8 @@ def transform(day: date, staging: Path, *, tz: str = DEFAULT_TIMEZONE,
             con.execute(f"""
                 COPY (
                     SELECT {_fact_values(day)}
-                    FROM checked c LEFT JOIN kota_map m USING (t_kota)
-                    WHERE c.reason IS NULL AND c.line IN (SELECT line FROM winners)
+                    -- winners holds valid rows only; a join costs less than `line IN (..)`
+                    FROM winners JOIN checked c USING (line) LEFT JOIN kota_map m USING (t_kota)
                     -- in key order the warehouse's indexes grow at their ends (an SQLite
                     -- load of the same 1M rows unsorted took about 1 s longer)
                     ORDER BY order_id
