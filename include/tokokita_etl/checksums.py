@@ -17,12 +17,11 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
-from collections import Counter
 from collections.abc import Iterable, Iterator
 from datetime import date
 from typing import NamedTuple
 
-from sqlalchemy import Column, Date, DateTime, Integer, Numeric, String, text
+from sqlalchemy import Column, Date, DateTime, Integer, Numeric, String
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection
 from sqlalchemy.types import TypeEngine
@@ -53,16 +52,15 @@ def is_json_number(column: Column) -> bool:
 
 
 class FactDigest(NamedTuple):
-    """The fact checksum of a date, the rows it covered, and those rows per kota."""
+    """The fact checksum of a date and the rows it covered."""
 
     checksum: str
     rows: int
-    per_kota: dict[str, int]
 
 
 def fact_digest(warehouse: Warehouse, conn: Connection, day: date) -> FactDigest:
-    """`rows_checksum` of `warehouse.fact_rows(conn, day)`, how many rows it covered and how
-    many per kota; streamed through the raw DBAPI cursor."""
+    """`rows_checksum` of `warehouse.fact_rows(conn, day)` and how many rows it covered;
+    streamed through the raw DBAPI cursor."""
     driver = conn.connection.driver_connection
     if warehouse.is_sqlite:
         return _sqlite_fact_digest(warehouse, driver, day)
@@ -73,24 +71,19 @@ def fact_digest(warehouse: Warehouse, conn: Connection, day: date) -> FactDigest
         setup.execute("SELECT set_config('TimeZone', %s, true), "
                       "set_config('DateStyle', 'ISO, YMD', true), "
                       "set_config('enable_sort', 'off', true)", (warehouse.tz.key,))
-    checksum, count = _pg_fact_digest(warehouse, driver, day)
-    per_kota = dict(conn.execute(text(
-        "SELECT kota, COUNT(*) FROM fact_pesanan WHERE order_date = :d GROUP BY kota"),
-        {"d": day}).all())
-    return FactDigest(checksum, count, per_kota)
+    return FactDigest(*_pg_fact_digest(warehouse, driver, day))
 
 
 def _sqlite_fact_digest(warehouse: Warehouse, driver: sqlite3.Connection,
                         day: date) -> FactDigest:
     """SQLite writes each canonical line itself (`json_array` of the stored canonical text and
-    integers); the kota of each row is counted in the same pass."""
+    integers)."""
     digest = hashlib.sha256()
-    per_kota: Counter[str] = Counter()
     count = 0
     cursor = driver.cursor()
     cursor.arraysize = FETCH_ROWS
     values = ", ".join(c.name for c in fact_pesanan.columns)
-    cursor.execute(f"SELECT json_array({values}), kota FROM fact_pesanan "
+    cursor.execute(f"SELECT json_array({values}) FROM fact_pesanan "
                    f"WHERE order_date = ? ORDER BY {warehouse.key_order(fact_pesanan)}",
                    (day.isoformat(),))
     try:
@@ -104,11 +97,10 @@ def _sqlite_fact_digest(warehouse: Warehouse, driver: sqlite3.Connection,
                 joined = "\n".join(_canonical_json(line) if "\\" in line else line
                                    for line in lines)
             digest.update(joined.encode("utf-8"))
-            per_kota.update(row[1] for row in rows)
             count += len(rows)
     finally:
         cursor.close()
-    return FactDigest(digest.hexdigest(), count, dict(per_kota))
+    return FactDigest(digest.hexdigest(), count)
 
 
 def _canonical_json(line: str) -> str:

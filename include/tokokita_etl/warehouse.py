@@ -9,6 +9,7 @@ from collections.abc import Iterable, Iterator
 from datetime import date, datetime
 from decimal import Decimal
 from pathlib import Path
+from typing import NamedTuple
 from zoneinfo import ZoneInfo
 
 import psycopg
@@ -131,6 +132,18 @@ class _AnsweredConnection(psycopg.Connection):
                 "plus db_connect_timeout_s); the connection was closed") from None
 
 
+READ_ONLY = "tokokita_read_only"  # the execution option of `Warehouse.begin(read_only=True)`
+
+
+class FactTotals(NamedTuple):
+    """What `Warehouse.fact_totals` counts and sums for one date."""
+
+    rows: int
+    bruto: Decimal
+    bersih: Decimal
+    per_kota: dict[str, int]
+
+
 class Warehouse:
     """One warehouse URL: connections, schema and dialect-specific SQL fragments."""
 
@@ -195,8 +208,11 @@ class Warehouse:
                     dbapi_connection.execute(f"PRAGMA cache_size = -{SQLITE_CACHE_KB}")
 
                 @event.listens_for(engine, "begin")
-                def _begin_immediate(conn):
-                    conn.exec_driver_sql("BEGIN IMMEDIATE")  # one writer at a time, no upgrade
+                def _begin(conn):
+                    # one writer at a time, no upgrade; a read-only transaction takes a shared
+                    # lock only, so it reads beside a writer's transaction that has not written
+                    read_only = conn.get_execution_options().get(READ_ONLY)
+                    conn.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
 
             else:
                 engine = create_engine(self.url, poolclass=NullPool,
@@ -214,11 +230,16 @@ class Warehouse:
         return self._engine
 
     @contextlib.contextmanager
-    def begin(self, label: str = "warehouse") -> Iterator[Connection]:
+    def begin(self, label: str = "warehouse", *, read_only: bool = False) -> Iterator[Connection]:
         """One transaction; database errors become a WarehouseError naming `label` and the
-        URL (transient when the database could not be reached or answered)."""
+        URL (transient when the database could not be reached or answered). `read_only`: one
+        that only reads (PostgreSQL refuses a write in it; on SQLite it takes no write lock,
+        so it runs beside another connection's transaction)."""
+        # PostgreSQL's dialect makes the transaction READ ONLY; SQLite's begin hook reads ours
+        engine = self.engine.execution_options(postgresql_readonly=True, **{READ_ONLY: True}) \
+            if read_only else self.engine
         try:
-            with self.engine.begin() as conn:
+            with engine.begin() as conn:
                 yield conn
         except (SQLAlchemyError, sqlite3.Error, psycopg.Error) as exc:
             cause = _no_answer_in(exc) or getattr(exc, "orig", None) or exc
@@ -341,10 +362,16 @@ class Warehouse:
             for row in partition:
                 yield [render(v) for v in row]
 
-    def fact_totals(self, conn: Connection, day: date) -> tuple[int, Decimal, Decimal]:
-        """Rows, bruto and bersih of the fact rows of `day`, summed exactly by the database."""
-        n, bruto, bersih = conn.execute(text(
-            f"SELECT COUNT(*), {self.money_sum('bruto')}, {self.money_sum('bersih')} "
-            "FROM fact_pesanan WHERE order_date = :d"), {"d": self.day_param(day)}).one()
-        return int(n), Decimal(str(bruto or 0)), Decimal(str(bersih or 0))
+    def fact_totals(self, conn: Connection, day: date) -> FactTotals:
+        """Rows, bruto and bersih of the fact rows of `day` (summed exactly by the database,
+        per kota, then here) and the rows per kota."""
+        groups = conn.execute(text(
+            f"SELECT kota, COUNT(*), {self.money_sum('bruto')}, {self.money_sum('bersih')} "
+            "FROM fact_pesanan WHERE order_date = :d GROUP BY kota"),
+            {"d": self.day_param(day)}).all()
+        return FactTotals(
+            rows=sum(int(n) for _, n, _, _ in groups),
+            bruto=sum((Decimal(str(bruto)) for _, _, bruto, _ in groups), Decimal(0)),
+            bersih=sum((Decimal(str(bersih)) for _, _, _, bersih in groups), Decimal(0)),
+            per_kota={kota: int(n) for kota, n, _, _ in groups})
 

@@ -116,12 +116,43 @@ def test_fact_totals_are_exact_beyond_binary_floating_point(workspace):
     warehouse = loaded(Warehouse(workspace.warehouse_url),
                        [fact(f"TK-{i}", bruto) for i, bruto in enumerate(amounts)])
     with warehouse.begin() as conn:
-        rows, bruto, bersih = warehouse.fact_totals(conn, DAY)
+        rows, bruto, bersih, _ = warehouse.fact_totals(conn, DAY)
         empty = warehouse.fact_totals(conn, date(2026, 11, 20))
     expected = sum((Decimal(a) for a in amounts), Decimal(0))
     assert (rows, bruto, bersih) == (6, expected, expected)
     assert str(bruto) == "30000000000000000.97"
-    assert empty == (0, Decimal(0), Decimal(0))
+    assert empty == (0, Decimal(0), Decimal(0), {})
+
+
+def test_fact_totals_sum_every_kota_and_count_the_rows_of_each(workspace):
+    warehouse = loaded(Warehouse(workspace.warehouse_url),
+                       [fact("TK-1", "1.10"), fact("TK-2", "2.20", kota="Band\x1fung"),
+                        fact("TK-3", "3.35", kota="medan"), fact("TK-4", "0.05"),
+                        fact("TK-5", "9.00", day=date(2026, 11, 22))])
+    with warehouse.begin(read_only=True) as conn:
+        totals = warehouse.fact_totals(conn, DAY)
+    assert totals == (4, Decimal("6.70"), Decimal("6.70"),
+                      {"Medan": 2, "Band\x1fung": 1, "medan": 1})
+
+
+def test_a_read_only_transaction_reads_beside_an_open_write_transaction(workspace):
+    """validate reads its totals on a second connection while its first one holds a
+    transaction: on SQLite a second `BEGIN IMMEDIATE` would wait for the first to end."""
+    warehouse = loaded(Warehouse(workspace.warehouse_url, lock_timeout_s=1),
+                       [fact("TK-1", "1.10")])
+    with warehouse.begin() as writer, warehouse.begin(read_only=True) as reader:
+        writer.execute(text("SELECT COUNT(*) FROM fact_pesanan")).one()
+        assert reader.execute(text("SELECT COUNT(*) FROM fact_pesanan")).scalar_one() == 1
+
+
+@pytest.mark.parametrize("backend", [pytest.param("postgresql", marks=pytest.mark.postgres)])
+def test_postgresql_refuses_a_write_in_a_read_only_transaction(workspace):
+    warehouse = loaded(Warehouse(workspace.warehouse_url), [fact("TK-1", "1.10")])
+    with pytest.raises(WarehouseError, match="read-only transaction"), \
+            warehouse.begin(read_only=True) as conn:
+        conn.execute(text("DELETE FROM fact_pesanan"))
+    with warehouse.begin() as conn:
+        assert conn.execute(text("SELECT COUNT(*) FROM fact_pesanan")).scalar_one() == 1
 
 
 def test_a_failed_transaction_leaves_nothing_behind(workspace):
