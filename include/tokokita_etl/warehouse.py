@@ -6,10 +6,11 @@ import contextlib
 import io
 import sqlite3
 from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import date, datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 from zoneinfo import ZoneInfo
 
 import psycopg
@@ -132,6 +133,22 @@ class _AnsweredConnection(psycopg.Connection):
                 "plus db_connect_timeout_s); the connection was closed") from None
 
 
+T = TypeVar("T")
+
+
+def read_ahead(items: Iterable[T]) -> Iterator[T]:
+    """`items` in order, each one produced on a second thread while the caller works on the
+    one before (SQLite inserts with the GIL released, so reading and converting the next
+    batch overlaps them)."""
+    iterator = iter(items)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pending = pool.submit(next, iterator, _END)
+        while (item := pending.result()) is not _END:
+            pending = pool.submit(next, iterator, _END)
+            yield item
+
+
+_END = object()
 READ_ONLY = "tokokita_read_only"  # the execution option of `Warehouse.begin(read_only=True)`
 
 
@@ -316,10 +333,11 @@ class Warehouse:
         if self.is_sqlite:
             sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
             cursor = driver.cursor()
-            for batch in batches:
-                cols = [batch.column(c).to_pylist() for c in columns]
+            values = (([batch.column(c).to_pylist() for c in columns], batch.num_rows)
+                      for batch in batches)
+            for cols, rows in read_ahead(values):
                 cursor.executemany(sql, zip(*cols, strict=True))
-                count += batch.num_rows
+                count += rows
             return count
         copy_sql = f"COPY {table} ({', '.join(columns)}) FROM STDIN WITH (FORMAT csv)"
         with driver.cursor() as cursor, cursor.copy(copy_sql) as copy:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from datetime import date
 from decimal import Decimal
 
@@ -11,7 +12,13 @@ from sqlalchemy import inspect, text
 
 from tokokita_etl.contract import FACT_COLUMNS
 from tokokita_etl.errors import ConfigError, WarehouseError
-from tokokita_etl.warehouse import Warehouse, fact_pesanan, karantina, summary_harian
+from tokokita_etl.warehouse import (
+    Warehouse,
+    fact_pesanan,
+    karantina,
+    read_ahead,
+    summary_harian,
+)
 
 DAY = date(2026, 11, 21)
 
@@ -163,3 +170,36 @@ def test_a_failed_transaction_leaves_nothing_behind(workspace):
         conn.execute(text("INSERT INTO fact_pesanan (order_id) VALUES ('TK-3')"))  # NOT NULL
     with warehouse.begin() as conn:
         assert [r[0] for r in warehouse.fact_rows(conn, DAY)] == ["TK-1"]
+
+
+def test_read_ahead_produces_the_next_item_while_the_caller_holds_the_current_one():
+    """The SQLite bulk insert converts the next Arrow batch while it inserts one."""
+    second_made = threading.Event()
+    makers = []
+
+    def items():
+        for n in range(3):
+            makers.append(threading.get_ident())
+            if n == 1:
+                second_made.set()
+            yield n
+
+    seen = []
+    for item in read_ahead(items()):
+        if item == 0:
+            assert second_made.wait(timeout=10), "item 1 was not made ahead of the caller"
+        seen.append(item)
+    assert seen == [0, 1, 2]
+    assert threading.get_ident() not in makers
+
+
+def test_read_ahead_raises_a_producer_error_after_the_items_before_it():
+    def items():
+        yield "a"
+        raise ValueError("batch 2 is unreadable")
+
+    seen = []
+    with pytest.raises(ValueError, match="batch 2 is unreadable"):
+        for item in read_ahead(items()):
+            seen.append(item)
+    assert seen == ["a"]
