@@ -30,7 +30,7 @@
   the tries of that task (no Airflow retry).
 
 ``--breakdown`` runs a catch-up of ``--days`` dates on one throw-away stack per variant (the
-compose file's scheduler settings, or Airflow's defaults in their place, ``VARIANTS``), one after
+compose file's catch-up settings, or Airflow's defaults in their place, ``VARIANTS``), one after
 the other, and splits each task instance's seconds from its timestamps (REST API) and its log:
 scheduling delay (upstream end -> scheduled), queueing, executor pick-up (queued -> the
 supervisor's start), process start (-> the task runner's first line), start message (-> the
@@ -69,17 +69,19 @@ BAD_PARTITION = b"order_id,kota\nTK-1,Bandung\n"
 #: times only place the writes in the poke interval)
 POLL_S = 1.0
 
-#: the compose file's scheduler settings for a catch-up (a forkserver that preloads Airflow,
-#: the plugins and the pipeline's heavy modules; a 0.1 s idle sleep), and the variants that
-#: take them away again, on the throw-away stack only (extra_env); an empty value leaves
-#: Airflow's default (the platform's start method: fork)
+#: the compose file's settings for a catch-up (a forkserver that preloads Airflow, the plugins
+#: and the pipeline's heavy modules; a 0.1 s idle sleep; a supervisor that notices its ended
+#: task within 1 s), and the variants that take them away again, on the throw-away stack only
+#: (extra_env); an empty value leaves Airflow's default (the platform's start method: fork)
 VARIANTS: dict[str, dict[str, str]] = {
     "compose": {},
     "without-preload": {"AIRFLOW__SCHEDULER__MP_START_METHOD": "",
                         "AIRFLOW__SCHEDULER__MP_FORKSERVER_PRELOAD": ""},
     "without-idle-sleep": {"AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME": "1"},
+    "without-heartbeat-interval": {"AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL": "5"},
 }
-VARIANTS["airflow-defaults"] = {**VARIANTS["without-preload"], **VARIANTS["without-idle-sleep"]}
+VARIANTS["airflow-defaults"] = {**VARIANTS["without-preload"], **VARIANTS["without-idle-sleep"],
+                                **VARIANTS["without-heartbeat-interval"]}
 
 
 # -- helpers ------------------------------------------------------------------------------
