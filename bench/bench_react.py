@@ -412,7 +412,6 @@ def stack_breakdown(days: int, rows: int, variant: str, importtime: bool = True)
     with catchup(days, rows, timeout=900, poll_s=1.0, extra_env=VARIANTS[variant],
                  service_env=profile) as done:
         stack, runs = done.stack, done.runs
-        healthy, total = done.start_to_healthy_s, done.total_s
         tis = task_instances(stack.api, DAG_ID)
         by_run: dict[str, dict[str, dict]] = {}
         for ti in tis:
@@ -444,10 +443,8 @@ def stack_breakdown(days: int, rows: int, variant: str, importtime: bool = True)
             "runs": len(runs), "failed_runs": sum(r["state"] == "failed" for r in runs),
             "processed": sum(by_run[r["dag_run_id"]]["publish_gold"]["state"] == "success"
                              for r in runs),
-            "start_to_healthy_s": round(healthy, 1),
-            "catchup_after_healthy_s": round(total - healthy, 1),
-            "catchup_total_s": round(total, 1),
-            "per_date_after_healthy_s": round((total - healthy) / days, 2),
+            **done.figures(),
+            "per_date_after_healthy_s": round((done.total_s - done.start_to_healthy_s) / days, 2),
             # from the first sensor's end to the last run's end: the catch-up's own work,
             # without the stack's start and the first task processes' cold start
             "first_sensor_end_to_last_run_end_s": _secs(last_end, first_sensor_end),
@@ -469,9 +466,6 @@ def stack_breakdown(days: int, rows: int, variant: str, importtime: bool = True)
                                    for m, v in mods.items()),
                                   key=lambda kv: -kv[1])[:4])
                 for task, mods in imports_by_module.items()},
-            "peak_processes": stack.peak_memory().get("processes"),
-            "peak_rss_sum_mib": round(stack.peak_memory().get("rss", 0) / 2**20),
-            "peak_pss_sum_mib": round(stack.peak_memory().get("pss", 0) / 2**20),
         }
     return result
 

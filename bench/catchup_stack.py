@@ -38,6 +38,18 @@ class CatchUp:
     start_to_healthy_s: float = 0.0
     total_s: float = 0.0
 
+    def figures(self) -> dict[str, Any]:
+        """Its timings and the stack's peak memory so far, as both catch-up reports give them."""
+        peak = self.stack.peak_memory()
+        return {
+            "start_to_healthy_s": round(self.start_to_healthy_s, 1),
+            "catchup_after_healthy_s": round(self.total_s - self.start_to_healthy_s, 1),
+            "catchup_total_s": round(self.total_s, 1),
+            "peak_rss_sum_mib": round(peak.get("rss", 0) / 2**20),
+            "peak_pss_sum_mib": round(peak.get("pss", 0) / 2**20),
+            "peak_processes": peak.get("processes"),
+        }
+
 
 @contextlib.contextmanager
 def catchup(days: int, rows: int, *, celery: bool = False, timeout: float = 1800,
@@ -103,12 +115,7 @@ def main(argv: list[str] | None = None) -> int:
             "processed": len(processed),
             "all_days_processed": processed == [d.isoformat() for d in days],
             "run_days_match": sorted(partition_day(r) for r in runs) == days,
-            "start_to_healthy_s": round(done.start_to_healthy_s, 1),
-            "catchup_after_healthy_s": round(done.total_s - done.start_to_healthy_s, 1),
-            "catchup_total_s": round(done.total_s, 1),
-            "peak_rss_sum_mib": round(stack.peak_memory()["rss"] / 2**20),
-            "peak_pss_sum_mib": round(stack.peak_memory()["pss"] / 2**20),
-            "peak_processes": stack.peak_memory()["processes"],
+            **done.figures(),
         }
     print(json.dumps(report, indent=2))
     return 0 if report["all_days_processed"] and report["run_days_match"] else 1
