@@ -2,21 +2,23 @@
 # TokoKita orders, daily
 
 Processes one raw partition `pesanan_D.csv` per run: the run that fires at **D+1 02:30
-Asia/Jakarta** processes **D** (yesterday). Each scheduled or backfill run shows D as its
-**Partition Key** (run header, runs list) and in its run id. Catch-up is on; the watermark
-gate makes Airflow's catch-ups, retries, backfills, triggers and clears process exactly the
-dates the pipeline's `due_runs` would.
+Asia/Jakarta** processes **D** (yesterday). Every run shows D as its **Partition Key** (run
+header, runs list); a scheduled run's id names it too. Catch-up is on; the watermark gate
+makes Airflow's catch-ups, retries, backfills, triggers and clears process exactly the dates
+the pipeline's `due_runs` would.
 
 | task | what it does |
 |---|---|
 | `wait_for_raw_partition` | waits (reschedule mode) for the file of D; skips when it is not coming |
-| `check_watermark` | skips D if done or being processed, fails if blocked at max attempts, claims D |
+| `check_watermark` | skips D if done (unless cleared) or held, fails if blocked, claims D |
 | `extract` ... `publish_gold` | one pipeline stage each, same functions as `tokokita-etl run` |
 
 **Trigger** with the form's defaults to process yesterday (Asia/Jakarta); set
 `partition_date` (YYYY-MM-DD) for another date, `force` to reprocess a date that succeeded,
-`reset_attempts` to unblock a date that reached max attempts. Clearing a task of a date that
-succeeded changes nothing (it is skipped); see the operations guide for every gesture.
+`reset_attempts` to unblock a date that reached max attempts. **Clear** re-runs: clearing a
+stage (with downstream) or the whole run of a date that succeeded reprocesses it, as `force`
+does. A backfill processes each run's own date: leave `partition_date` empty there. See the
+operations guide for every gesture.
 
 **Deadline**: a scheduled run not succeeded by `deadline_local_time` (06:00 Asia/Jakarta) on
 its fire date alerts (logged by the triggerer, POSTed to `deadline_webhook_url`).
@@ -83,7 +85,9 @@ with DAG(
                                 title="Partition date (YYYY-MM-DD)",
                                 description="The date to process, e.g. 2026-11-02; empty: "
                                             "yesterday in Asia/Jakarta (a scheduled run: the "
-                                            "day before its fire time)"),
+                                            "day before its fire time). Leave it empty in a "
+                                            "backfill: each of its runs processes its own "
+                                            "date"),
         "force": Param(False, type=["boolean", "null"], title="Force",
                        description="Reprocess the date even if it already succeeded"),
         "reset_attempts": Param(False, type=["boolean", "null"], title="Reset attempts",

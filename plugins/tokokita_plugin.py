@@ -1,10 +1,12 @@
-"""Registers the TokoKita macro and the per-date status page with Airflow."""
+"""Registers the TokoKita macro, timetable, DAG-run listener and per-date status page with Airflow."""
 
 from __future__ import annotations
 
 from typing import ClassVar
 
 from airflow.plugins_manager import AirflowPlugin
+
+from tokokita_airflow import listeners
 
 
 def partition_date(dag_run, params=None) -> str:
@@ -32,6 +34,7 @@ class TokokitaPlugin(AirflowPlugin):
     name = "tokokita"
     macros: ClassVar[list] = [partition_date]
     timetables: ClassVar[list] = [_timetable()]
+    listeners: ClassVar[list] = [listeners]
     fastapi_apps: ClassVar[list] = [
         {"app": _status_app(), "url_prefix": "/tokokita", "name": "TokoKita status"}]
     external_views: ClassVar[list] = [

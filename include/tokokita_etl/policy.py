@@ -103,20 +103,23 @@ def blocked_message(state: Watermark, day: date, max_attempts: int) -> str:
 
 
 def decide(state: Watermark, day: date, *, max_attempts: int, force: bool = False,
-           reset_attempts: bool = False) -> Decision:
+           reset_attempts: bool = False, cleared: bool = False) -> Decision:
     """Apply the watermark rules to one date: skip if done, block at max attempts, else run.
 
     Max attempts stops retrying a date that keeps failing; a forced re-run of a date whose
-    last run succeeded is a deliberate act and is not blocked by its attempt count.
+    last run succeeded is a deliberate act and is not blocked by its attempt count. A run a
+    person cleared (`cleared`: Airflow's re-run gesture) reprocesses a done date as `force`
+    does; on any other date it follows the same rules as a new run.
     """
     succeeded = state.has_success(day)
-    if succeeded and not force:
+    if succeeded and not (force or cleared):
         return Decision(Action.SKIP, f"{day} already succeeded (use force to reprocess)")
     if not reset_attempts and is_blocked(state, day, max_attempts):
         return Decision(Action.BLOCKED, blocked_message(state, day, max_attempts))
     attempts = 0 if reset_attempts else state.attempts(day)
     if succeeded:
-        return Decision(Action.RUN, f"force: reprocessing {day}, which already succeeded "
+        why = "force" if force else "clear"
+        return Decision(Action.RUN, f"{why}: reprocessing {day}, which already succeeded "
                                     f"(attempt {attempts})")
     why = f"{attempts} of {max_attempts} attempts used"
     if reset_attempts:
@@ -144,29 +147,39 @@ def outside_lookback(day: date, now: datetime, lookback_days: int, tz: str = DEF
 
 def gate_decision(state: Watermark, day: date, *, run_type: str, now: datetime,
                   lookback_days: int, max_attempts: int, force: bool = False,
-                  reset_attempts: bool = False, tz: str = DEFAULT_TIMEZONE) -> Decision:
-    """The gate's rule for one run: the lookback applies to scheduled runs, then `decide`."""
-    if run_type == "scheduled" and outside_lookback(day, now, lookback_days, tz):
+                  reset_attempts: bool = False, cleared: bool = False,
+                  tz: str = DEFAULT_TIMEZONE) -> Decision:
+    """The gate's rule for one run: the lookback applies to the scheduler's own runs (a
+    cleared one is a person's request), then `decide`."""
+    if run_type == "scheduled" and not cleared and outside_lookback(day, now, lookback_days, tz):
         return Decision(Action.SKIP, f"{day} is older than lookback_days={lookback_days}: a "
                                      "scheduled catch-up does not process it (use a backfill "
                                      "or a manual trigger)")
     return decide(state, day, max_attempts=max_attempts, force=force,
-                  reset_attempts=reset_attempts)
+                  reset_attempts=reset_attempts, cleared=cleared)
 
 
-def stage_decision(state: Watermark, day: date, *, max_attempts: int,
-                   force: bool = False) -> Decision:
+def stage_decision(state: Watermark, day: date, *, max_attempts: int, force: bool = False,
+                   cleared: bool = False) -> Decision:
     """Whether one stage task of a run of `day` runs now.
 
     A stage runs again without passing the gate when its task is cleared, so it applies the
-    same rules: a done date is not redone unless the run is forced (a clear never turns a
-    done date into a failed one), and a blocked date fails at once without an attempt.
+    same rules as the gate: a cleared stage of a done date reprocesses it (Clear is Airflow's
+    re-run gesture), a blocked date fails at once without an attempt.
     """
-    decision = decide(state, day, max_attempts=max_attempts, force=force)
-    if decision.action is Action.SKIP:
-        return Decision(Action.SKIP, f"{decision.reason}; a cleared stage of a done date "
-                                     "changes nothing")
-    return decision
+    return decide(state, day, max_attempts=max_attempts, force=force, cleared=cleared)
+
+
+def run_conf_problem(run_type: str, conf: dict | None) -> str | None:
+    """Why a run's configuration is refused, or None: a backfill processes each of its runs'
+    own dates, so its conf (one for every run of the range) may not name a partition date."""
+    given = (conf or {}).get("partition_date")
+    if run_type == "backfill" and given:
+        return (f"a backfill processes each run's own date; its run configuration may not set "
+                f"partition_date (got {given!r}, which would point every run of the range at "
+                "one date): create the backfill without it, or trigger one run with that "
+                "partition_date")
+    return None
 
 
 def sensor_decision(*, present: bool, run_type: str, fire_time: datetime, now: datetime,

@@ -25,7 +25,7 @@ from tokokita_etl.errors import (
     StateError,
 )
 from tokokita_etl.notify import run_summary
-from tokokita_etl.policy import Action, counts_as_attempt, gate_decision
+from tokokita_etl.policy import Action, Decision, counts_as_attempt, gate_decision, stage_decision
 from tokokita_etl.stages import (
     STAGE_NAMES,
     drop_staged,
@@ -217,11 +217,12 @@ class GateResult:
 
 
 def gate(settings: Settings, day: date, *, force: bool, reset_attempts: bool, now: datetime,
-         by: str, run_type: str = "manual", owner: str | None = None,
+         by: str, run_type: str = "manual", owner: str | None = None, cleared: bool = False,
          holder_finished: HolderCheck = cli_holder_finished) -> GateResult:
     """Apply the watermark rules for `day`; when it runs, claim it and apply a requested reset.
 
-    `by` is recorded with a reset; `owner` holds the claim (default: `by`). Raises
+    `by` is recorded with a reset; `owner` holds the claim (default: `by`); `cleared`: a
+    person cleared the run (a reprocess of a done date, `policy.decide`). Raises
     ConcurrentRunError when another live run holds the date.
     """
     store = state_store(settings)
@@ -231,7 +232,8 @@ def gate(settings: Settings, day: date, *, force: bool, reset_attempts: bool, no
     decision = gate_decision(store.read(), day, run_type=run_type, now=now,
                              lookback_days=settings.lookback_days,
                              max_attempts=settings.max_attempts, force=force,
-                             reset_attempts=reset_attempts, tz=settings.timezone)
+                             reset_attempts=reset_attempts, cleared=cleared,
+                             tz=settings.timezone)
     reset_from = None
     if decision.action is Action.RUN:
         claim_date(settings, day, owner or by, now, holder_finished)
@@ -241,6 +243,31 @@ def gate(settings: Settings, day: date, *, force: bool, reset_attempts: bool, no
         # the next gate of the date records the date as interrupted (reconcile_intent)
         store.begin(day, owner or by, STAGE_NAMES[0], now)
     return GateResult(decision.action, decision.reason, store.read().attempts(day), reset_from)
+
+
+def enter_stage(settings: Settings, day: date, *, stage: str, owner: str, force: bool,
+                cleared: bool, now: datetime,
+                holder_finished: HolderCheck = cli_holder_finished) -> Decision:
+    """The gate of one stage task: a cleared stage runs without its run's gate, so it applies
+    the same rules (`policy.stage_decision`) and, when it runs, holds the claim and has its
+    run's intent on `day` before it changes anything.
+
+    A stage of a run whose gate decided to process the date finds its run's intent there; a
+    cleared stage after that run's outcome record (a reprocess of a done date, a re-run of a
+    failed one) writes it. Raises ConcurrentRunError when another live run holds the date.
+    """
+    store = state_store(settings)
+    holder_finished = _asked_once(holder_finished)
+    reconcile_intent(settings, day, now, holder_finished, owner)
+    decision = stage_decision(store.read(), day, max_attempts=settings.max_attempts,
+                              force=force, cleared=cleared)
+    if decision.action is Action.RUN:
+        claim_date(settings, day, owner, now, holder_finished)
+        intent = store.read().intent(day)
+        if intent is None or intent["run"] != owner:
+            check_writable(settings)
+            store.begin(day, owner, stage, now)
+    return decision
 
 
 # -- outcomes and manifests --------------------------------------------------------------------

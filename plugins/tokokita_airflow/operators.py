@@ -8,14 +8,14 @@ from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
-from airflow.sdk.exceptions import AirflowSkipException
+from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
-from tokokita_airflow.outcomes import TaskRefused
 from tokokita_airflow.retry import WatermarkRetryPolicy
 from tokokita_airflow.runtime import (
     holder_finished,
     partition_date,
     pipeline_settings,
+    run_cleared,
     run_flag,
     run_owner,
     run_type,
@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 class WatermarkGateOperator(BaseOperator):
     """Decide, from the watermark, whether this run processes partition D.
 
-    - D already succeeded and no `force`: write a `skipped` manifest, skip the stages.
+    - D already succeeded and no `force`: write a `skipped` manifest, skip the stages; a run
+      a person cleared reprocesses D instead (Clear is Airflow's re-run gesture).
     - attempts >= max_attempts and no `reset_attempts`: fail at once, no retry, and say how
       to unblock.
     - a scheduled catch-up run for a date older than `lookback_days`: skip.
@@ -58,11 +59,13 @@ class WatermarkGateOperator(BaseOperator):
         owner = run_owner(context)
         force = run_flag(context, "force")
         reset = run_flag(context, "reset_attempts")
-        self.log.info("This %s run processes partition %s (force=%s, reset_attempts=%s)",
-                      run_type(context), day, force, reset)
+        cleared = run_cleared(context)
+        self.log.info("This %s run processes partition %s (force=%s, reset_attempts=%s%s)",
+                      run_type(context), day, force, reset, ", cleared" if cleared else "")
         try:
             decision = gate(settings, day, force=force, reset_attempts=reset, now=now, by=owner,
-                            run_type=run_type(context), holder_finished=holder_finished)
+                            run_type=run_type(context), cleared=cleared,
+                            holder_finished=holder_finished)
         except ConcurrentRunError as exc:
             finish_refused(settings, day, exc, status=SKIPPED, started=now,
                            now=datetime.now(UTC), trigger=owner)
@@ -83,7 +86,7 @@ class WatermarkGateOperator(BaseOperator):
                                      trigger=owner)
             self.log.error("Blocked: %s", decision.message)
             _end_of_run(self.log, settings, "fail", outcome.summary)
-            raise TaskRefused(decision.message)
+            raise AirflowFailException(decision.message)
         self.log.info("Decision: %s", decision.message)
         from tokokita_etl.notify import ping, start_line
 
@@ -116,55 +119,69 @@ def _release_claim(context: Context) -> None:
                 summary)
 
 
+def _callbacks(value: Any) -> list[Any]:
+    """A task's callback argument (None, one callable or a list) as a list."""
+    if value is None:
+        return []
+    return list(value) if isinstance(value, list | tuple) else [value]
+
+
 class EtlStageOperator(BaseOperator):
     """Run one pipeline stage for partition D.
 
     The stage applies the watermark rules itself, because clearing its task re-runs it
-    without the gate: on a done date (no `force`) it is skipped, on a blocked date it fails
-    at once without an attempt, and while another run holds D it is skipped. When the staged
-    inputs of the stage are gone (removed after a success, or written on another machine)
-    the stages before it run again first; they are deterministic, so nothing changes.
+    without the gate (`runs.enter_stage`): a cleared stage of a done date reprocesses it, as
+    `force` does (Clear is Airflow's re-run gesture); on a blocked date it fails at once
+    without an attempt, and while another run holds D it is skipped. When the staged inputs
+    of the stage are gone (removed after a success, or written on another machine) the
+    stages before it run again first; they are deterministic, so nothing changes.
 
     A failure that counts is one recorded attempt. An unusable partition fails at once
     without Airflow retries; transient errors are retried (with exponential backoff) while
     the date has attempts left, whatever `retries` says (`WatermarkRetryPolicy`). The
     `publish_gold` stage also records the success, writes the manifest and emits the gold
-    asset event with the partition date.
+    asset event with the partition date. A failure for good releases D's claim
+    (`on_failure_callback`, before any callback of the task's own or of `default_args`).
 
     :param stage: one of extract, transform, load, validate, publish_gold.
+    :param on_failure_callback: the task's own failure callbacks, called after the release.
     """
 
     template_fields: Sequence[str] = ()
     ui_color = "#d4edda"
 
-    def __init__(self, *, stage: str, **kwargs) -> None:
+    def __init__(self, *, stage: str, on_failure_callback: Any = None, **kwargs) -> None:
         kwargs.setdefault("retry_policy", WatermarkRetryPolicy())
-        kwargs.setdefault("on_failure_callback", _release_claim)
-        super().__init__(**kwargs)
+        super().__init__(on_failure_callback=[_release_claim, *_callbacks(on_failure_callback)],
+                         **kwargs)
         self.stage = stage
 
     def execute(self, context: Context) -> dict[str, Any]:
         """Run the stage under the watermark rules; record a failed attempt when it raises."""
         from tokokita_etl.errors import BlockedError, ConcurrentRunError
-        from tokokita_etl.policy import Action, stage_decision
+        from tokokita_etl.policy import Action
         from tokokita_etl.runs import (
             BLOCKED,
-            claim_date,
             claim_started,
+            enter_stage,
             finish_refused,
             finish_success,
             release_date,
         )
         from tokokita_etl.stages import release_working_copy
-        from tokokita_etl.state import state_store
 
         settings = pipeline_settings()
         day = partition_date(context)
         owner = run_owner(context)
         now = datetime.now(UTC)
-        force = run_flag(context, "force")
-        decision = stage_decision(state_store(settings).read(), day,
-                                  max_attempts=settings.max_attempts, force=force)
+        try:
+            decision = enter_stage(settings, day, stage=self.stage, owner=owner,
+                                   force=run_flag(context, "force"),
+                                   cleared=run_cleared(context), now=now,
+                                   holder_finished=holder_finished)
+        except ConcurrentRunError as exc:
+            self.log.warning("Skipped: %s", exc)
+            raise AirflowSkipException(str(exc)) from None
         if decision.action is Action.SKIP:
             self.log.info("Skipped: %s", decision.reason)
             raise AirflowSkipException(decision.reason)
@@ -172,12 +189,7 @@ class EtlStageOperator(BaseOperator):
             finish_refused(settings, day, BlockedError(decision.reason), status=BLOCKED,
                            started=now, now=now, trigger=owner)
             self.log.error("Blocked, no attempt recorded: %s", decision.reason)
-            raise TaskRefused(decision.reason)
-        try:
-            claim_date(settings, day, owner, now, holder_finished)
-        except ConcurrentRunError as exc:
-            self.log.warning("Skipped: %s", exc)
-            raise AirflowSkipException(str(exc)) from None
+            raise AirflowFailException(decision.reason)
         try:
             self.log.info("Stage %s of partition %s (%s)", self.stage, day, decision.reason)
             started = claim_started(settings, day, owner, now)
@@ -208,8 +220,9 @@ class EtlStageOperator(BaseOperator):
                    started: datetime) -> dict[str, Any]:
         """Run this stage (after the stages whose staged output is gone); a failure is
         recorded (an attempt unless its kind says otherwise) and raised as Airflow should
-        see it: skipped for a missing partition, refused without retry for a partition
-        error or a failure that is no attempt, re-raised otherwise (the retry policy decides)."""
+        see it: skipped for a missing partition, failed without retry
+        (`AirflowFailException`) for a partition error or a failure that is no attempt,
+        re-raised otherwise (the retry policy decides)."""
         from tokokita_etl.errors import MissingPartitionError
         from tokokita_etl.policy import ErrorKind, classify
         from tokokita_etl.runs import finish_failure, release_date
@@ -242,5 +255,5 @@ class EtlStageOperator(BaseOperator):
                            outcome.error)
             if kind in (ErrorKind.PARTITION, ErrorKind.NOT_AN_ATTEMPT):
                 release_date(settings, day, owner)
-                raise TaskRefused(f"{stage}: {outcome.error}") from None
+                raise AirflowFailException(f"{stage}: {outcome.error}") from None
             raise

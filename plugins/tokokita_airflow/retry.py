@@ -6,8 +6,6 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import RetryDecision, RetryPolicy
 
-from tokokita_airflow.outcomes import TaskRefused
-
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
@@ -23,8 +21,6 @@ class WatermarkRetryPolicy(RetryPolicy):
     def evaluate(self, exception: BaseException, try_number: int, max_tries: int,
                  context: Context | None = None) -> RetryDecision:
         """Decide from the exception and the watermark."""
-        if isinstance(exception, TaskRefused):
-            return RetryDecision.fail(f"no retry: {exception.code}")
         if context is None:
             return RetryDecision.default()
         from tokokita_airflow.runtime import partition_date, pipeline_settings

@@ -48,8 +48,22 @@ def partition_date_of(dag_run: Any, params: Mapping[str, Any] | None = None,
 
 
 def partition_date(context: Context) -> date:
-    """Partition date D of the running task's DAG run."""
+    """Partition date D of the running task's DAG run; a run whose configuration the policy
+    refuses (`policy.run_conf_problem`: a backfill naming one date) fails without retry."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from tokokita_etl.policy import run_conf_problem
+
+    problem = run_conf_problem(run_type(context), getattr(context["dag_run"], "conf", None))
+    if problem:
+        raise AirflowFailException(problem)
     return partition_date_of(context["dag_run"], context.get("params"))
+
+
+def run_cleared(context: Context) -> bool:
+    """Whether a person cleared this DAG run or one of its tasks (Airflow counts the clears
+    of a run in `clear_number`): a clear is the request to run it again."""
+    return bool(getattr(context["dag_run"], "clear_number", 0))
 
 
 def run_owner(context: Context) -> str:

@@ -3,11 +3,12 @@
 Airflow shows a run's partition key in the run's header and in the runs list (column
 "Partition Key"), so the scheduler's runs get D (`YYYY-MM-DD`) as their partition key, and
 their run ids name it too (`scheduled__2026-11-02__2026-11-02T19:30:00+00:00`), which the
-grid's tooltip shows. Only the scheduler's runs: Airflow's backfill treats run infos with a
-partition key as partition-only runs without a logical date, so backfill runs keep Airflow's
-own ids. `partitioned_at_runtime` is what lets a run of a cron timetable hold a key. The
-optional `last_fire` ends the scheduled catch-up without a DAG end date, so a manual run
-after it still has its tasks.
+grid's tooltip shows. Backfill and manual runs get their key when they start
+(`tokokita_airflow.listeners`): Airflow's backfill treats run infos with a partition key as
+partition-only runs (a reprocessed date would get a second run with the same logical date),
+and names its runs itself. `partitioned_at_runtime` is what lets a run of a cron timetable
+hold a key. The optional `last_fire` ends the scheduled catch-up without a DAG end date, so
+a manual run after it still has its tasks.
 """
 
 from __future__ import annotations
@@ -40,11 +41,16 @@ class PartitionDateTimetable(CronTriggerTimetable):
         """As the cron timetable shows itself, with the partition it processes."""
         return f"{self._expression} (processes the day before)"
 
+    @property
+    def zone_name(self) -> str:
+        """The IANA name of the zone of the schedule and of partition dates."""
+        return self._timezone.name
+
     def partition_key(self, run_after: datetime.datetime) -> str:
         """D of the run firing at `run_after`, as `YYYY-MM-DD`."""
         from tokokita_etl.schedule import partition_date_for_run
 
-        return partition_date_for_run(run_after, self._timezone.name).isoformat()
+        return partition_date_for_run(run_after, self.zone_name).isoformat()
 
     def next_dagrun_info(self, *, last_automated_data_interval: DataInterval | None,
                          restriction: TimeRestriction) -> DagRunInfo | None:

@@ -11,7 +11,7 @@ Dates are relative to the real clock (the gate's lookback uses it): T is today i
 
 | date | before the stack starts                   | scheduled catch-up   | backfill           |
 |------|------------------------------------------|----------------------|--------------------|
-| T-10 | good partition, processed (success)      | skip: lookback       | skip: done         |
+| T-10 | good partition, processed (success)      | skip: lookback       | reprocessed        |
 | T-9  | no partition                             | skip: sensor         | skip: missing      |
 | T-8  | bad partition, 2 failed attempts         | skip: lookback       | fails: blocked at 3 |
 | T-7  | good partition                           | processed (edge)     |                    |
@@ -299,26 +299,34 @@ def test_catchup_processes_exactly_the_due_runs(e2e):
                     settings.lookback_days, settings.max_attempts, tz=JKT) == []
 
 
-def test_backfill_skips_done_and_missing_and_blocks_the_failing_date(e2e):
+def _backfill(stack: EphemeralStack, first: date, last: date,
+              *options: str) -> subprocess.CompletedProcess:
+    command = [str(Path(stack.service_env()["PATH"].split(os.pathsep)[0]) / "airflow"),
+               "backfill", "create", "--dag-id", DAG_ID,
+               "--from-date", fire_time(first).replace(hour=0, minute=0).isoformat(),
+               "--to-date", fire_time(last).replace(hour=23, minute=59).isoformat(), *options]
+    return subprocess.run(command, env=stack.service_env(), capture_output=True, text=True,
+                          timeout=120, check=False)
+
+
+def test_backfill_reprocesses_done_skips_missing_and_blocks_the_failing_date(e2e):
     stack, plan = e2e
     t = plan.t
     days = [t(10), t(9), t(8)]
-    command = [str(Path(stack.service_env()["PATH"].split(os.pathsep)[0]) / "airflow"),
-               "backfill", "create", "--dag-id", DAG_ID,
-               "--from-date", fire_time(days[0]).replace(hour=0, minute=0).isoformat(),
-               "--to-date", fire_time(days[-1]).replace(hour=23, minute=59).isoformat(),
-               "--reprocess-behavior", "completed"]
+    checksums_before = stack.watermark()[t(10).isoformat()]["checksums"]
     started = time.monotonic()
-    result = subprocess.run(command, env=stack.service_env(), capture_output=True, text=True,
-                            timeout=120, check=False)
+    result = _backfill(stack, days[0], days[-1], "--reprocess-behavior", "completed")
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     runs = _wait_runs(stack, days, "backfill", timeout=180)
     E2E_REPORT[f"{'celery_' if stack.celery else ''}backfill_wall_s"] = \
         time.monotonic() - started
+    # every backfill run names the date it processed in its run record
+    assert {d: runs[d]["partition_key"] for d in days} == {d: d.isoformat() for d in days}
 
     done, missing, failing = (runs[d] for d in days)
+    # "completed": Airflow re-ran the completed run of T-10, a reprocess (as a clear is)
     assert done["state"] == "success"
-    assert _states(stack, done)["check_watermark"] == "skipped"
+    assert set(_states(stack, done).values()) == {"success"}
     assert missing["state"] == "success"
     assert _states(stack, missing)["wait_for_raw_partition"] == "skipped"
     assert failing["state"] == "failed"
@@ -326,7 +334,9 @@ def test_backfill_skips_done_and_missing_and_blocks_the_failing_date(e2e):
     assert states["check_watermark"] == "success" and states["extract"] == "failed"
 
     marks = stack.watermark()
-    assert marks[t(10).isoformat()]["attempt"] == 1
+    reprocessed = marks[t(10).isoformat()]
+    assert (reprocessed["status"], reprocessed["attempt"]) == ("success", 2)
+    assert reprocessed["checksums"] == checksums_before
     assert t(9).isoformat() not in marks
     entry = marks[t(8).isoformat()]
     assert (entry["status"], entry["attempt"]) == ("failed", 3)
@@ -335,6 +345,23 @@ def test_backfill_skips_done_and_missing_and_blocks_the_failing_date(e2e):
     # backfill re-ran the scheduled run of T-8, whose earlier try was skipped by the lookback)
     tries = stack.api.tries(DAG_ID, failing["dag_run_id"], "extract")
     assert [x["state"] for x in tries] == ["skipped", "failed"]
+
+
+def test_a_backfill_whose_configuration_names_one_partition_date_is_refused(e2e):
+    stack, plan = e2e
+    t = plan.t
+    before = stack.watermark()
+    result = _backfill(stack, t(12), t(11), "--dag-run-conf",
+                       json.dumps({"partition_date": t(7).isoformat()}))
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    runs = _wait_runs(stack, [t(12), t(11)], "backfill", timeout=120)
+    for day in (t(12), t(11)):
+        assert runs[day]["state"] == "failed"
+        sensor = stack.api.tries(DAG_ID, runs[day]["dag_run_id"], "wait_for_raw_partition")
+        assert [x["state"] for x in sensor] == ["failed"]  # no retry
+        log = stack.task_log(runs[day]["dag_run_id"], "wait_for_raw_partition", 1)
+        assert "a backfill processes each run's own date" in log
+    assert stack.watermark() == before
 
 
 def test_rest_trigger_with_force_reproduces_identical_checksums(e2e):
@@ -348,6 +375,7 @@ def test_rest_trigger_with_force_reproduces_identical_checksums(e2e):
     assert run["logical_date"] is None and run["run_type"] == "manual"
     run = stack.api.wait_run(DAG_ID, run["dag_run_id"], timeout=120)
     assert run["state"] == "success", _states(stack, run)
+    assert run["partition_key"] == day.isoformat()  # set when the run started
     assert _states(stack, run)["publish_gold"] == "success"
 
     after = stack.watermark()[day.isoformat()]

@@ -112,9 +112,13 @@ def trigger(stack: EphemeralStack, **conf) -> dict:
 
 
 def clear(stack: EphemeralStack, run_id: str, task_ids: list[str], *, downstream: bool) -> dict:
+    from stack.rest import TERMINAL, wait_for
+
     stack.api.clear_task_instances(DAG_ID, run_id, task_ids, only_failed=False,
                                    downstream=downstream)
-    time.sleep(1)  # the clear sets the run back to queued before it is picked up
+    # the clear puts the run back in the queue (`reset_dag_runs`) before it answers
+    wait_for(lambda: stack.api.dag_run(DAG_ID, run_id)["state"] not in TERMINAL, 10, 0.2,
+             f"run {run_id} to be queued again by the clear")
     return stack.api.wait_run(DAG_ID, run_id, timeout=180)
 
 
@@ -132,34 +136,65 @@ def manifests(stack: EphemeralStack, day: date) -> list[dict]:
     return [json.loads(p.read_text()) for p in paths]
 
 
-def test_clearing_any_stage_of_a_succeeded_run_changes_nothing(gestures):
-    """Regression: clearing `load` of a succeeded run failed on the removed staging folder,
-    recorded attempt 3 of 3 and blocked a date whose warehouse and gold were correct."""
+def gold_bytes(stack: EphemeralStack, day: date) -> bytes:
+    return (stack.data / "gold" / f"summary_harian_{day}.csv").read_bytes()
+
+
+def test_clearing_any_stage_or_the_whole_succeeded_run_reprocesses_it_with_identical_results(
+        gestures):
+    """Clear is Airflow's re-run gesture: each clear of a done date's run re-runs the cleared
+    tasks (success in the grid, not skipped) as a recorded reprocess, with the checksums and
+    the gold bytes of an unchanged partition."""
     stack, dates = gestures
     run = scheduled_run(stack, dates.done)
     assert run["state"] == "success"
     assert run["dag_run_id"].startswith(f"scheduled__{dates.done}__")
     before = entry(stack, dates.done)
-    gold = (stack.data / "gold" / f"summary_harian_{dates.done}.csv").read_bytes()
+    gold = gold_bytes(stack, dates.done)
     assert (before["status"], before["attempt"]) == ("success", 1)
 
+    attempt = 1
     for stage in STAGES:  # each stage with downstream, as the clear dialog preselects
         finished = clear(stack, run["dag_run_id"], [stage], downstream=True)
         assert finished["state"] == "success", stage
         cleared = STAGES[STAGES.index(stage):]
-        assert all(states(stack, run["dag_run_id"])[t] == "skipped" for t in cleared), stage
-    finished = clear(stack, run["dag_run_id"], ["load"], downstream=False)  # a task alone
-    assert finished["state"] == "success"
-    assert states(stack, run["dag_run_id"])["load"] == "skipped"
+        assert {t: states(stack, run["dag_run_id"])[t] for t in cleared} == \
+            dict.fromkeys(cleared, "success"), stage
+        attempt += 1
+        after = entry(stack, dates.done)
+        assert (after["status"], after["attempt"]) == ("success", attempt), stage
+        assert "in_progress" not in after, stage
+        assert after["checksums"] == before["checksums"], stage
+        assert gold_bytes(stack, dates.done) == gold, stage
     finished = clear(stack, run["dag_run_id"], ["wait_for_raw_partition"], downstream=True)
-    assert finished["state"] == "success"  # the whole run: the gate skips the done date
-    assert states(stack, run["dag_run_id"])["check_watermark"] == "skipped"
-
+    assert finished["state"] == "success"  # the whole run: the gate reprocesses the date
+    assert set(states(stack, run["dag_run_id"]).values()) == {"success"}
     after = entry(stack, dates.done)
-    assert (after["status"], after["attempt"]) == ("success", 1)
+    assert (after["status"], after["attempt"]) == ("success", attempt + 1)
     assert after["checksums"] == before["checksums"]
-    assert (stack.data / "gold" / f"summary_harian_{dates.done}.csv").read_bytes() == gold
+    assert gold_bytes(stack, dates.done) == gold
+    last = manifests(stack, dates.done)[-1]
+    assert (last["status"], last["trigger"]) == ("success", f"airflow:{DAG_ID}:{run['dag_run_id']}")
     assert str(dates.done) in stack.warehouse_dates()
+    claims = stack.data / "state" / "claims"
+    assert list(claims.glob("*.json")) == []
+
+
+def test_clearing_a_done_run_over_a_corrected_partition_loads_and_publishes_the_new_result(
+        gestures):
+    from devtools.samples import generate_partition
+
+    stack, dates = gestures
+    run = scheduled_run(stack, dates.done)
+    before = entry(stack, dates.done)
+    gold = gold_bytes(stack, dates.done)
+    generate_partition(stack.data / "raw" / f"pesanan_{dates.done}.csv", dates.done, 45, seed=23)
+    finished = clear(stack, run["dag_run_id"], ["load"], downstream=True)
+    assert finished["state"] == "success"
+    after = entry(stack, dates.done)
+    assert (after["status"], after["rows"]["extracted"]) == ("success", 45)
+    assert after["checksums"] != before["checksums"]
+    assert gold_bytes(stack, dates.done) != gold
 
 
 def test_trigger_with_the_forms_defaults_processes_yesterday_in_jakarta(gestures):

@@ -14,12 +14,11 @@ from typing import Any
 import pendulum
 import pytest
 from airflow.sdk import RetryAction
-from airflow.sdk.exceptions import AirflowSkipException, TaskDeferred
+from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException, TaskDeferred
 
 import tokokita_airflow.operators as operators_module
 from tests.conftest import HEADER
 from tokokita_airflow.operators import EtlStageOperator, WatermarkGateOperator
-from tokokita_airflow.outcomes import TaskRefused
 from tokokita_airflow.retry import WatermarkRetryPolicy
 from tokokita_airflow.runtime import pipeline_settings
 from tokokita_airflow.sensors import RawPartitionSensor
@@ -38,12 +37,14 @@ JKT = "Asia/Jakarta"
 
 def context(partition_date: str | None = D02, *, run_id: str = FIRST, run_type: str = "manual",
             logical_date: datetime | None = None, run_after: datetime | None = None,
-            partition_key: str | None = None, **params: Any) -> dict[str, Any]:
+            partition_key: str | None = None, clear_number: int = 0,
+            conf: dict | None = None, **params: Any) -> dict[str, Any]:
     """The part of a task's context the TokoKita tasks read."""
     dag_run = SimpleNamespace(dag_id=DAG_ID, run_id=run_id, run_type=run_type,
                               logical_date=logical_date,
                               run_after=run_after or datetime.now(UTC),
-                              partition_key=partition_key)
+                              partition_key=partition_key, clear_number=clear_number,
+                              conf=conf or {})
     return {"dag_run": dag_run,
             "params": {"partition_date": partition_date, "force": False,
                        "reset_attempts": False, **params}}
@@ -133,12 +134,12 @@ def test_a_forced_run_is_forced_in_the_gate_and_in_every_stage(project, holders_
     assert stage("extract").execute(ctx)["stage"] == "extract"
 
 
-def test_the_gate_fails_a_blocked_date_with_task_refused_and_a_blocked_manifest(project,
-                                                                               holders_alive):
+def test_the_gate_fails_a_blocked_date_without_retry_and_writes_a_blocked_manifest(
+        project, holders_alive):
     record(D02, FAILED, times=3)
-    with pytest.raises(TaskRefused) as refused:
+    with pytest.raises(AirflowFailException) as refused:
         gate().execute(context())
-    message = str(refused.value.code)
+    message = str(refused.value)
     assert f"{D02} is blocked after 3 attempts (max_attempts=3)" in message
     assert f'{{"partition_date": "{D02}", "reset_attempts": true}}' in message
     [manifest] = manifests(project, D02)
@@ -221,10 +222,11 @@ def test_all_five_stages_of_a_new_date_publish_gold_and_record_one_successful_at
     assert not pipeline_settings().staging_path(day(D02)).exists()
 
 
-def test_a_stage_of_a_done_date_is_skipped_and_changes_nothing(project, holders_alive):
+def test_a_stage_of_a_done_date_in_a_run_nobody_cleared_is_skipped_and_changes_nothing(
+        project, holders_alive):
     record(D02, SUCCESS)
     state_before = project.state_file.read_bytes()
-    with pytest.raises(AirflowSkipException, match="a cleared stage of a done date changes nothing"):
+    with pytest.raises(AirflowSkipException, match=f"{D02} already succeeded"):
         stage("load").execute(context())
     assert project.state_file.read_bytes() == state_before
     assert not pipeline_settings().staging_path(day(D02)).exists()
@@ -233,7 +235,7 @@ def test_a_stage_of_a_done_date_is_skipped_and_changes_nothing(project, holders_
 
 def test_a_stage_of_a_blocked_date_fails_at_once_without_an_attempt(project, holders_alive):
     record(D02, FAILED, times=3)
-    with pytest.raises(TaskRefused, match="--reset-attempts"):
+    with pytest.raises(AirflowFailException, match="--reset-attempts"):
         stage("extract").execute(context())
     assert entry(D02)["attempt"] == 3
     [manifest] = manifests(project, D02)
@@ -252,25 +254,22 @@ def test_a_missing_partition_skips_the_stage_with_no_attempt_and_frees_the_date(
     assert (manifest["status"], manifest["attempt"]) == ("missing", 0)
 
 
-def test_an_unusable_partition_fails_with_task_refused_and_records_exactly_one_attempt(
+def test_an_unusable_partition_fails_without_retry_and_records_exactly_one_attempt(
         project, holders_alive):
     bad = "2026-11-05"
     header = HEADER.replace(",qty", "")
     (project.raw / f"pesanan_{bad}.csv").write_text(
         f"{header}\nTK-1,{bad} 08:00:00,CUST-1,Bandung,Sepatu,450000,0\n")
-    with pytest.raises(TaskRefused) as refused:
+    with pytest.raises(AirflowFailException) as refused:
         stage("extract").execute(context(bad))
-    assert "extract: " in str(refused.value.code)
-    assert "missing required column(s) qty" in str(refused.value.code)
+    assert "extract: " in str(refused.value)
+    assert "missing required column(s) qty" in str(refused.value)
     recorded = entry(bad)
     assert (recorded["status"], recorded["attempt"], recorded["failed_stage"]) == (
         "failed", 1, "extract")
     assert read_claim(pipeline_settings(), day(bad)) is None
     [manifest] = manifests(project, bad)
     assert (manifest["status"], manifest["attempt"]) == ("failed", 1)
-    # and Airflow is told not to retry it
-    decision = WatermarkRetryPolicy().evaluate(refused.value, 1, 3, context(bad))
-    assert decision.action is RetryAction.FAIL
 
 
 def test_a_cleared_load_whose_staging_folder_is_gone_rebuilds_extract_and_transform(
@@ -306,6 +305,112 @@ def test_a_forced_rerun_of_a_cleared_load_after_success_rebuilds_and_changes_no_
         (pipeline_settings().staging_path(day(D02)) / "validate.json").read_text())
     assert validated["checksums"] == before["checksums"]
     assert (validated["fact_rows"], validated["summary_rows"]) == (8, 4)
+
+
+def test_a_cleared_run_of_a_done_date_reprocesses_it_in_the_gate(project, holders_alive):
+    record(D02, SUCCESS)
+    assert gate().execute(context(clear_number=1)) == {"partition_date": D02,
+                                                       "attempts_before": 1}
+    assert read_claim(pipeline_settings(), day(D02)).owner == owner()
+    assert entry(D02)["in_progress"]["run"] == owner()
+
+
+def _gold_and_checksums(project) -> tuple[bytes, dict]:
+    return project.gold(D02).read_bytes(), entry(D02)["checksums"]
+
+
+def test_clearing_load_with_downstream_of_a_done_date_reprocesses_it_with_identical_results(
+        project, holders_alive):
+    ctx = context()
+    gate().execute(ctx)
+    for name in STAGES:
+        stage(name).execute(ctx)
+    gold_before, checksums_before = _gold_and_checksums(project)
+    cleared = context(clear_number=1)
+    stage("load").execute(cleared)  # its staged inputs were dropped with the success
+    intent = entry(D02)["in_progress"]
+    assert (intent["run"], intent["stage"]) == (owner(), "load")
+    stage("validate").execute(cleared)
+    meta = stage("publish_gold").execute(cleared)
+    assert meta["attempt"] == 2
+    recorded = entry(D02)
+    assert (recorded["status"], recorded["attempt"]) == ("success", 2)
+    assert "in_progress" not in recorded
+    assert _gold_and_checksums(project) == (gold_before, checksums_before)
+    assert [m["status"] for m in manifests(project, D02)] == ["success", "success"]
+    assert read_claim(pipeline_settings(), day(D02)) is None
+
+
+def test_clearing_publish_gold_alone_of_a_done_date_rebuilds_every_stage_before_it(
+        project, holders_alive):
+    ctx = context()
+    gate().execute(ctx)
+    for name in STAGES:
+        stage(name).execute(ctx)
+    gold_before, checksums_before = _gold_and_checksums(project)
+    stage("publish_gold").execute(context(clear_number=1))
+    assert (entry(D02)["status"], entry(D02)["attempt"]) == ("success", 2)
+    assert _gold_and_checksums(project) == (gold_before, checksums_before)
+
+
+def test_clearing_a_done_date_over_a_corrected_partition_loads_and_publishes_the_new_result(
+        project, holders_alive):
+    ctx = context()
+    gate().execute(ctx)
+    for name in STAGES:
+        stage(name).execute(ctx)
+    gold_before, checksums_before = _gold_and_checksums(project)
+    raw = project.raw / f"pesanan_{D02}.csv"
+    lines = raw.read_text().splitlines()
+    raw.write_text("\n".join(lines[:-1]) + "\n")  # the corrected file drops one order
+    cleared = context(clear_number=1)
+    for name in ("load", "validate", "publish_gold"):
+        stage(name).execute(cleared)
+    recorded = entry(D02)
+    assert (recorded["status"], recorded["rows"]["extracted"]) == ("success", 7)
+    assert recorded["checksums"] != checksums_before
+    assert project.gold(D02).read_bytes() != gold_before
+
+
+def test_a_cleared_stage_of_a_done_date_skips_while_another_run_holds_it(project,
+                                                                          holders_alive):
+    record(D02, SUCCESS)
+    gate().execute(context(run_id=SECOND, force=True))
+    with pytest.raises(AirflowSkipException, match=re.escape(f"being processed by {owner(SECOND)}")):
+        stage("load").execute(context(clear_number=1))
+    assert entry(D02)["in_progress"]["run"] == owner(SECOND)
+
+
+def test_a_backfill_whose_configuration_names_a_partition_date_is_refused_by_every_task(
+        project, holders_alive):
+    backfill = context(run_type="backfill", conf={"partition_date": D02},
+                       run_id="backfill__2026-11-03T19:30:00+00:00")
+    for call in (sensor().poke, gate().execute, stage("extract").execute):
+        with pytest.raises(AirflowFailException, match="a backfill processes each run's own date"):
+            call(backfill)
+    assert entry(D02) == {}
+    assert manifests(project, D02) == []
+
+
+def test_a_users_failure_callbacks_run_after_the_claim_release_from_default_args_and_the_task():
+    """Regression: `setdefault("on_failure_callback", ...)` dropped a team's own callback (from
+    `default_args` or the task) or, the other way round, the claim release."""
+    from airflow.sdk import DAG
+
+    def team_alert(context):
+        pass
+
+    def task_alert(context):
+        pass
+
+    with DAG("callbacks", schedule=None, default_args={"on_failure_callback": team_alert}):
+        from_default_args = EtlStageOperator(task_id="load", stage="load")
+        own = EtlStageOperator(task_id="validate", stage="validate",
+                               on_failure_callback=[task_alert])
+    assert from_default_args.on_failure_callback == [operators_module._release_claim, team_alert]
+    assert own.on_failure_callback == [operators_module._release_claim, task_alert]
+    assert EtlStageOperator(task_id="x", stage="extract").on_failure_callback == [
+        operators_module._release_claim]
 
 
 def test_a_stage_skips_while_another_run_holds_the_date(project, holders_alive):
@@ -411,12 +516,6 @@ def test_a_deferred_sensor_resumes_as_success_when_present_and_skips_on_timeout(
 
 
 # -- the retry policy ---------------------------------------------------------------------------
-
-def test_the_retry_policy_never_retries_a_refused_task(project):
-    decision = WatermarkRetryPolicy().evaluate(TaskRefused("blocked"), 1, 3, context())
-    assert decision.action is RetryAction.FAIL
-    assert decision.reason == "no retry: blocked"
-
 
 def test_the_retry_policy_retries_a_transient_error_with_attempts_left_and_not_at_max(project):
     error = WarehouseError("warehouse: connection refused", transient=True)

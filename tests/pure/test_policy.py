@@ -41,6 +41,7 @@ from tokokita_etl.policy import (
     gate_decision,
     is_blocked,
     retry_decision,
+    run_conf_problem,
     sensor_decision,
     stage_decision,
     unblock_hint,
@@ -159,13 +160,35 @@ def test_the_gate_takes_today_from_the_pipeline_time_zone():
                          max_attempts=MAX, tz="UTC").action is Action.RUN
 
 
-def test_a_cleared_stage_of_a_done_date_is_skipped_and_of_a_blocked_date_is_blocked():
-    done = stage_decision(one(DAY, status=SUCCESS, attempt=1), DAY, max_attempts=MAX)
-    assert done.action is Action.SKIP
-    assert "a cleared stage of a done date changes nothing" in done.reason
-    blocked = stage_decision(one(DAY, status=FAILED, attempt=3, error="x"), DAY, max_attempts=MAX)
+def test_a_cleared_stage_of_a_done_date_reprocesses_it_and_of_a_blocked_date_is_blocked():
+    done = one(DAY, status=SUCCESS, attempt=1)
+    cleared = stage_decision(done, DAY, max_attempts=MAX, cleared=True)
+    assert cleared.action is Action.RUN
+    assert cleared.reason.startswith(f"clear: reprocessing {DAY}")
+    assert stage_decision(done, DAY, max_attempts=MAX).action is Action.SKIP
+    blocked = stage_decision(one(DAY, status=FAILED, attempt=3, error="x"), DAY, max_attempts=MAX,
+                             cleared=True)
     assert blocked.action is Action.BLOCKED
     assert "--reset-attempts" in blocked.reason
+
+
+def test_a_cleared_scheduled_run_of_a_date_older_than_the_lookback_is_not_skipped():
+    now = datetime.fromisoformat("2026-11-20T02:30:00+07:00")
+    old = date(2026, 11, 2)
+    done = one(old, status=SUCCESS, attempt=1)
+    assert gate_decision(done, old, run_type="scheduled", now=now, lookback_days=7,
+                         max_attempts=MAX).action is Action.SKIP
+    decision = gate_decision(done, old, run_type="scheduled", now=now, lookback_days=7,
+                             max_attempts=MAX, cleared=True)
+    assert (decision.action, decision.reason.split(":")[0]) == (Action.RUN, "clear")
+
+
+def test_a_backfill_may_not_name_one_partition_date_other_runs_may():
+    assert run_conf_problem("backfill", {"partition_date": "2026-11-02"}).startswith(
+        "a backfill processes each run's own date")
+    assert run_conf_problem("backfill", {"partition_date": None, "force": True}) is None
+    assert run_conf_problem("manual", {"partition_date": "2026-11-02"}) is None
+    assert run_conf_problem("scheduled", None) is None
 
 
 def test_a_cleared_stage_runs_for_a_forced_run_or_a_date_with_attempts_left():

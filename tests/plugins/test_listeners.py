@@ -1,0 +1,53 @@
+"""The DAG-run listener called directly, as the scheduler calls it when a run starts: with a
+run (the fields the scheduler's DagRun has) whose `dag` is the TokoKita DAG or another one."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from types import SimpleNamespace
+
+import pendulum
+
+from tokokita_airflow.listeners import on_dag_run_running, partition_key_for
+from tokokita_airflow.timetable import PartitionDateTimetable
+
+JKT = "Asia/Jakarta"
+TOKOKITA = SimpleNamespace(timetable=PartitionDateTimetable("30 2 * * *", timezone=JKT))
+
+
+def starting_run(*, conf=None, logical_date=None, partition_key=None, dag=TOKOKITA):
+    return SimpleNamespace(dag_id="tokokita_orders_daily", run_id="manual__x", dag=dag,
+                           conf=conf or {}, logical_date=logical_date,
+                           run_after=datetime(2026, 12, 1, 3, 0, tzinfo=UTC),
+                           partition_key=partition_key)
+
+
+def test_a_manual_run_with_the_forms_defaults_gets_yesterday_in_jakarta_as_its_key():
+    # the form pre-fills the logical date with now: 2026-11-30 18:00 UTC is 12-01 01:00 in Jakarta
+    run = starting_run(logical_date=pendulum.datetime(2026, 11, 30, 18, 0, tz="UTC"))
+    on_dag_run_running(dag_run=run, msg="started")
+    assert run.partition_key == "2026-11-30"
+
+
+def test_a_run_whose_configuration_names_a_partition_date_gets_that_date_as_its_key():
+    run = starting_run(conf={"partition_date": "2026-11-02"})
+    on_dag_run_running(dag_run=run, msg="started")
+    assert run.partition_key == "2026-11-02"
+
+
+def test_a_backfill_run_gets_the_day_before_its_fire_time():
+    run = starting_run(logical_date=pendulum.datetime(2026, 11, 3, 2, 30, tz=JKT))
+    assert partition_key_for(run) == "2026-11-02"
+
+
+def test_a_run_that_has_a_key_and_a_run_of_another_dag_are_left_alone():
+    keyed = starting_run(partition_key="2026-11-05")
+    on_dag_run_running(dag_run=keyed, msg="started")
+    assert keyed.partition_key == "2026-11-05"
+    other = starting_run(dag=SimpleNamespace(timetable=object()))
+    on_dag_run_running(dag_run=other, msg="started")
+    assert other.partition_key is None
+
+
+def test_a_configuration_with_a_bad_date_gives_no_key_and_the_tasks_report_it():
+    assert partition_key_for(starting_run(conf={"partition_date": "02/11/2026"})) is None
