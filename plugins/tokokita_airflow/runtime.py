@@ -47,9 +47,9 @@ def partition_date_of(dag_run: Any, params: Mapping[str, Any] | None = None,
     return partition_date_for_run(anchor, tz or pipeline_settings().timezone, override)
 
 
-def partition_date(context: Context) -> date:
-    """Partition date D of the running task's DAG run; a run whose configuration the policy
-    refuses (`policy.run_conf_problem`: a backfill naming one date) fails without retry."""
+def refuse_run_conf(context: Context) -> None:
+    """Fail the task without retry when the policy refuses the run's configuration
+    (`policy.run_conf_problem`: a backfill naming one date)."""
     from airflow.sdk.exceptions import AirflowFailException
 
     from tokokita_etl.policy import run_conf_problem
@@ -57,6 +57,11 @@ def partition_date(context: Context) -> date:
     problem = run_conf_problem(run_type(context), getattr(context["dag_run"], "conf", None))
     if problem:
         raise AirflowFailException(problem)
+
+
+def partition_date(context: Context) -> date:
+    """Partition date D of the running task's DAG run (`refuse_run_conf` first)."""
+    refuse_run_conf(context)
     return partition_date_of(context["dag_run"], context.get("params"))
 
 

@@ -9,7 +9,13 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseSensorOperator
 from airflow.sdk.exceptions import AirflowSkipException
 
-from tokokita_airflow.runtime import partition_date, pipeline_settings, run_anchor, run_type
+from tokokita_airflow.runtime import (
+    partition_date,
+    pipeline_settings,
+    refuse_run_conf,
+    run_anchor,
+    run_type,
+)
 from tokokita_etl.config import Settings
 
 if TYPE_CHECKING:
@@ -48,6 +54,9 @@ class RawPartitionSensor(BaseSensorOperator):
 
     def execute(self, context: Context) -> Any:
         """Poke once; when deferrable and still waiting, hand the wait to the triggerer."""
+        # a refused run configuration fails the run here: inside the poke loop, `soft_fail`
+        # would turn the refusal into a skip
+        refuse_run_conf(context)
         if not self.deferrable:
             return super().execute(context)
         if self.poke(context):

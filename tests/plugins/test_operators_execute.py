@@ -383,9 +383,11 @@ def test_a_cleared_stage_of_a_done_date_skips_while_another_run_holds_it(project
 
 def test_a_backfill_whose_configuration_names_a_partition_date_is_refused_by_every_task(
         project, holders_alive):
+    """Regression: raised inside the sensor's poke loop, the refusal became a skip
+    (`soft_fail`), and the backfill's runs ended green having done nothing."""
     backfill = context(run_type="backfill", conf={"partition_date": D02},
                        run_id="backfill__2026-11-03T19:30:00+00:00")
-    for call in (sensor().poke, gate().execute, stage("extract").execute):
+    for call in (sensor().execute, gate().execute, stage("extract").execute):
         with pytest.raises(AirflowFailException, match="a backfill processes each run's own date"):
             call(backfill)
     assert entry(D02) == {}
