@@ -301,6 +301,12 @@ def test_catchup_processes_exactly_the_due_runs(e2e):
 
 def _backfill(stack: EphemeralStack, first: date, last: date,
               *options: str) -> subprocess.CompletedProcess:
+    """`airflow backfill create` for the runs of `first`..`last`, once the scheduler has
+    marked every earlier backfill completed (Airflow allows one running backfill per DAG)."""
+    from stack.rest import wait_for
+
+    wait_for(lambda: all(b["completed_at"] for b in stack.api.get(
+        "/backfills", dag_id=DAG_ID)["backfills"]), 60, 0.5, "earlier backfills to complete")
     command = [str(Path(stack.service_env()["PATH"].split(os.pathsep)[0]) / "airflow"),
                "backfill", "create", "--dag-id", DAG_ID,
                "--from-date", fire_time(first).replace(hour=0, minute=0).isoformat(),
