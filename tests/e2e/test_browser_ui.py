@@ -332,7 +332,7 @@ def test_the_trigger_form_with_a_partition_date_processes_that_date(ui):
     expect_gate_log(ui, run_id, FORM_DAY)
 
 
-def test_clearing_load_of_a_succeeded_run_in_the_ui_skips_and_changes_nothing(ui):
+def test_clearing_load_of_a_succeeded_run_in_the_ui_re_runs_it_with_identical_results(ui):
     from playwright.sync_api import expect
 
     run = ui.scheduled_run()
@@ -371,19 +371,52 @@ def test_clearing_load_of_a_succeeded_run_in_the_ui_skips_and_changes_nothing(ui
     finished = wait_for(cleared_and_done, RUN_TIMEOUT_S, 1.0, f"the cleared tasks of {run_id}")
     assert finished["state"] == "success"
     states = ui.states(run_id)
-    assert {t: states[t] for t in CLEARED} == dict.fromkeys(CLEARED, "skipped")
+    assert {t: states[t] for t in CLEARED} == dict.fromkeys(CLEARED, "success")
     after = ui.entry(SCHEDULED_DAY)
-    assert (after["status"], after["attempt"]) == ("success", 1)
+    assert (after["status"], after["attempt"]) == ("success", 2)  # a recorded reprocess
     assert after["checksums"] == before["checksums"]
     assert ui.gold(SCHEDULED_DAY).read_bytes() == gold
 
-    # the task page says why: the reason is in the log of the new try
+    # the task page says what ran: the reprocess is in the log of the new try
     ui.page.reload()
     wrap_log_lines(ui)
-    expect(ui.page.get_by_text("Skipped", exact=True).first).to_be_visible()
+    expect(ui.page.get_by_text("Success", exact=True).first).to_be_visible()
     expect(ui.page.get_by_text(
-        f"{SCHEDULED_DAY} already succeeded (use force to reprocess)")).to_be_visible()
-    ui.shot("7-cleared-load-skipped-with-reason")
+        f"clear: reprocessing {SCHEDULED_DAY}, which already succeeded").first).to_be_visible()
+    ui.shot("7-cleared-load-re-ran-with-reason")
+
+
+def test_a_manual_and_a_backfill_run_show_their_partition_date_in_the_ui(ui):
+    from playwright.sync_api import expect
+
+    # before the catch-up window (the timetable plans nothing after its last fire): no
+    # partition, so the run ends with its sensor skipped
+    backfill_day = SCHEDULED_DAY - timedelta(days=1)
+    fired = jakarta(fire_time(backfill_day))
+    ui.stack.api.request("POST", "/backfills", expect=(200,), json={
+        "dag_id": DAG_ID, "from_date": fired.replace(hour=0, minute=0).isoformat(),
+        "to_date": fired.replace(hour=23, minute=59).isoformat(), "dag_run_conf": {},
+        "reprocess_behavior": "none", "max_active_runs": 1})
+    backfill = wait_for(lambda: next((r for r in ui.stack.api.dag_runs(DAG_ID, run_type="backfill")
+                                      if r["state"] in TERMINAL), None),
+                        RUN_TIMEOUT_S, 1.0, f"the backfill run of {backfill_day}")
+    assert (backfill["state"], backfill["partition_key"]) == ("success", str(backfill_day))
+    manual = next(r for r in ui.stack.api.dag_runs(DAG_ID, run_type="manual")
+                  if r["conf"].get("partition_date") == str(FORM_DAY))
+    assert manual["partition_key"] == str(FORM_DAY)
+
+    ui.goto(f"/dags/{DAG_ID}")
+    for run, _day, name in ((manual, FORM_DAY, "manual"), (backfill, backfill_day, "backfill")):
+        ui.page.locator(f'a[href="/dags/{DAG_ID}/runs/{run["dag_run_id"]}/"]').hover()
+        tooltip = ui.page.get_by_test_id("basic-tooltip")
+        expect(tooltip).to_contain_text(f"Run ID: {run['dag_run_id']}")
+        ui.shot(f"10-grid-tooltip-{name}-run")
+    for run, day, name in ((manual, FORM_DAY, "manual"), (backfill, backfill_day, "backfill")):
+        ui.goto(f"/dags/{DAG_ID}/runs/{run['dag_run_id']}")
+        header = ui.page.get_by_test_id("stat")
+        expect(header.filter(has=ui.page.get_by_role("heading", name="Partition Key"))
+               ).to_contain_text(str(day))
+        ui.shot(f"11-run-header-partition-key-{name}-run")
 
 
 def test_the_grid_and_the_run_header_show_the_partition_date_in_jakarta_time(ui):
