@@ -20,16 +20,19 @@ stage (with downstream) or the whole run of a date that succeeded reprocesses it
 does. A backfill processes each run's own date: leave `partition_date` empty there. See the
 operations guide for every gesture.
 
-**Deadline**: a scheduled run not succeeded by `deadline_local_time` (06:00 Asia/Jakarta) on
-its fire date alerts (logged by the triggerer, POSTed to `deadline_webhook_url`).
+**Deadline**: a scheduled run must have succeeded by 06:00 Asia/Jakarta on the fire date
+(`deadline_local_time`), else it alerts (logged by the triggerer, POSTed to
+`deadline_webhook_url`). Only scheduled runs created before their deadline get one: a
+catch-up of past nights, a backfill and a manual run have no deadline.
 """
 
 from __future__ import annotations
 
 from datetime import timedelta
 
-from airflow.sdk import DAG, Asset, AsyncCallback, DeadlineAlert, DeadlineReference, Param, chain
+from airflow.sdk import DAG, Asset, AsyncCallback, DeadlineAlert, Param, chain
 
+from tokokita_airflow.deadlines import ScheduledRunDeadline
 from tokokita_airflow.operators import EtlStageOperator, WatermarkGateOperator
 from tokokita_airflow.sensors import RawPartitionSensor
 from tokokita_airflow.timetable import PartitionDateTimetable
@@ -39,16 +42,19 @@ from tokokita_etl.stages import STAGE_NAMES
 
 SCHEDULE = dag_schedule_from_env()
 DEADLINE_LOCAL_TIME = SCHEDULE.deadline_local_time.strftime("%H:%M")
-# the run firing D+1 02:30 must have succeeded by D+1 06:00 (deadline_local_time): Airflow adds
-# one interval to each run's logical date (its fire time), constant for Jakarta's fixed offset
+# a scheduled run created before its deadline (06:00 on its fire date) gets it; a catch-up run
+# created after it, a backfill or a manual run gets none (notify.run_deadline). The reference
+# is the midnight before the deadline, the interval the local time after it: Airflow's UI says
+# "Must complete within 6 hours of midnight Asia/Jakarta (succeeded by 06:00 ...)"
 DEADLINE = DeadlineAlert(
-    reference=DeadlineReference.DAGRUN_LOGICAL_DATE,
-    interval=notify.schedule_deadline_interval(SCHEDULE.cron, SCHEDULE.timezone,
-                                               SCHEDULE.start_date, SCHEDULE.deadline_local_time),
+    reference=ScheduledRunDeadline(deadline_local_time=DEADLINE_LOCAL_TIME,
+                                   tz=SCHEDULE.timezone),
+    interval=notify.deadline_offset(SCHEDULE.deadline_local_time),
     callback=AsyncCallback(notify.deadline_alert, kwargs={
         "dag_id": "tokokita_orders_daily", "webhook_url": SCHEDULE.deadline_webhook_url,
         "tz": SCHEDULE.timezone, "deadline_local_time": DEADLINE_LOCAL_TIME}),
-    name="partition_done_by_deadline_local_time",
+    name=notify.deadline_wording(SCHEDULE.cron, SCHEDULE.timezone, SCHEDULE.start_date,
+                                 SCHEDULE.deadline_local_time),
 )
 GOLD_ASSET = Asset(name="tokokita_summary_harian", uri="tokokita://gold/summary_harian",
                    group="tokokita")
@@ -65,7 +71,7 @@ with DAG(
     catchup=True,
     # a backfill of a paused DAG never starts: the DAG is active from its first parse
     is_paused_upon_creation=False,
-    # scheduled runs only (the callback logs the others); runs on the triggerer
+    # scheduled runs created before their deadline only; the callback runs on the triggerer
     deadline=DEADLINE,
     # dates run in parallel during a catch-up; loads serialise on the warehouse anyway and
     # three keeps a month of catch-up from starving the pool on a small machine

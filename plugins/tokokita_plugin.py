@@ -22,6 +22,12 @@ def _timetable():
     return PartitionDateTimetable
 
 
+def _deadline_reference():
+    from tokokita_airflow.deadlines import ScheduledRunDeadline
+
+    return ScheduledRunDeadline
+
+
 def _status_app():
     from tokokita_airflow.ui import app
 
@@ -35,6 +41,7 @@ class TokokitaPlugin(AirflowPlugin):
     macros: ClassVar[list] = [partition_date]
     timetables: ClassVar[list] = [_timetable()]
     listeners: ClassVar[list] = [listeners]
+    deadline_references: ClassVar[list] = [_deadline_reference()]
     fastapi_apps: ClassVar[list] = [
         {"app": _status_app(), "url_prefix": "/tokokita", "name": "TokoKita status"}]
     external_views: ClassVar[list] = [

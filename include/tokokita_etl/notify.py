@@ -9,10 +9,11 @@ One place decides both, for the command line and for Airflow alike:
 - `ping` calls a healthchecks-style URL (`ping_url`): `<url>/start` when a run starts
   processing its date, `<url>` when it succeeds and `<url>/fail` when it fails for good, the
   summary line as the body. A ping that fails is a warning, never a failed run.
-- `deadline_missed` is the DAG's deadline alert (`deadline_alert` is the callback Airflow's
-  triggerer runs): it logs the missed deadline of a scheduled run and POSTs it as JSON to
-  `deadline_webhook_url`; `schedule_deadline_interval` is the alert's interval, computed
-  once when the DAG is parsed.
+- `run_deadline` is which runs get a deadline and when it is (a scheduled run created before
+  `deadline_local_time` on its fire date; the DAG's custom deadline reference asks it when
+  Airflow creates a run); `deadline_missed` is the DAG's deadline alert (`deadline_alert` is
+  the callback Airflow's triggerer runs): it logs the missed deadline and POSTs it as JSON to
+  `deadline_webhook_url`.
 
 Nothing here imports Airflow; `urllib` is imported when a request is sent, so the DAG file
 can import this module at parse time.
@@ -127,30 +128,60 @@ def ping(ping_url: str, kind: str, body: str = "", *, warn: Warn | None = None,
 
 # -- the deadline alert --------------------------------------------------------------------
 
-def deadline_interval(fire_time: datetime, deadline_local_time: time, tz: str) -> timedelta:
-    """How long after a run's fire time (its logical date) its deadline falls: the first
-    `deadline_local_time` in `tz` after the fire time (06:00 for a 02:30 fire: 3 h 30 min)."""
-    local_fire = fire_time.astimezone(ZoneInfo(tz))
-    deadline = datetime.combine(local_fire.date(), deadline_local_time, ZoneInfo(tz))
+def deadline_after(fire_time: datetime, deadline_local_time: time, tz: str) -> datetime:
+    """A scheduled run's deadline: the first `deadline_local_time` in `tz` after its fire time
+    (its logical date), aware in `tz`: 06:00 on the fire date for a 02:30 fire."""
+    zone = ZoneInfo(tz)
+    local_fire = fire_time.astimezone(zone)
+    deadline = datetime.combine(local_fire.date(), deadline_local_time, zone)
     if deadline <= local_fire:
         deadline = datetime.combine(local_fire.date() + timedelta(days=1), deadline_local_time,
-                                    ZoneInfo(tz))
-    return deadline - local_fire
+                                    zone)
+    return deadline
 
 
-def schedule_deadline_interval(cron: str, tz: str, start: datetime,
-                               deadline_local_time: time) -> timedelta:
-    """The DAG's deadline interval: `deadline_interval` of the schedule's first fire time at or
-    after `start` (its catch-up start).
+def run_deadline(run_type: str, fire_time: datetime | None, created_at: datetime,
+                 deadline_local_time: time, tz: str) -> datetime | None:
+    """The deadline of a run Airflow is creating at `created_at`, or None: it gets none.
 
-    Airflow adds one fixed interval to every run's logical date, so this is exact for a
-    schedule that fires once a day in a zone without daylight saving time (Asia/Jakarta); a
-    second daily fire time gets the same interval after it.
+    Only a scheduled run created before its deadline (`deadline_after` its fire time) gets one:
+    the alert says that a night's run has not done its date in time. A scheduled run created
+    at or after its deadline (the catch-up of past nights: a first start, a paused DAG, a
+    scheduler that was down) could only be late; a backfill's dates are in the past; a manual
+    run (the trigger form, the status page, the REST API) is someone's own gesture, watched by
+    them; an asset-triggered run has no fire time. None of these gets a deadline.
     """
+    if run_type != "scheduled" or fire_time is None:
+        return None
+    if created_at.tzinfo is None or fire_time.tzinfo is None:
+        raise ValueError(f"run_deadline needs aware datetimes, got fire time {fire_time!r} "
+                         f"and creation time {created_at!r}")
+    deadline = deadline_after(fire_time, deadline_local_time, tz)
+    return deadline if created_at < deadline else None
+
+
+def deadline_offset(deadline_local_time: time) -> timedelta:
+    """The DAG's `DeadlineAlert` interval: `deadline_local_time` as a time after midnight.
+
+    The alert's reference (`tokokita_airflow.deadlines.ScheduledRunDeadline`) is the midnight
+    before each run's deadline, so Airflow's UI, which prints the interval rounded by
+    dayjs (`Must complete within 6 hours of midnight Asia/Jakarta`), prints it exactly for a
+    whole-hour `deadline_local_time` (06:00: 6 hours); the alert's name carries the exact time.
+    """
+    return timedelta(hours=deadline_local_time.hour, minutes=deadline_local_time.minute)
+
+
+def deadline_wording(cron: str, tz: str, start: datetime, deadline_local_time: time) -> str:
+    """The deadline in words, as the DAG's alert name, the docs and the alert's log say it:
+    `succeeded by 06:00 Asia/Jakarta on the fire date` (`the day after the fire date` when the
+    time is not after the schedule's first fire time at or after `start` on its day)."""
     from tokokita_etl.cron import next_runs
 
     (fire,) = next_runs(cron, start - timedelta(microseconds=1), 1, tz)
-    return deadline_interval(fire, deadline_local_time, tz)
+    deadline = deadline_after(fire, deadline_local_time, tz)
+    day = "on the fire date" if deadline.date() == fire.astimezone(ZoneInfo(tz)).date() \
+        else "the day after the fire date"
+    return f"succeeded by {deadline_local_time.strftime('%H:%M')} {tz} {day}"
 
 
 def _instant(value: Any) -> datetime | None:
@@ -168,11 +199,11 @@ def _instant(value: Any) -> datetime | None:
 def deadline_not_alerted(context: Mapping[str, Any] | None) -> str | None:
     """Why a missed deadline is only logged, not alerted; None when it is alerted.
 
-    The alert is for scheduled runs that existed before their deadline. Airflow gives every
-    run with a logical date a deadline, so a backfill or a manual run with a logical date
-    misses one too (a backfill at once: its logical dates are in the past), and so does a
-    scheduled run the scheduler creates after its deadline (the catch-up of past nights,
-    e.g. on a first start or after the DAG was paused): those are logged only.
+    The alert is for scheduled runs that existed before their deadline, the only runs
+    `run_deadline` gives one. A deadline of another run can still be in Airflow's metadata
+    database, created before the DAG used `run_deadline` (its earlier reference, the logical
+    date, gave one to every run with a logical date: backfills, manual runs with a logical
+    date, catch-ups): those are logged only.
     """
     dag_run = dict((context or {}).get("dag_run") or {})
     run_type = dag_run.get("run_type")
@@ -200,6 +231,11 @@ def deadline_message(context: Mapping[str, Any] | None, *, dag_id: str, tz: str,
     deadline_time = deadline.get("deadline_time")
     if isinstance(deadline_time, datetime | date):
         deadline_time = deadline_time.isoformat()
+    on, due, fire = "", _instant(deadline_time), _instant(logical)
+    if due is not None:
+        day = due.astimezone(ZoneInfo(tz)).date()
+        fired = fire is not None and fire.astimezone(ZoneInfo(tz)).date() == day
+        on = f" on {day}{' (its fire date)' if fired else ''}"
     return {
         "event": "tokokita_deadline_missed",
         "dag_id": dag_run.get("dag_id") or dag_id,
@@ -209,7 +245,8 @@ def deadline_message(context: Mapping[str, Any] | None, *, dag_id: str, tz: str,
         "state": dag_run.get("state"),
         "deadline_time": deadline_time,
         "deadline_local_time": f"{deadline_local_time} {tz}",
-        "message": f"the run for {partition} has not succeeded by {deadline_local_time} {tz}",
+        "message": f"the run for {partition} has not succeeded by {deadline_local_time} {tz}"
+                   f"{on}",
     }
 
 

@@ -4,11 +4,14 @@ A thin adapter: the states come from `tokokita_etl.status.date_states`; who may 
 may act is Airflow's auth manager's answer (`requires_access_dag`, as Airflow's own API asks
 it); an action creates a DAG run through Airflow's public API with the signed-in user's own
 token, so Airflow checks the permission again and writes its audit log. Everything is
-rendered on the server (tables and inline SVG): no script, no asset from elsewhere.
+rendered on the server (tables and inline SVG), no asset from elsewhere; one small inline
+script (`LINKS_SCRIPT`, allowed by its hash) makes the links to Airflow's own pages work
+inside Airflow's UI.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import json
@@ -31,7 +34,35 @@ ACTIONS = {"reprocess": {"force": True}, "unblock": {"reset_attempts": True}}
 COLOURS = {"done": "#2e7d32", "due": "#1565c0", "waiting": "#64b5f6", "missing": "#9e9e9e",
            "running": "#f9a825", "failed": "#ef6c00", "blocked": "#c62828",
            "not processed": "#6d4c41"}
+#: The page's one script. Airflow's UI shows the page in an iframe sandboxed without
+#: allow-top-navigation, so a `target='_top'` link is blocked there (a console error only).
+#: Inside that iframe (same origin: the sandbox allows it) a plain click on such a link is
+#: handed to the UI's own router instead: the URL pushed onto the top page's history and a
+#: popstate event, which is how React Router learns of a navigation (Back returns to the
+#: page). Opened directly, the page is its own top and the links navigate as usual.
+LINKS_SCRIPT = """(function () {
+  var top;
+  try {
+    top = window.top;
+    if (top === window || top.location.origin !== window.location.origin) { return; }
+  } catch (e) { return; }
+  document.addEventListener("click", function (event) {
+    var link = event.target.closest ? event.target.closest("a[target=_top]") : null;
+    if (!link || event.defaultPrevented || event.button !== 0 || event.metaKey ||
+        event.ctrlKey || event.shiftKey || event.altKey) { return; }
+    var url = new URL(link.href, window.location.href);
+    if (url.origin !== top.location.origin) { return; }
+    event.preventDefault();
+    var idx = (top.history.state && top.history.state.idx) || 0;
+    var state = {usr: null, key: Math.random().toString(36).slice(2, 10), idx: idx + 1};
+    top.history.pushState(state, "", url.pathname + url.search + url.hash);
+    top.dispatchEvent(new top.PopStateEvent("popstate", {state: state}));
+  });
+})();"""
+#: the script is allowed by its hash, nothing else runs
+LINKS_SCRIPT_HASH = base64.b64encode(hashlib.sha256(LINKS_SCRIPT.encode()).digest()).decode()
 CSP = ("default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; "
+       f"script-src 'sha256-{LINKS_SCRIPT_HASH}'; "
        "form-action 'self'; frame-ancestors 'self'; base-uri 'none'")
 
 app = FastAPI(title="TokoKita orders ETL status", docs_url=None, redoc_url=None,
@@ -342,7 +373,7 @@ svg text{font-size:10px;fill:#444}#chart text{font-size:12px}.muted{color:#777}
 def _document(title: str, body: str) -> str:
     return ("<!doctype html><html lang='en'><head><meta charset='utf-8'>"
             f"<title>{escape(title)}</title><style>{STYLE}</style></head><body>{body}"
-            "</body></html>")
+            f"<script>{LINKS_SCRIPT}</script></body></html>")
 
 
 def _float(value: Any) -> float | None:
@@ -383,7 +414,8 @@ def _page(rows: list[dict[str, Any]], *, base: str, user: str, may_act: bool) ->
     return _document("TokoKita status", (
         f"<h1>TokoKita orders: state of each date</h1>"
         f"<p class='muted'>{escape(window)}: {summary}. Signed in as {escape(user)}"
-        f"{'' if may_act else ' (read only)'}. <a href='status.json'>JSON</a></p>"
+        f"{'' if may_act else ' (read only)'}. <a href='status.json'>JSON</a>, "
+        f"<a target='_top' id='grid' href='{escape(base)}dags/{DAG_ID}'>the DAG's grid</a></p>"
         f"<h2>Dates</h2>{_strip(rows)}<div class='legend'>{legend}</div>"
         f"<h2>Daily valid rows, quarantine share and bersih</h2>{_chart(rows)}"
         f"<h2>Details</h2><table id='dates'><thead><tr>"
@@ -427,10 +459,10 @@ def _row(r: dict[str, Any], *, base: str, may_act: bool) -> str:
 
 def _run_link(run: dict[str, Any], base: str) -> str:
     rid = quote(run["run_id"], safe="")
-    grid = f"{base}dags/{DAG_ID}/runs/{rid}"
-    log = f"{grid}/tasks/{quote(run['task'], safe='')}"
+    page = f"{base}dags/{DAG_ID}/runs/{rid}"
+    log = f"{page}/tasks/{quote(run['task'], safe='')}"
     flags = f" {'+'.join(run['flags'])}" if run["flags"] else ""
-    return (f"<a target='_top' href='{escape(grid)}' title='{escape(run['run_id'])}'>"
+    return (f"<a target='_top' href='{escape(page)}' title='{escape(run['run_id'])}'>"
             f"{escape(run['run_type'])}{escape(flags)}: {escape(run['state'])}</a> "
             f"(<a target='_top' href='{escape(log)}'>log {escape(run['task'])}</a>)")
 

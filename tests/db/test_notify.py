@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import SAMPLE_DATES, Workspace, in_process_cli
 from tests.ping_server import PingServer, closed_port_url
-from tokokita_etl.notify import deadline_interval, deadline_missed, ping_target
+from tokokita_etl.notify import deadline_after, deadline_missed, ping_target
 
 D02, D03, D04 = SAMPLE_DATES
 CLOCK = datetime(2026, 11, 4, 19, 30, tzinfo=UTC)  # 2026-11-05 02:30 in Jakarta
@@ -160,9 +160,11 @@ def test_ping_targets_follow_the_healthchecks_convention():
 def test_the_deadline_falls_at_the_local_time_after_the_fire_time():
     jkt = ZoneInfo("Asia/Jakarta")
     fire = datetime(2026, 11, 3, 2, 30, tzinfo=jkt)
-    assert deadline_interval(fire, time(6, 0), "Asia/Jakarta") == timedelta(hours=3, minutes=30)
-    assert deadline_interval(fire, time(2, 31), "Asia/Jakarta") == timedelta(minutes=1)
-    assert deadline_interval(fire, time(1, 0), "Asia/Jakarta") == timedelta(hours=22, minutes=30)
+    assert deadline_after(fire, time(6, 0), "Asia/Jakarta") - fire == \
+        timedelta(hours=3, minutes=30)
+    assert deadline_after(fire, time(2, 31), "Asia/Jakarta") - fire == timedelta(minutes=1)
+    assert deadline_after(fire, time(1, 0), "Asia/Jakarta") - fire == \
+        timedelta(hours=22, minutes=30)
 
 
 def test_the_deadline_callback_posts_json_to_the_webhook_and_survives_it_being_down(server):

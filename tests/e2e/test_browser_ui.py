@@ -4,7 +4,9 @@ Debian's headless Chromium (tests/browser.py), driven by Playwright, uses the UI
 throw-away stack (`stack.ephemeral`: the compose services as local processes on PostgreSQL)
 as an operator would: log in on the login page, trigger from the form with its defaults and
 with a `partition_date`, clear `load` of a succeeded run with the clear dialog's defaults,
-and read the partition date in the grid and the run header. The browser runs in
+read the partition date in the grid and the run header, open the status page from the menu
+(*Browse > TokoKita status*) and follow its links to Airflow's pages from inside the UI's
+iframe, and read the DAG's deadline rule and the catch-up run's deadline. The browser runs in
 Asia/Jakarta (Airflow 3.3 shows times in the browser's zone); the results are checked
 through the REST API, the watermark (state.json) and the gold files.
 
@@ -12,7 +14,7 @@ through the REST API, the watermark (state.json) and the gold files.
 |----------------------|---------------------------------|---------------------------------------|
 | 2026-11-02 (sample)  | data/raw, processed by its run  | clear of a succeeded run; the grid    |
 | 2026-11-03 (sample)  | data/raw                        | the form with `partition_date`        |
-| 2026-11-04 (sample)  | data/raw                        | not processed                         |
+| 2026-11-04 (sample)  | data/raw                        | Reprocess from the status page        |
 | yesterday in Jakarta | 2026-11-02's rows, date changed | the form with its defaults            |
 
 The catch-up window holds only the scheduled run of 2026-11-02; the lookback is widened so
@@ -33,7 +35,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -60,6 +62,10 @@ UI_TIMEOUT_MS = 30_000  # every browser action and expectation
 PLAYWRIGHT_EXPECT_TIMEOUT_MS = 5_000  # Playwright's default, restored afterwards
 RUN_TIMEOUT_S = 180  # a run, from trigger or clear to its end
 CLEARED = ("load", "validate", "publish_gold")
+REPROCESSED_DAY = SAMPLE_DAYS[2]  # reprocessed from the status page inside the UI
+STATUS_FRAME = "iframe[title='TokoKita status']"
+#: Chromium's console error for a link the iframe's sandbox blocks
+BLOCKED_NAVIGATION = "Unsafe attempt to initiate navigation"
 
 
 def _timeout(signum, frame):
@@ -410,13 +416,13 @@ def test_a_manual_and_a_backfill_run_show_their_partition_date_in_the_ui(ui):
         ui.page.locator(f'a[href="/dags/{DAG_ID}/runs/{run["dag_run_id"]}/"]').hover()
         tooltip = ui.page.get_by_test_id("basic-tooltip")
         expect(tooltip).to_contain_text(f"Run ID: {run['dag_run_id']}")
-        ui.shot(f"10-grid-tooltip-{name}-run")
+        ui.shot(f"16-grid-tooltip-{name}-run")
     for run, day, name in ((manual, FORM_DAY, "manual"), (backfill, backfill_day, "backfill")):
         ui.goto(f"/dags/{DAG_ID}/runs/{run['dag_run_id']}")
         header = ui.page.get_by_test_id("stat")
         expect(header.filter(has=ui.page.get_by_role("heading", name="Partition Key"))
                ).to_contain_text(str(day))
-        ui.shot(f"11-run-header-partition-key-{name}-run")
+        ui.shot(f"17-run-header-partition-key-{name}-run")
 
 
 def test_the_grid_and_the_run_header_show_the_partition_date_in_jakarta_time(ui):
@@ -446,3 +452,133 @@ def test_the_grid_and_the_run_header_show_the_partition_date_in_jakarta_time(ui)
     expect(header.filter(has=ui.page.get_by_role("heading", name="Logical Date"))
            ).to_contain_text(local)
     ui.shot("9-run-header-partition-key")
+
+
+def open_status_page_from_the_menu(ui: Ui):
+    """*Browse > TokoKita status*: the status page in the UI's sandboxed iframe."""
+    from playwright.sync_api import expect
+
+    ui.goto("/")
+    ui.page.get_by_role("button", name="Browse").click()
+    ui.page.get_by_role("menuitem", name="TokoKita status").click()
+    expect(ui.page).to_have_url(re.compile(r"/plugin/tokokita"))
+    frame = ui.page.frame_locator(STATUS_FRAME)
+    expect(frame.locator("#dates")).to_be_visible()
+    return frame
+
+
+def expect_on_run_page(ui: Ui, run_id: str, tail: str = "") -> None:
+    """The top page (no status page iframe left) is the run's page (or `tail` below it)."""
+    from playwright.sync_api import expect
+
+    expect(ui.page).to_have_url(re.compile(
+        rf"/dags/{DAG_ID}/runs/{re.escape(quote(run_id, safe=''))}{re.escape(tail)}$"))
+    expect(ui.page.locator(STATUS_FRAME)).to_have_count(0)
+
+
+def ui_deadlines(ui: Ui, run_id: str) -> dict[str, Any]:
+    """The run's deadlines as Airflow's UI reads them (its Deadline badge)."""
+    api = ui.stack.api
+    answer = api.client.get(f"/ui/dags/{DAG_ID}/dagRuns/{quote(run_id, safe='')}/deadlines",
+                            headers={"Authorization": f"Bearer {api.token or api.login()}"})
+    assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
+def test_status_page_links_clicked_inside_the_airflow_ui_open_the_run_its_log_and_the_grid(ui):
+    """Regression: inside the UI's iframe (sandboxed without allow-top-navigation) the page's
+    `target='_top'` run and log links were blocked, a console error and nothing else."""
+    from playwright.sync_api import expect
+
+    run_id = ui.scheduled_run()["dag_run_id"]
+    errors: list[str] = []
+
+    def console(message) -> None:
+        if message.type == "error":
+            errors.append(message.text)
+
+    ui.page.on("console", console)
+    frame = open_status_page_from_the_menu(ui)
+    row = frame.locator(f"#d-{SCHEDULED_DAY}")
+    expect(row).to_have_attribute("data-state", "done")
+    ui.shot("10-status-page-in-airflow")
+
+    # the run link: the run's page in the UI itself, its header and task instances
+    row.locator(f"a[title='{run_id}']").click()
+    expect_on_run_page(ui, run_id)
+    expect(ui.page.get_by_role("heading", name=run_id)).to_be_visible()
+    expect(ui.page.get_by_text("7 Task Instances")).to_be_visible()
+    ui.shot("11-status-run-link-opens-the-run")
+
+    # Back returns to the status page; the log link opens the gate's log
+    ui.page.go_back()
+    expect(ui.page).to_have_url(re.compile(r"/plugin/tokokita"))
+    row = ui.page.frame_locator(STATUS_FRAME).locator(f"#d-{SCHEDULED_DAY}")
+    log = row.locator(f"a[title='{run_id}'] + a")
+    expect(log).to_have_text("log check_watermark")
+    log.click()
+    expect_on_run_page(ui, run_id, "/tasks/check_watermark")
+    expect(ui.page.get_by_role("heading", name="check_watermark")).to_be_visible()
+    expect(ui.page.get_by_text(f"This scheduled run processes partition {SCHEDULED_DAY}")
+           ).to_be_visible()
+    ui.shot("12-status-log-link-opens-the-log")
+
+    # the grid link: the DAG's page with its grid
+    ui.page.go_back()
+    ui.page.frame_locator(STATUS_FRAME).locator("#grid").click()
+    expect(ui.page).to_have_url(re.compile(rf"/dags/{DAG_ID}$"))
+    expect(ui.page.get_by_role("heading", name=DAG_ID)).to_be_visible()
+    ui.page.remove_listener("console", console)
+    assert not [e for e in errors if BLOCKED_NAVIGATION in e], errors
+
+    # opened directly, the page is its own top: the same link is an ordinary navigation
+    ui.goto("/tokokita/")
+    ui.page.locator(f"#d-{SCHEDULED_DAY} a[title='{run_id}']").click()
+    expect_on_run_page(ui, run_id)
+
+
+def test_the_run_created_by_a_status_page_action_is_one_click_away_inside_the_ui(ui):
+    from playwright.sync_api import expect
+
+    frame = open_status_page_from_the_menu(ui)
+    frame.locator(f"#reprocess-{REPROCESSED_DAY}").click()
+    frame.locator("#confirm").click()
+    created = frame.locator("#created")
+    expect(created).to_be_visible()
+    run_id = created.inner_text()
+    assert run_id.startswith("manual__")
+    ui.shot("13-status-run-created")
+    created.click()
+    expect_on_run_page(ui, run_id)
+    expect(ui.page.get_by_role("heading", name=run_id)).to_be_visible()
+
+    run = ui.stack.api.wait_run(DAG_ID, run_id, timeout=RUN_TIMEOUT_S)
+    assert (run["state"], run["conf"]) == ("success", {"partition_date": str(REPROCESSED_DAY),
+                                                       "force": True})
+    assert ui.entry(REPROCESSED_DAY)["status"] == "success"
+
+
+def test_the_dag_states_its_deadline_rule_and_catch_up_and_manual_runs_have_no_deadline(ui):
+    """Regression: every catch-up run showed a red Missed deadline badge, a failed manual run
+    an Upcoming one, and the UI said "within 4 hours" where the docs said 3 h 30 min."""
+    from playwright.sync_api import expect
+
+    ui.goto(f"/dags/{DAG_ID}")
+    ui.page.get_by_role("button", name="1 deadline").click()
+    expect(ui.page.get_by_text("Must complete within")).to_have_text(
+        "Must complete within 6 hours of midnight Asia/Jakarta "
+        "(succeeded by 06:00 Asia/Jakarta on the fire date)")
+    ui.shot("14-deadline-rule")
+
+    # the catch-up's run was created weeks after its deadline (2026-11-03 06:00): none
+    run_id = ui.scheduled_run()["dag_run_id"]
+    ui.goto(f"/dags/{DAG_ID}/runs/{quote(run_id, safe='')}")
+    badge = ui.page.get_by_test_id("stat").filter(
+        has=ui.page.get_by_role("heading", name="Deadline"))
+    expect(badge).to_have_text(re.compile(r"Met$"))  # Airflow's word for "none missed"
+    expect(ui.page.get_by_text(re.compile(r"Missed|Upcoming"))).to_have_count(0)
+    ui.shot("15-catch-up-run-without-deadline")
+    runs = ui.stack.api.dag_runs(DAG_ID)
+    assert {r["run_type"] for r in runs} == {"scheduled", "manual"}
+    for run in runs:
+        assert ui_deadlines(ui, run["dag_run_id"])["total_entries"] == 0, run["dag_run_id"]

@@ -1,20 +1,23 @@
-"""The DAG's deadline alert on a running Airflow: a run that misses its deadline is POSTed to
-the webhook, a run that succeeds before its deadline sends nothing.
+"""The DAG's deadline alert on a running Airflow: which runs get a deadline, and what it does.
 
 One throw-away stack (the compose services as local processes, PostgreSQL), a local HTTP
-server as `deadline_webhook_url`, and a schedule that fires twice within the next minutes:
+server as `deadline_webhook_url`, a catch-up window starting yesterday and a schedule that
+fires twice within the next minutes (`deadline_local_time` h:m + 3 min, today T):
 
-| run | fires (Jakarta) | D's file (D: yesterday)                       | deadline    | webhook        |
-|-----|-----------------|-----------------------------------------------|-------------|----------------|
-| A   | h:m             | missing when A's sensor looks (it looks again | h:m + 2 min | one POST: A, D |
-|     |                 | only after its 5-minute poke interval)        |             | and deadline   |
-| B   | h:m + 1 min     | written once A has looked: B processes D      | h:m + 3 min | nothing        |
+| run    | fires (Jakarta)    | created                   | D's file                   | deadline  | POST |
+|--------|--------------------|---------------------------|----------------------------|-----------|------|
+| Y1, Y2 | yesterday h:m, +1  | at start (catch-up), long | T-2's, none: wait window   | none      | none |
+|        |                    | after their deadline      | over, skipped at once      |           |      |
+| A      | h:m                | about then                | T-1's, missing when A      | h:m+3 min | one  |
+|        |                    |                           | looks (next look in 5 min) |           |      |
+| B      | h:m + 1 min        | about then                | written once A looked: B   | h:m+3 min | none |
+|        |                    |                           | processes T-1 before it    | (pruned)  |      |
+| manual | once B succeeded   | with a logical date       | T-1 done: skipped by gate  | none      | none |
 
-`deadline_local_time` is h:m + 2 min, so the DAG's deadline interval (computed when it is
-parsed, from the schedule's first fire time) is 2 minutes. Only for this throw-away stack,
-and not from docker-compose.yaml (set after airflow-init, as they depend on when the
-services start): `TOKOKITA_CRON` (two fires a minute apart), `TOKOKITA_START_DATE` (today)
-and `TOKOKITA_DEADLINE_LOCAL_TIME`; the webhook URL is the compose variable
+A's and B's deadline is the same: `deadline_local_time` on their fire date. Only for this
+throw-away stack, and not from docker-compose.yaml (set after airflow-init, as they depend on
+when the services start): `TOKOKITA_CRON` (two fires a minute apart), `TOKOKITA_START_DATE`
+(yesterday) and `TOKOKITA_DEADLINE_LOCAL_TIME`; the webhook URL is the compose variable
 `TOKOKITA_DEADLINE_WEBHOOK_URL`, and everything else is the compose environment.
 """
 
@@ -36,11 +39,12 @@ from tests.ping_server import PingServer
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 
 HARD_TIMEOUT_S = int(os.environ.get("TOKOKITA_E2E_TIMEOUT", "480"))
-#: from `start()` until the scheduler can create run A (services healthy, DAG parsed), about
-#: what it takes on a busy machine: A may be created late, as a catch-up, but it must have
-#: looked for its file before B fires a minute later
-STARTUP_S = 35
-INTERVAL = timedelta(minutes=2)
+#: from `start()` until the scheduler can create run A (services healthy, DAG parsed, Y1 and
+#: Y2 created), about what it takes on a busy machine: A may be created late, but it must
+#: have looked for its file before B fires a minute later
+STARTUP_S = 40
+#: `deadline_local_time` after A's fire time: B, firing a minute after A, has two minutes
+AFTER_A = timedelta(minutes=3)
 HOOK = "/deadline"
 
 
@@ -83,6 +87,15 @@ def _scheduled(stack: EphemeralStack, fire: datetime) -> dict | None:
     return None
 
 
+def _ui_deadlines(stack: EphemeralStack, run_id: str) -> dict:
+    """The run's deadlines as Airflow's UI reads them (its badge on the run's page)."""
+    token = stack.api.token or stack.api.login()
+    answer = stack.api.client.get(f"/ui/dags/{DAG_ID}/dagRuns/{run_id}/deadlines",
+                                  headers={"Authorization": f"Bearer {token}"})
+    assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
 def _posts(server: PingServer) -> list[dict]:
     return [json.loads(r.body) for r in server.received if r.path == HOOK]
 
@@ -101,10 +114,10 @@ def deadline_stack(tmp_path_factory):
         stack.prepare()  # airflow-init does not parse the DAG: its schedule is set after it
         waited = _wait_for_one_hour(datetime.now(UTC))
         fire_a, fire_b = _fires(datetime.now(UTC))
-        deadline_local = (fire_a + INTERVAL).strftime("%H:%M")
+        deadline_local = (fire_a + AFTER_A).strftime("%H:%M")
         stack.target.extra_env.update({
             "TOKOKITA_CRON": f"{fire_a.minute},{fire_b.minute} {fire_a.hour} * * *",
-            "TOKOKITA_START_DATE": fire_a.date().isoformat(),
+            "TOKOKITA_START_DATE": (fire_a.date() - timedelta(days=1)).isoformat(),
             "TOKOKITA_DEADLINE_LOCAL_TIME": deadline_local})
         stack.start()
         stack.api.wait_dag(DAG_ID, timeout=120)
@@ -127,7 +140,8 @@ def test_a_run_that_misses_its_deadline_is_posted_one_that_succeeds_before_it_is
 
     stack, server = deadline_stack["stack"], deadline_stack["server"]
     fire_a, fire_b, day = deadline_stack["fire_a"], deadline_stack["fire_b"], deadline_stack["day"]
-    deadline_a, deadline_b = fire_a + INTERVAL, fire_b + INTERVAL
+    # deadline_local_time on the fire date, for both
+    deadline_a = deadline_b = fire_a + AFTER_A
 
     # A looks for D's file, which is not there, and waits (reschedule: it looks again in 5 min)
     def a_waits():
@@ -166,18 +180,35 @@ def test_a_run_that_misses_its_deadline_is_posted_one_that_succeeds_before_it_is
     (call,) = [r for r in server.received if r.path == HOOK]
     assert call.method == "POST" and call.content_type == "application/json"
 
+    # a manual run with a logical date (the trigger form's default), after B did D: skipped
+    manual = stack.api.request("POST", f"/dags/{DAG_ID}/dagRuns", json={
+        "logical_date": datetime.now(UTC).isoformat(), "conf": {}})
+    assert stack.api.wait_run(DAG_ID, manual["dag_run_id"])["state"] == "success"
     # past B's deadline (and a few scheduler loops and triggerer polls): still only A's POST
     time.sleep(max(0.0, (deadline_b - datetime.now(UTC)).total_seconds()) + 15)
     assert [p["run_id"] for p in _posts(server)] == [run_a["dag_run_id"]]
-    # in Airflow's tables: A's deadline is missed and its callback succeeded with the message
-    # as its output; B's was pruned when B succeeded before it
+    # yesterday's two runs, created by the catch-up long after their deadline, finished
+    yesterday = [r for r in stack.api.dag_runs(DAG_ID, run_type="scheduled")
+                 if r["partition_key"] == str(day - timedelta(days=1))]
+    assert [r["state"] for r in yesterday] == ["success", "success"], yesterday
+    # in Airflow's tables: only A has a deadline, missed, and its callback succeeded with the
+    # message as its output; B's was pruned when B succeeded before it; yesterday's catch-up
+    # runs and the manual run never had one
     deadlines = _metadata(stack, "SELECT r.run_id, d.missed, c.state, c.output FROM deadline d "
                                  "JOIN dag_run r ON r.id = d.dagrun_id "
                                  "JOIN callback c ON c.id = d.callback_id")
     assert [row[:3] for row in deadlines] == [(run_a["dag_run_id"], True, "success")], deadlines
     assert json.loads(deadlines[0][3]) == post
+    # what Airflow's UI reads: A's deadline missed, none for the others
+    for run in [*yesterday, run_b, manual]:
+        shown = _ui_deadlines(stack, run["dag_run_id"])
+        assert shown["total_entries"] == 0, (run["dag_run_id"], shown)
+    shown = _ui_deadlines(stack, run_a["dag_run_id"])
+    assert [(d["missed"], d["alert_name"]) for d in shown["deadlines"]] == [
+        (True, f"succeeded by {deadline_stack['deadline_local']} {JKT} on the fire date")]
     triggerer = (stack.stack.log_dir / "airflow-triggerer.log").read_text(errors="replace")
     assert "Deadline missed: " in triggerer and run_a["dag_run_id"] in triggerer
+    assert "Deadline passed, not alerted" not in triggerer
     stack.stack.wait_healthy(30)  # the triggerer (and every other service) is still up
 
 
@@ -213,22 +244,3 @@ def test_the_alert_is_for_scheduled_runs_created_before_their_deadline():
         assert json.loads(output)["partition_date"] == "2026-11-03"
     finally:
         server.stop()
-
-
-def test_the_deadline_interval_is_the_local_time_after_the_schedule_fire_time():
-    from tokokita_etl.notify import schedule_deadline_interval
-
-    start = datetime(2026, 11, 1, tzinfo=ZoneInfo(JKT))
-    assert schedule_deadline_interval("30 2 * * *", JKT, start, time_of("06:00")) == \
-        timedelta(hours=3, minutes=30)
-    assert schedule_deadline_interval("30 2 * * *", JKT, start, time_of("01:00")) == \
-        timedelta(hours=22, minutes=30)
-    # two fires a day (as in the stack above): the interval is the first fire's
-    assert schedule_deadline_interval("5,6 14 * * *", JKT, start, time_of("14:07")) == \
-        timedelta(minutes=2)
-
-
-def time_of(text: str):
-    from datetime import time as clock
-
-    return clock.fromisoformat(text)
