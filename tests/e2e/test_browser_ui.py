@@ -412,11 +412,11 @@ def test_a_manual_and_a_backfill_run_show_their_partition_date_in_the_ui(ui):
     assert manual["partition_key"] == str(FORM_DAY)
 
     ui.goto(f"/dags/{DAG_ID}")
-    for run, _day, name in ((manual, FORM_DAY, "manual"), (backfill, backfill_day, "backfill")):
+    for run in (manual, backfill):
         ui.page.locator(f'a[href="/dags/{DAG_ID}/runs/{run["dag_run_id"]}/"]').hover()
         tooltip = ui.page.get_by_test_id("basic-tooltip")
+        # the grid's tooltip shows a run's id, which Airflow names for these runs
         expect(tooltip).to_contain_text(f"Run ID: {run['dag_run_id']}")
-        ui.shot(f"16-grid-tooltip-{name}-run")
     for run, day, name in ((manual, FORM_DAY, "manual"), (backfill, backfill_day, "backfill")):
         ui.goto(f"/dags/{DAG_ID}/runs/{run['dag_run_id']}")
         header = ui.page.get_by_test_id("stat")
@@ -579,6 +579,6 @@ def test_the_dag_states_its_deadline_rule_and_catch_up_and_manual_runs_have_no_d
     expect(ui.page.get_by_text(re.compile(r"Missed|Upcoming"))).to_have_count(0)
     ui.shot("15-catch-up-run-without-deadline")
     runs = ui.stack.api.dag_runs(DAG_ID)
-    assert {r["run_type"] for r in runs} == {"scheduled", "manual"}
+    assert {"scheduled", "manual"} <= {r["run_type"] for r in runs}  # and the backfill's
     for run in runs:
         assert ui_deadlines(ui, run["dag_run_id"])["total_entries"] == 0, run["dag_run_id"]
