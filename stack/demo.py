@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import sys
 from datetime import UTC, date, datetime
+from pathlib import Path
 
 from stack import REPO
 from stack.embedded import AIRFLOW_HOME, STATE_FILE, embedded_target
@@ -52,6 +53,22 @@ def print_status(settings, days: list[date]) -> None:
         print(f"  {path.relative_to(REPO) if path.is_relative_to(REPO) else path}")
 
 
+def write_stack_settings(env: dict[str, str], root: Path = REPO) -> Path:
+    """Write the TOKOKITA_* variables the services get to `config.STACK_SETTINGS_FILE` under
+    the project folder `root`, which the command line run there reads: both see one set of
+    settings."""
+    from tokokita_etl.config import STACK_SETTINGS_FILE
+
+    path = root / STACK_SETTINGS_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    names = ("TOKOKITA_START_DATE", "TOKOKITA_END_DATE", "TOKOKITA_LOOKBACK_DAYS",
+             "TOKOKITA_MAX_ATTEMPTS")
+    lines = [f"{name}={env[name]}" for name in names if env.get(name)]
+    path.write_text("# the local Airflow stack's settings (written by `make up` / `make demo`)\n"
+                    + "\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
 def run_sample_week(*, keep_running: bool, timeout: float = 300) -> int:
     """Start the services, wait for the sample week's scheduled runs, print what they did."""
     from stack.rest import AirflowApi, wait_for
@@ -60,6 +77,7 @@ def run_sample_week(*, keep_running: bool, timeout: float = 300) -> int:
     target = embedded_target()
     stack = LocalStack(target, log_dir=AIRFLOW_HOME / "logs" / "stack")
     env = stack.env("airflow-apiserver")
+    write_stack_settings(env)
     username = env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS"].split(":")[0]
     password = stack.env("airflow-init").get("_AIRFLOW_WWW_USER_PASSWORD", "")
     print(f"Airflow home {AIRFLOW_HOME} (metadata: airflow.db, SQLite); initialising ...",

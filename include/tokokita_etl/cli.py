@@ -12,7 +12,13 @@ from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
-from tokokita_etl.config import DEFAULT_TIMEZONE, Settings, load_settings
+from tokokita_etl.config import (
+    DEFAULT_TIMEZONE,
+    STACK_SETTINGS_FILE,
+    Settings,
+    load_settings,
+    stack_environment,
+)
 from tokokita_etl.errors import EXIT_USAGE, EtlError, StateError
 from tokokita_etl.files import write_text_atomic
 from tokokita_etl.pipeline import run_for_date
@@ -80,9 +86,18 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _settings(args: argparse.Namespace) -> Settings:
+    """The settings: the config file, then the local Airflow stack's variables (said on
+    stderr when there are any), the environment and the flags."""
     names = ("raw_dir", "gold_dir", "quarantine_dir", "state_dir", "staging_dir",
              "warehouse_url", "state_url", "timezone", "lookback_days", "max_attempts")
-    return load_settings(args.config, overrides={n: getattr(args, n, None) for n in names})
+    stack = stack_environment()
+    if stack:
+        given = ", ".join(f"{name.removeprefix('TOKOKITA_').lower()}={value}"
+                          for name, value in sorted(stack.items()))
+        print(f"[settings] as the local Airflow stack's services ({STACK_SETTINGS_FILE}): "
+              f"{given}; the environment and flags override them", file=sys.stderr)
+    return load_settings(args.config, env={**stack, **os.environ},
+                         overrides={n: getattr(args, n, None) for n in names})
 
 
 def cmd_run(args: argparse.Namespace, now: Callable[[], datetime]) -> int:

@@ -23,6 +23,10 @@ from tokokita_etl.errors import ConfigError
 Location = Path | str
 
 DEFAULT_CONFIG_PATH = Path("config/pipeline.yaml")
+#: the TOKOKITA_* variables the local Airflow stack (`make up`, `make demo`) gives its
+#: services, written when it starts; the command line run in the project folder reads them
+#: beneath the environment, so that both see one set of settings
+STACK_SETTINGS_FILE = Path("airflow_home/tokokita.env")
 DEFAULT_TIMEZONE = "Asia/Jakarta"
 ENV_PREFIX = "TOKOKITA_"
 
@@ -332,6 +336,18 @@ def _check_together(settings: Settings, sources: Mapping[str, str]) -> None:
             f"end_date {settings.end_date.isoformat()} ({sources.get('end_date', 'default')}) is "
             f"before start_date {settings.start_date.isoformat()} "
             f"({sources.get('start_date', 'default')})")
+
+
+def stack_environment(cwd: Path | None = None) -> dict[str, str]:
+    """The non-empty TOKOKITA_* variables of the local Airflow stack of the project folder
+    `cwd` (`STACK_SETTINGS_FILE`), or {} when it has none."""
+    path = (Path.cwd() if cwd is None else Path(cwd)) / STACK_SETTINGS_FILE
+    if not path.is_file():
+        return {}
+    from dotenv import dotenv_values
+
+    return {name: value for name, value in dotenv_values(path).items()
+            if name.startswith("TOKOKITA_") and value}
 
 
 def load_settings(

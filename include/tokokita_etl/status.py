@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import date, datetime, timedelta
 from typing import Any
 
-from tokokita_etl.config import PATH_SETTINGS, Settings, partition_exists
+from tokokita_etl.config import PATH_SETTINGS, Settings, catchup_bound, partition_exists
 from tokokita_etl.errors import EtlError
 from tokokita_etl.policy import (
     Action,
@@ -137,13 +137,13 @@ def _state_of(settings: Settings, state, day: date, now: datetime, *, present: b
         return {"state": "blocked", "label": f"blocked {used}",
                 "reason": f"blocked after {used} attempts{last}", "unblock": unblock_hint(day)}
     if entry.get("status") == FAILED:
-        later = "it is due: the next scheduled catch-up runs it" if due else \
+        later = f"it is due: {_who_runs_it(settings, now)}" if due else \
             "older than the lookback: a backfill or a manual run processes it"
         return {"state": "failed", "label": f"failed {used}",
                 "reason": f"failed with attempts left ({used} used); {later}{last}"}
     if due:
         return {"state": "due", "label": "due",
-                "reason": "the partition is there and the next scheduled run processes it"}
+                "reason": f"the partition is there: {_who_runs_it(settings, now)}"}
     if present:
         if outside_lookback(day, now, settings.lookback_days, settings.timezone):
             return {"state": "not processed", "label": "not processed",
@@ -161,6 +161,16 @@ def _state_of(settings: Settings, state, day: date, now: datetime, *, present: b
                 "reason": f"no partition yet; its scheduled run waits for it until {until}"}
     return {"state": "missing", "label": "missing",
             "reason": "no partition file (or an empty one): nothing is attempted"}
+
+
+def _who_runs_it(settings: Settings, now: datetime) -> str:
+    """Who processes a due date next where these settings run: the scheduler's catch-up,
+    unless its end (`end_date`) has passed."""
+    if settings.end_date is not None and \
+            catchup_bound(settings.end_date, settings.timezone) < now:
+        return (f"the scheduled catch-up ended at end_date {settings.end_date.isoformat()}, "
+                "so a manual run or a backfill processes it")
+    return "the next scheduled catch-up runs it"
 
 
 def display_text(settings: Settings, text: str) -> str:

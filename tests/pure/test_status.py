@@ -118,3 +118,26 @@ def test_dates_in_the_watermark_outside_the_window_are_listed_too(tmp_path):
     rows = date_states(settings, at(12, day=date(2027, 3, 1)))
     assert rows[0]["date"] == "2026-11-02" and rows[0]["state"] == "done"
     assert len(rows) == settings.lookback_days + 30 + 1
+
+
+def test_a_due_date_names_who_runs_it_the_catch_up_or_once_it_ended_a_person(tmp_path):
+    """Regression: on a stack whose catch-up had ended (end_date passed), a failed date's row
+    still said "the next scheduled catch-up runs it"."""
+    settings = settings_in(tmp_path)
+    day = TODAY - timedelta(days=2)
+    partition(settings, day)
+    record(settings, day, FAILED, error="warehouse: connection refused", failed_stage="load")
+    other = TODAY - timedelta(days=3)
+    partition(settings, other)
+    open_ended = by_date(date_states(settings, at(12)))
+    assert open_ended[str(day)]["reason"].endswith(
+        "it is due: the next scheduled catch-up runs it; last error (load): warehouse: "
+        "connection refused")
+    assert open_ended[str(other)]["reason"] == \
+        "the partition is there: the next scheduled catch-up runs it"
+    ended = dataclasses.replace(settings, end_date=date(2026, 11, 8))
+    rows = by_date(date_states(ended, at(12)))
+    assert "it is due: the scheduled catch-up ended at end_date 2026-11-08, so a manual run " \
+           "or a backfill processes it" in rows[str(day)]["reason"]
+    assert rows[str(other)]["reason"].startswith("the partition is there: the scheduled "
+                                                 "catch-up ended at end_date 2026-11-08")

@@ -1,0 +1,53 @@
+"""The command line in the project folder sees the settings of the local Airflow stack.
+
+Regression: `make up` gives its services a catch-up window and a look-back of their own
+(TOKOKITA_START_DATE, _END_DATE, _LOOKBACK_DAYS), while `tokokita-etl due` and `status` in
+the same folder read only config/pipeline.yaml (look-back 7): the status page called a date
+due that `tokokita-etl due` did not list.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+from stack.demo import write_stack_settings
+from stack.embedded import embedded_target
+from stack.local import LocalStack
+from tests.conftest import REPO, SAMPLE_RAW, run_cli
+
+NOW = "2026-12-01T03:00"  # the sample week is 27 days old: outside the default look-back
+
+
+def project(tmp_path):
+    root = tmp_path / "project"
+    shutil.copytree(REPO / "config", root / "config")
+    shutil.copytree(SAMPLE_RAW, root / "data" / "raw")
+    return root
+
+
+def test_due_in_the_project_folder_uses_the_stacks_lookback_and_says_so(tmp_path):
+    root = project(tmp_path)
+    alone = run_cli(["due", "--now", NOW, "--json"], cwd=root)
+    assert (alone.returncode, alone.stdout, alone.stderr) == (0, "[]\n", "")
+
+    services = LocalStack(embedded_target(api_port=8080, health_port=8974)).env(
+        "airflow-scheduler")
+    written = write_stack_settings(services, root=root)
+    assert written == root / "airflow_home" / "tokokita.env"
+    with_stack = run_cli(["due", "--now", NOW, "--json"], cwd=root)
+    assert with_stack.returncode == 0, with_stack.stderr
+    assert with_stack.stdout == '["2026-11-02", "2026-11-03", "2026-11-04"]\n'
+    lookback = services["TOKOKITA_LOOKBACK_DAYS"]
+    assert with_stack.stderr.startswith("[settings] as the local Airflow stack's services "
+                                        "(airflow_home/tokokita.env): ")
+    assert f"lookback_days={lookback}" in with_stack.stderr
+
+
+def test_the_environment_and_flags_still_override_the_stacks_settings(tmp_path):
+    root = project(tmp_path)
+    (root / "airflow_home").mkdir()
+    (root / "airflow_home" / "tokokita.env").write_text("TOKOKITA_LOOKBACK_DAYS=60\n")
+    flag = run_cli(["due", "--now", NOW, "--json", "--lookback-days", "7"], cwd=root)
+    assert (flag.returncode, flag.stdout) == (0, "[]\n")
+    env = run_cli(["due", "--now", NOW, "--json"], cwd=root, env={"TOKOKITA_LOOKBACK_DAYS": "7"})
+    assert (env.returncode, env.stdout) == (0, "[]\n")
