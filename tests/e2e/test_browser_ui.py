@@ -3,7 +3,7 @@
 Debian's headless Chromium (tests/browser.py), driven by Playwright, uses the UI of a
 throw-away stack (`stack.ephemeral`: the compose services as local processes on PostgreSQL)
 as an operator would: log in on the login page, trigger from the form with its defaults and
-with a `partition_date`, clear `load` of a succeeded run with the clear dialog's defaults,
+with a `partition_date`, clear `load` of a succeeded run with the clear dialog's defaults and the whole run,
 read the partition date in the grid and the run header, open the status page from the menu
 (*Browse > TokoKita status*) and follow its links to Airflow's pages from inside the UI's
 iframe, and read the DAG's deadline rule and the catch-up run's deadline. The browser runs in
@@ -390,6 +390,48 @@ def test_clearing_load_of_a_succeeded_run_in_the_ui_re_runs_it_with_identical_re
     expect(ui.page.get_by_text(
         f"clear: reprocessing {SCHEDULED_DAY}, which already succeeded").first).to_be_visible()
     ui.shot("7-cleared-load-re-ran-with-reason")
+
+
+def test_clearing_the_whole_succeeded_run_in_the_ui_reprocesses_the_date(ui):
+    from playwright.sync_api import expect
+
+    run = ui.scheduled_run()
+    run_id = run["dag_run_id"]
+    before = ui.entry(SCHEDULED_DAY)
+    gold = ui.gold(SCHEDULED_DAY).read_bytes()
+    gate_tries = ui.stack.api.task_instances(DAG_ID, run_id)["check_watermark"]["try_number"]
+
+    ui.goto(f"/dags/{DAG_ID}/runs/{run_id}")
+    ui.page.get_by_role("button", name="Press shift+c to clear").click()
+    dialog = ui.page.get_by_role("dialog")
+    expect(dialog.get_by_role("heading", name=re.compile(r"^Clear Dag Run"))).to_be_visible()
+    ui.shot("18-clear-run-dialog")
+    dialog.get_by_role("button", name="Confirm").click()
+    expect(dialog).to_be_hidden()
+
+    def cleared_and_done():
+        tis = ui.stack.api.task_instances(DAG_ID, run_id)
+        finished = ui.stack.api.dag_run(DAG_ID, run_id)
+        if tis["check_watermark"]["try_number"] > gate_tries and \
+                finished["state"] in TERMINAL and \
+                all(ti["state"] not in (None, "queued", "scheduled", "running", "up_for_reschedule")
+                    for ti in tis.values()):
+            return finished
+        return None
+
+    finished = wait_for(cleared_and_done, RUN_TIMEOUT_S, 1.0, f"the cleared run {run_id}")
+    assert finished["state"] == "success"
+    assert set(ui.states(run_id).values()) == {"success"}  # the gate reprocessed the date
+    after = ui.entry(SCHEDULED_DAY)
+    assert (after["status"], after["attempt"]) == ("success", before["attempt"] + 1)
+    assert after["checksums"] == before["checksums"]
+    assert ui.gold(SCHEDULED_DAY).read_bytes() == gold
+    ui.goto(f"/dags/{DAG_ID}/runs/{run_id}/tasks/check_watermark")
+    wrap_log_lines(ui)
+    expect(ui.page.get_by_text(
+        f"Decision: clear: reprocessing {SCHEDULED_DAY}, which already succeeded").first
+    ).to_be_visible()
+    ui.shot("19-cleared-run-gate-reprocesses")
 
 
 def test_a_manual_and_a_backfill_run_show_their_partition_date_in_the_ui(ui):
