@@ -158,7 +158,8 @@ class DockerEngine:
         if os.geteuid() != 0:
             raise EngineUnavailable("starting dockerd needs root")
         if Path("/sys/class/net/docker0").exists():
-            raise EngineUnavailable("another Docker engine's docker0 bridge exists on this host")
+            raise EngineUnavailable("a docker0 bridge exists: another Docker engine runs here, "
+                                    "or one stopped without removing it (ip link delete docker0)")
         self.data_root.mkdir(parents=True, exist_ok=True)
         self.host_state = HostNetworkState.record()
         log = open(self.log_path, "w")  # noqa: SIM115 (dockerd writes it until stop())
