@@ -6,9 +6,9 @@ BIN := $(VENV)/bin
 UV := $(shell command -v uv 2>/dev/null)
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: setup demo up down e2e test faults lint lock bench clean
+.PHONY: setup demo up down e2e test faults lint lock bench clean image
 
-$(BIN)/tokokita-etl: requirements.txt constraints.txt pyproject.toml
+$(BIN)/tokokita-etl: requirements.txt requirements-runtime.txt constraints.txt pyproject.toml
 ifdef UV
 	uv venv -q --allow-existing -p $(PY) $(VENV)
 	uv pip install -q -p $(BIN)/python -r requirements.txt -c constraints.txt
@@ -32,6 +32,12 @@ up: setup
 
 down:
 	@if [ -x $(BIN)/python ]; then $(BIN)/python -m stack down; fi
+
+# the docker-compose stack's image (Dockerfile: the runtime requirements only), as the compose
+# file names it; compose v2 (`docker compose`) or v1 (`docker-compose`), whichever is installed
+image:
+	@if docker compose version >/dev/null 2>&1; then docker compose build; \
+	else docker-compose build; fi
 
 # The tests' PostgreSQL is TOKOKITA_TEST_PG_URL's server (default 127.0.0.1:5432, database
 # tokokita_test, created when missing), or a throw-away server for the run when nothing

@@ -2,8 +2,10 @@
 
 Idempotent, driven only by the environment docker-compose.yaml declares:
 
-1. the folders of the pipeline (`TOKOKITA_*_DIR`), the task logs and the login file exist,
-   owned by `AIRFLOW_UID` (group 0) when this runs as root, as in the official compose file;
+1. the folders of the pipeline (`TOKOKITA_*_DIR`), the task logs and the login file exist;
+   run as root, it gives the folders it creates (and empty root-owned ones: fresh named
+   volumes) to `AIRFLOW_UID` (group 0) and changes the owner of nothing else: the host's
+   files and folders in ./data keep theirs;
 2. `airflow db migrate` on `AIRFLOW__DATABASE__SQL_ALCHEMY_CONN`;
 3. the admin login: `_AIRFLOW_WWW_USER_USERNAME` / `_AIRFLOW_WWW_USER_PASSWORD` are written
    to the SimpleAuthManager password file the api-server reads;
@@ -51,20 +53,48 @@ def owner_uid(env: Mapping[str, str]) -> int | None:
 
 
 def prepare_folders(env: Mapping[str, str], uid: int | None) -> list[Path]:
-    """Create the folders the services write to; chown them to `uid` when running as root."""
+    """Create the folders the services write to; as root, give the new ones to `uid`.
+
+    Only a folder this step creates, or an empty one that belongs to root (a named volume
+    docker has just created), changes owner, and never anything inside a folder: the host's
+    files and folders in the mounts (the tracked sample partitions, a colleague's outputs)
+    keep their owner. A folder the services write to that `uid` cannot write to is named in a
+    warning.
+    """
     folders = [Path(env[var]) for var in DATA_DIR_VARS if env.get(var) and "://" not in env[var]]
     if env.get("AIRFLOW__LOGGING__BASE_LOG_FOLDER"):
         folders.append(Path(env["AIRFLOW__LOGGING__BASE_LOG_FOLDER"]))
     if env.get("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"):
         folders.append(Path(env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"]).parent)
+    fresh: list[Path] = []
     for folder in folders:
+        missing = [p for p in (folder, *folder.parents) if not p.exists()]
         folder.mkdir(parents=True, exist_ok=True)
+        fresh.extend(missing)
+        if not missing and folder.stat().st_uid == 0 and not any(folder.iterdir()):
+            fresh.append(folder)  # e.g. a named volume docker just created
     if uid is not None and os.geteuid() == 0 and uid != 0:
-        for folder in folders:
-            for path in (folder, *folder.rglob("*")):
-                os.chown(path, uid, 0, follow_symlinks=False)
-        say(f"folders owned by {uid}:0: {', '.join(map(str, folders))}")
+        for path in dict.fromkeys(fresh):
+            os.chown(path, uid, 0, follow_symlinks=False)
+        if fresh:
+            say(f"folders owned by {uid}:0: {', '.join(map(str, dict.fromkeys(fresh)))}")
+        raw = Path(env["TOKOKITA_RAW_DIR"]) if env.get("TOKOKITA_RAW_DIR") else None
+        for folder in folders:  # the services only read the raw folder
+            if folder not in fresh and folder != raw and not writable_by(folder, uid, 0):
+                say(f"WARNING: {folder} belongs to uid {folder.stat().st_uid} and uid {uid} "
+                    "cannot write to it (its owner is left as it is). Run the stack as that "
+                    "user: echo \"AIRFLOW_UID=$(id -u)\" > .env")
     return folders
+
+
+def writable_by(path: Path, uid: int, gid: int) -> bool:
+    """Whether a process of `uid` (group `gid`) may create files in the folder `path`."""
+    st = path.stat()
+    if st.st_uid == uid:
+        return bool(st.st_mode & 0o300 == 0o300)
+    if st.st_gid == gid:
+        return bool(st.st_mode & 0o030 == 0o030)
+    return bool(st.st_mode & 0o003 == 0o003)
 
 
 def prepare_buckets(env: Mapping[str, str]) -> list[str]:

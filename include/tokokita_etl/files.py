@@ -1,5 +1,11 @@
 """Atomic file writes (a temporary name in the same folder, fsync, then rename) and the
-exclusive lock file that serialises read-modify-write cycles."""
+exclusive lock file that serialises read-modify-write cycles.
+
+Every file written here is created as a plain `open()` creates one: mode 0666 less the
+process's umask (0644 under the usual umask 022), so gold, quarantine and state files can be
+read by the other accounts the umask lets read them (a BI tool, a colleague), whichever way the
+pipeline runs. `tempfile.mkstemp` would make them 0600, and the rename keeps that mode.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +13,7 @@ import contextlib
 import errno
 import fcntl
 import os
-import tempfile
+import secrets
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
@@ -15,6 +21,25 @@ from typing import IO
 #: errors only a write raises, which the OS reports without a file name (a full disk, a
 #: quota, a file too large): the file being written is then the one to name
 WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+#: the permissions `open()` asks for when it creates a file; the umask takes its bits off
+CREATE_MODE = 0o666
+
+
+def create_sibling(path: Path) -> tuple[int, str]:
+    """Create and open a new, empty temporary file next to `path` (`.<name>.<random>.tmp`).
+
+    Like `tempfile.mkstemp` (exclusive creation, a name nobody else holds) but with the mode
+    a plain `open()` gives: CREATE_MODE less the umask. Returns the descriptor and the name.
+    """
+    path = Path(path)
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
+    for _ in range(100):
+        tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+        try:
+            return os.open(tmp, flags, CREATE_MODE), str(tmp)
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no free temporary name next to it", str(path))
 
 
 @contextlib.contextmanager
@@ -34,7 +59,7 @@ def atomic_writer(path: Path, *, mode: str = "w", encoding: str | None = "utf-8"
     """Open a temporary sibling of `path`; rename it over `path` only if the block succeeds."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = create_sibling(path)
     try:
         kwargs = {} if "b" in mode else {"encoding": encoding, "newline": newline}
         with naming_write_errors(path), os.fdopen(fd, mode, **kwargs) as handle:
@@ -58,7 +83,7 @@ def write_new_atomic(path: Path, text: str) -> Path:
     """Write `text` to `path`, or `path-2`, `path-3`... atomically, never replacing a file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = create_sibling(path)
     try:
         with naming_write_errors(path), os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
@@ -82,7 +107,7 @@ def atomic_path(path: Path) -> Iterator[Path]:
     """Yield a temporary sibling path for another writer; rename it over `path` on success."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = create_sibling(path)
     os.close(fd)
     try:
         with naming_write_errors(path):

@@ -198,14 +198,35 @@ def test_warehouse_connection_and_url_name_the_same_database():
 
 def test_dockerfile_builds_from_the_pinned_airflow_and_installs_requirements():
     dockerfile = (REPO / "Dockerfile").read_text()
-    pinned = re.search(r"^apache-airflow==(\S+)$", (REPO / "requirements.txt").read_text(), re.M)
+    pinned = re.search(r"^apache-airflow==(\S+)$", (REPO / "requirements-runtime.txt").read_text(),
+                       re.M)
     assert f"apache/airflow:{pinned.group(1)}-python3.11" in dockerfile
     build_args = load()["x-airflow-common"]["build"]["args"]
     assert build_args["AIRFLOW_BASE_IMAGE"] == f"apache/airflow:{pinned.group(1)}-python3.11"
-    assert "-r /tmp/tokokita/runtime.txt -c /tmp/tokokita/constraints.txt" in dockerfile
+    assert "-r /tmp/tokokita/requirements-runtime.txt" in dockerfile
+    assert "-c /tmp/tokokita/constraints.txt" in dockerfile
+    assert "pip-check.sh compare" in dockerfile
     assert "COPY --chown=airflow:0 stack/ /opt/airflow/stack/" in dockerfile
     ignored = (REPO / ".dockerignore").read_text().split()
-    assert {"!requirements.txt", "!constraints.txt", "!stack/"} <= set(ignored)
+    assert {"!requirements-runtime.txt", "!constraints.txt", "!stack/"} <= set(ignored)
+
+
+def test_the_test_tools_are_outside_the_runtime_requirements():
+    """Regression: the Dockerfile filtered test tools out of requirements.txt by name and
+    missed playwright and moto[server]; the image now reads only requirements-runtime.txt."""
+    lines = [line.strip() for line in (REPO / "requirements.txt").read_text().splitlines()
+             if line.strip() and not line.startswith("#")]
+    assert lines[0] == "-r requirements-runtime.txt"
+    runtime = {re.split(r"[\[=]", line)[0].lower() for line in
+               (REPO / "requirements-runtime.txt").read_text().splitlines()
+               if line.strip() and not line.startswith("#")}
+    tools = {re.split(r"[\[=]", line)[0].lower() for line in lines[1:]}
+    assert {"pytest", "playwright", "moto", "ruff"} <= tools
+    assert runtime.isdisjoint(tools)
+    instructions = "\n".join(line for line in (REPO / "Dockerfile").read_text().splitlines()
+                             if not line.lstrip().startswith("#"))
+    assert "requirements.txt" not in instructions.replace("requirements-runtime.txt", "")
+    assert "!requirements.txt" not in (REPO / ".dockerignore").read_text().split()
 
 
 @pytest.mark.parametrize(("text", "env", "expected"), [
