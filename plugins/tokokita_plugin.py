@@ -29,7 +29,7 @@ def _deadline_reference():
 
 
 def _status_app():
-    from tokokita_airflow.ui import app
+    from tokokita_airflow.status_page import app
 
     return app
 

@@ -9,6 +9,7 @@ from the watermark, the raw folder, the claims and the attempts policy
 from __future__ import annotations
 
 from datetime import date, datetime, timedelta
+from enum import StrEnum
 from typing import Any
 
 from tokokita_etl.config import PATH_SETTINGS, Settings, catchup_bound, partition_exists
@@ -30,8 +31,38 @@ from tokokita_etl.runs import (
 from tokokita_etl.schedule import fire_time_for_partition, local_today
 from tokokita_etl.state import FAILED, SUCCESS, state_store
 
-#: every state a date can be in, in the order of the legend
-STATES = ("done", "due", "waiting", "missing", "running", "failed", "blocked", "not processed")
+
+class DateAction(StrEnum):
+    """What a person may do about a date from the status page: the run it triggers carries
+    `force` (reprocess) or `reset_attempts` (unblock) in its conf."""
+
+    REPROCESS = "reprocess"
+    UNBLOCK = "unblock"
+
+
+class DateState(StrEnum):
+    """Every state a date can be in, in the order of the legend. A member is its string
+    (`"not processed"`), so rows and their JSON read as plain strings."""
+
+    DONE = "done"
+    DUE = "due"
+    WAITING = "waiting"
+    MISSING = "missing"
+    RUNNING = "running"
+    FAILED = "failed"
+    BLOCKED = "blocked"
+    NOT_PROCESSED = "not processed"
+
+    @property
+    def actions(self) -> tuple[DateAction, ...]:
+        """The actions this state allows: a blocked date is unblocked; a done, failed, due or
+        not processed one may be reprocessed; a waiting, missing or running one neither."""
+        if self is DateState.BLOCKED:
+            return (DateAction.UNBLOCK,)
+        if self in (DateState.DONE, DateState.FAILED, DateState.DUE, DateState.NOT_PROCESSED):
+            return (DateAction.REPROCESS,)
+        return ()
+
 
 #: how many days before the lookback window the default window also shows
 HISTORY_DAYS = 30
@@ -65,7 +96,7 @@ def date_states(settings: Settings, now: datetime, days: int | None = None,
                 dates: list[date] | None = None) -> list[dict[str, Any]]:
     """One row per date, oldest first: the window (`window`) and every date in the watermark.
 
-    Each row: `date`, `state` (one of `STATES`), `label` (`failed 1/3`, `running`...),
+    Each row: `date`, `state` (a `DateState`), `label` (`failed 1/3`, `running`...),
     `reason` (one sentence), `unblock` (the exact action, for a blocked date), `holder` (of a
     running date), `due`, `partition` (file present), `status`, `attempt`, `max_attempts`,
     `blocked`, `rows`, `quarantine_share`, `bruto`, `bersih`, `duration_s`, `error`,
@@ -109,47 +140,47 @@ def date_states(settings: Settings, now: datetime, days: int | None = None,
 
 
 def _state_of(settings: Settings, state, day: date, now: datetime, *, present: bool, due: bool,
-              wait_window: timedelta) -> dict[str, str]:
+              wait_window: timedelta) -> dict[str, Any]:
     """state, label, reason, holder and unblock of one date (see `date_states`)."""
     try:
         claim = read_claim(settings, day)
     except EtlError as exc:
-        return {"state": "running", "label": "running (claim unreadable)", "reason": str(exc)}
+        return {"state": DateState.RUNNING, "label": "running (claim unreadable)", "reason": str(exc)}
     if claim is not None and claim.live(now, cli_holder_finished):
-        return {"state": "running", "label": "running", "holder": claim.owner,
+        return {"state": DateState.RUNNING, "label": "running", "holder": claim.owner,
                 "reason": f"being processed by {claim.owner} since "
                           f"{claim.since.isoformat(timespec='seconds')}"}
     used = f"{state.attempts(day)}/{settings.max_attempts}"
     intent = state.intent(day)
     if intent is not None:  # its run is gone (a live one holds the claim, see above)
-        return {"state": "failed", "label": "needs re-run",
+        return {"state": DateState.FAILED, "label": "needs re-run",
                 "reason": f"run {intent['run']} (started {intent['since']}) ended during "
                           f"{interrupted_stage(settings, day)} without recording its outcome; "
                           "the warehouse may hold part of its work: the next run re-runs it "
                           f"({used} attempts used before it)"}
     if state.has_success(day):
-        return {"state": "done", "label": "done", "reason": f"succeeded (attempt {used})"}
+        return {"state": DateState.DONE, "label": "done", "reason": f"succeeded (attempt {used})"}
     decision = decide(state, day, max_attempts=settings.max_attempts)
     entry = state.entry(day)
     last = f"; last error ({entry.get('failed_stage') or '?'}): " \
            f"{display_text(settings, entry['error'])}" if entry.get("error") else ""
     if decision.action is Action.BLOCKED:
-        return {"state": "blocked", "label": f"blocked {used}",
+        return {"state": DateState.BLOCKED, "label": f"blocked {used}",
                 "reason": f"blocked after {used} attempts{last}", "unblock": unblock_hint(day)}
     if entry.get("status") == FAILED:
         later = f"it is due: {_who_runs_it(settings, now)}" if due else \
             "older than the lookback: a backfill or a manual run processes it"
-        return {"state": "failed", "label": f"failed {used}",
+        return {"state": DateState.FAILED, "label": f"failed {used}",
                 "reason": f"failed with attempts left ({used} used); {later}{last}"}
     if due:
-        return {"state": "due", "label": "due",
+        return {"state": DateState.DUE, "label": "due",
                 "reason": f"the partition is there: {_who_runs_it(settings, now)}"}
     if present:
         if outside_lookback(day, now, settings.lookback_days, settings.timezone):
-            return {"state": "not processed", "label": "not processed",
+            return {"state": DateState.NOT_PROCESSED, "label": "not processed",
                     "reason": f"older than lookback_days={settings.lookback_days}: only a "
                               "backfill or a manual run processes it"}
-        return {"state": "not processed", "label": "not processed",
+        return {"state": DateState.NOT_PROCESSED, "label": "not processed",
                 "reason": "the partition is there; no run has processed it yet"}
     try:
         fire = fire_time_for_partition(day, settings.cron, settings.timezone)
@@ -157,9 +188,9 @@ def _state_of(settings: Settings, state, day: date, now: datetime, *, present: b
         fire = None
     if fire is not None and now < fire + wait_window:
         until = (fire + wait_window).astimezone(settings.tz).isoformat(timespec="minutes")
-        return {"state": "waiting", "label": "waiting for file",
+        return {"state": DateState.WAITING, "label": "waiting for file",
                 "reason": f"no partition yet; its scheduled run waits for it until {until}"}
-    return {"state": "missing", "label": "missing",
+    return {"state": DateState.MISSING, "label": "missing",
             "reason": "no partition file (or an empty one): nothing is attempted"}
 
 

@@ -10,7 +10,7 @@ from zoneinfo import ZoneInfo
 from tokokita_etl.config import Settings
 from tokokita_etl.runs import claim_path
 from tokokita_etl.state import FAILED, SUCCESS, state_store
-from tokokita_etl.status import date_states, format_status, window
+from tokokita_etl.status import DateAction, DateState, date_states, format_status, window
 
 JKT = ZoneInfo("Asia/Jakarta")
 TODAY = date(2026, 12, 1)
@@ -141,3 +141,21 @@ def test_a_due_date_names_who_runs_it_the_catch_up_or_once_it_ended_a_person(tmp
            "or a backfill processes it" in rows[str(day)]["reason"]
     assert rows[str(other)]["reason"].startswith("the partition is there: the scheduled "
                                                  "catch-up ended at end_date 2026-11-08")
+
+
+def test_each_date_state_names_the_actions_it_allows_and_reads_as_its_string(tmp_path):
+    """A blocked date is unblocked; done, failed, due and not processed ones are reprocessed;
+    waiting, missing and running ones allow nothing. The rows' JSON holds plain strings."""
+    settings = settings_in(tmp_path)
+    record(settings, TODAY - timedelta(days=2), SUCCESS, rows={"fact": 1})
+    record(settings, TODAY - timedelta(days=3), FAILED, times=3, error="bad bytes")
+    rows = by_date(date_states(settings, at(4)))
+    done, blocked = rows[str(TODAY - timedelta(days=2))], rows[str(TODAY - timedelta(days=3))]
+    assert (done["state"].actions, blocked["state"].actions) == (
+        (DateAction.REPROCESS,), (DateAction.UNBLOCK,))
+    allowed = {state.value: [a.value for a in state.actions] for state in DateState}
+    assert allowed == {"done": ["reprocess"], "due": ["reprocess"], "waiting": [],
+                       "missing": [], "running": [], "failed": ["reprocess"],
+                       "blocked": ["unblock"], "not processed": ["reprocess"]}
+    assert json.loads(json.dumps(blocked))["state"] == "blocked"
+

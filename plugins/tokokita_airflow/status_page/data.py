@@ -1,0 +1,61 @@
+"""The page's rows: each date's state (`tokokita_etl.status.date_states`) with the DAG's runs."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime
+from typing import Any
+
+from tokokita_airflow.status_page.auth import DAG_ID
+
+
+def _airflow_runs(session, settings, since: date) -> dict[str, list[dict[str, Any]]]:
+    """The DAG's runs by partition date D (newest first), with their failed task if any."""
+    from airflow.models.dagrun import DagRun
+    from airflow.models.taskinstance import TaskInstance
+    from sqlalchemy import select
+
+    from tokokita_airflow.runtime import flag, partition_date_of
+    from tokokita_etl.errors import EtlError
+
+    runs = session.scalars(select(DagRun).where(DagRun.dag_id == DAG_ID)
+                           .order_by(DagRun.run_after.desc()).limit(1000)).all()
+    failed: dict[str, str] = {}
+    if runs:
+        rows = session.execute(
+            select(TaskInstance.run_id, TaskInstance.task_id)
+            .where(TaskInstance.dag_id == DAG_ID, TaskInstance.state == "failed")).all()
+        for run_id, task_id in rows:
+            failed.setdefault(run_id, task_id)
+    by_day: dict[str, list[dict[str, Any]]] = {}
+    for run in runs:
+        conf = run.conf or {}
+        try:
+            day = partition_date_of(run, conf, settings.timezone)
+        except (EtlError, ValueError):
+            continue
+        if day < since:
+            continue
+        flags = [k for k in ("force", "reset_attempts") if flag(conf.get(k))]
+        by_day.setdefault(day.isoformat(), []).append({
+            "run_id": run.run_id, "run_type": str(getattr(run.run_type, "value", run.run_type)),
+            "state": str(getattr(run.state, "value", run.state)), "flags": flags,
+            "task": failed.get(run.run_id, "check_watermark"),
+            "failed": run.run_id in failed})
+    return by_day
+
+
+def status_rows(days: int | None) -> list[dict[str, Any]]:
+    """One row per date, oldest first (`date_states`), each with its `airflow_runs`."""
+    from airflow.utils.session import create_session
+
+    from tokokita_airflow.runtime import pipeline_settings
+    from tokokita_etl.status import date_states
+
+    settings = pipeline_settings()
+    rows = date_states(settings, datetime.now(UTC), days)
+    since = date.fromisoformat(rows[0]["date"]) if rows else date.today()
+    with create_session() as session:
+        runs = _airflow_runs(session, settings, since)
+    for row in rows:
+        row["airflow_runs"] = runs.get(row["date"], [])
+    return rows

@@ -1,0 +1,137 @@
+"""The page's HTML: Jinja2 templates (`templates/`, autoescaped), the chart's geometry, the CSP.
+
+Everything is rendered on the server (tables and inline SVG), no asset from elsewhere. The
+page's one script, `templates/links.js`, is allowed by its hash in the Content-Security-Policy
+and nothing else may run. Why it exists: Airflow's UI shows the page in an iframe sandboxed
+without allow-top-navigation, so a `target='_top'` link is blocked there (a console error
+only). Inside that iframe (same origin: the sandbox allows it) a plain click on such a link is
+handed to the UI's own router instead: the URL pushed onto the top page's history and a
+popstate event, which is how React Router learns of a navigation (Back returns to the page).
+Opened directly, the page is its own top and the links navigate as usual.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from markupsafe import Markup
+
+from tokokita_airflow.status_page.auth import DAG_ID, PREFIX
+from tokokita_etl.status import DateState
+
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+#: the script exactly as the page sends it (the file without its final newline)
+LINKS_SCRIPT = (TEMPLATES / "links.js").read_text(encoding="utf-8").removesuffix("\n")
+LINKS_SCRIPT_HASH = base64.b64encode(hashlib.sha256(LINKS_SCRIPT.encode()).digest()).decode()
+CSP = ("default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; "
+       f"script-src 'sha256-{LINKS_SCRIPT_HASH}'; "
+       "form-action 'self'; frame-ancestors 'self'; base-uri 'none'")
+
+#: state -> colour (the strip, the table and the legend), in the legend's order
+COLOURS = {DateState.DONE: "#2e7d32", DateState.DUE: "#1565c0", DateState.WAITING: "#64b5f6",
+           DateState.MISSING: "#9e9e9e", DateState.RUNNING: "#f9a825",
+           DateState.FAILED: "#ef6c00", DateState.BLOCKED: "#c62828",
+           DateState.NOT_PROCESSED: "#6d4c41"}
+#: chart text size (px, as the page's CSS sets it) and a generous average glyph width at it,
+#: to make room for labels and legend lines
+CHART_FONT_PX = 12
+CHART_GLYPH_PX = 7.2
+#: how many runs a row links to before it says "+N more"
+RUNS_SHOWN = 4
+
+
+def _float(value: Any) -> float | None:
+    try:
+        return None if isinstance(value, bool) or value is None else float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def fmt(value: Any) -> str:
+    """A count or amount as the page shows it: `1,234`, `1,234.50`, `yes`/`no`, or ''."""
+    if value is None or value == "":
+        return ""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, str) and _float(value) is not None:
+        value = _float(value)
+    if isinstance(value, int | float):
+        return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.2f}"
+    return str(value)
+
+
+def _seconds(value: float | None) -> str:
+    return "" if value is None else f"{value:.1f} s"
+
+
+def _share(value: float | None) -> str:
+    return "" if value is None else f"{value:.1%}"
+
+
+def _text_width(text: str) -> float:
+    return len(text) * CHART_GLYPH_PX
+
+
+ENV = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=True,
+                  undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+ENV.filters.update(fmt=fmt, seconds=_seconds, share=_share,
+                   path_part=lambda value: quote(str(value), safe=""))
+ENV.globals.update(dag_id=DAG_ID, prefix=PREFIX, colours=COLOURS, runs_shown=RUNS_SHOWN,
+                   script=Markup(LINKS_SCRIPT))  # noqa: S704 - our own file, hashed in the CSP
+
+
+def render(template: str, **context: Any) -> str:
+    """`template` (a file in templates/) rendered with `context`, autoescaped."""
+    return ENV.get_template(template).render(**context)
+
+
+def chart(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The chart's geometry: bars of valid (fact) rows per date; lines of the quarantine share
+    (0-100 %, right axis) and of bersih (scaled to its maximum); under them a legend, one line
+    per series. The SVG is as wide and tall as its labels and legend need. None without rows."""
+    if not rows:
+        return None
+    facts = [(r["rows"] or {}).get("fact") for r in rows]
+    bersih = [_float(r["bersih"]) for r in rows]
+    top_fact = max([f for f in facts if isinstance(f, int | float)] or [1]) or 1
+    top_bersih = max([b for b in bersih if b is not None] or [1]) or 1
+    left = max(60, round(_text_width(fmt(top_fact)) + 10))
+    top, plot_w, plot_h = 10, max(len(rows) * 21, 300), 160
+    step = plot_w / len(rows)
+    # the first and last date, and each first of a month at least two bars from them
+    last = len(rows) - 1
+    labelled = {0, last} | {i for i, r in enumerate(rows)
+                            if r["date"].endswith("-01") and 2 <= i <= last - 2}
+    dates, share_pts, bersih_pts = [], [], []  # per date: its bar and its axis label, if any
+    for i, r in enumerate(rows):
+        x = left + i * step
+        cx = x + step / 2
+        bar = None
+        if isinstance(facts[i], int | float):
+            h = plot_h * facts[i] / top_fact
+            bar = {"x": x + 2, "y": top + plot_h - h, "width": step - 4, "height": h,
+                   "fact": facts[i]}
+        dates.append({"date": r["date"], "bar": bar, "label_x": cx if i in labelled else None})
+        if r["quarantine_share"] is not None:
+            share_pts.append((cx, top + plot_h * (1 - r["quarantine_share"])))
+        if bersih[i] is not None:
+            bersih_pts.append((cx, top + plot_h * (1 - bersih[i] / top_bersih)))
+    series = [{"cls": cls, "colour": colour, "points": pts} for cls, pts, colour in
+              (("share", share_pts, "#c62828"), ("bersih", bersih_pts, "#2e7d32")) if pts]
+    keys = (("bar", "#90a4ae", f"valid rows per date (bars, left axis, max {fmt(top_fact)})"),
+            ("line", "#c62828", "quarantine share of the extracted rows (right axis)"),
+            ("line", "#2e7d32", f"bersih per date (scaled to its maximum, {fmt(top_bersih)})"))
+    line_h = CHART_FONT_PX + 6
+    legend_top = top + plot_h + CHART_FONT_PX + 14
+    legend = [{"kind": kind, "colour": colour, "label": label, "y": legend_top + n * line_h}
+              for n, (kind, colour, label) in enumerate(keys)]
+    width = max(left + plot_w + 50, left + 22 + max(_text_width(k[2]) for k in keys) + 10)
+    return {"left": left, "top": top, "plot_w": plot_w, "plot_h": plot_h,
+            "top_fact": top_fact, "dates": dates, "series": series,
+            "legend": legend, "font_px": CHART_FONT_PX, "width": width,
+            "height": legend_top + len(keys) * line_h}
