@@ -45,7 +45,7 @@ from tests.browser import chromium
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, BrowserContext, Page
 
-pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
+pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.browser]
 
 #: the whole module (stack start, every gesture, teardown) must finish within this
 HARD_TIMEOUT_S = int(os.environ.get("TOKOKITA_E2E_TIMEOUT", "600"))
