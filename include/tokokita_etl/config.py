@@ -17,20 +17,18 @@ from typing import Any, ClassVar
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from tokokita_etl.contract import DEFAULT_TIMEZONE
+from tokokita_etl.cron import CronError, parse
 from tokokita_etl.errors import ConfigError
 
 #: a local folder (a Path) or an object-storage URL such as `s3://bucket/prefix` (a str)
 Location = Path | str
 
 DEFAULT_CONFIG_PATH = Path("config/pipeline.yaml")
-DEFAULT_TIMEZONE = "Asia/Jakarta"
 ENV_PREFIX = "TOKOKITA_"
 
 
 def _cron_problem(expr: str) -> str | None:
-    # imported here: cron.py takes its default zone from this module
-    from tokokita_etl.cron import CronError, parse
-
     try:
         parse(expr)
     except CronError as exc:
