@@ -268,7 +268,7 @@ class EphemeralStack:
 
     def watermark(self) -> dict[str, Any]:
         """state.json's runs by date (empty before the first run)."""
-        from tokokita_etl.state import state_store
+        from tokokita_etl.stores import state_store
 
         return state_store(self.settings()).read().runs
 
@@ -348,7 +348,7 @@ class EphemeralStack:
 
     def manifests(self, day: date) -> list[dict[str, Any]]:
         """The run manifests of `day`, oldest first."""
-        from tokokita_etl.state import state_store
+        from tokokita_etl.stores import state_store
 
         return list(reversed(list(state_store(self.settings()).manifests(day))))
 

@@ -20,9 +20,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from tokokita_etl.contract import DEFAULT_TIMEZONE
 from tokokita_etl.cron import CronError, parse
 from tokokita_etl.errors import ConfigError
-
-#: a local folder (a Path) or an object-storage URL such as `s3://bucket/prefix` (a str)
-Location = Path | str
+from tokokita_etl.storage import Location, file_size, is_url
 
 DEFAULT_CONFIG_PATH = Path("config/pipeline.yaml")
 ENV_PREFIX = "TOKOKITA_"
@@ -188,11 +186,6 @@ DAG_PARSE_SETTINGS = ("cron", "timezone", "start_date", "end_date", "wait_window
                       "deadline_local_time", "deadline_webhook_url")
 
 
-def is_url(location: Location) -> bool:
-    """Whether `location` is an object-storage URL (else a local path)."""
-    return isinstance(location, str) and "://" in location
-
-
 def join(location: Location, name: str) -> Location:
     """`name` inside the folder `location` (a Path for a local folder, a URL for a URL)."""
     if is_url(location):
@@ -209,8 +202,6 @@ def partition_file_exists(path: Location) -> bool:
     """Whether a partition file is there: it exists and is non-empty (a file, or an object
     when `path` is a URL)."""
     if is_url(path):
-        from tokokita_etl.storage import file_size
-
         return bool(file_size(path))
     try:
         path = Path(path)

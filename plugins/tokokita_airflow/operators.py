@@ -156,7 +156,7 @@ class EtlStageOperator(BaseOperator):
             release_date,
         )
         from tokokita_etl.stages import release_working_copy
-        from tokokita_etl.state import state_store
+        from tokokita_etl.stores import state_store
 
         settings = pipeline_settings()
         day = partition_date(context)

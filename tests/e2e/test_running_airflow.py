@@ -170,7 +170,7 @@ def e2e(tmp_path_factory, request):
     """The seeded, running stack (default or scale-out profile); stopped and its databases
     dropped afterwards."""
     from tokokita_etl.policy import due_runs
-    from tokokita_etl.state import state_store
+    from tokokita_etl.stores import state_store
 
     started = time.monotonic()
     waited = wait_past_midnight(datetime.now(UTC))

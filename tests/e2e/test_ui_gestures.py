@@ -206,7 +206,7 @@ def test_a_bad_partition_fails_in_seconds_then_blocks_and_reset_attempts_recover
                       json={"state": "success"})
     assert entry(stack, dates.bad)["status"] == "failed"
     from tokokita_etl.policy import due_runs
-    from tokokita_etl.state import state_store
+    from tokokita_etl.stores import state_store
 
     settings = stack.settings()
     assert dates.bad in due_runs(state_store(settings).read(), datetime.now(UTC),

@@ -26,7 +26,8 @@ from tokokita_airflow.sensors import RawPartitionSensor
 from tokokita_airflow.timetable import PartitionDateTimetable
 from tokokita_etl.errors import DataError, WarehouseError
 from tokokita_etl.runs import read_claim
-from tokokita_etl.state import FAILED, SUCCESS, state_store
+from tokokita_etl.state import FAILED, SUCCESS
+from tokokita_etl.stores import state_store
 
 DAG_ID = "tokokita_orders_daily"
 D02 = "2026-11-02"
