@@ -6,6 +6,9 @@ from typing import ClassVar
 
 from airflow.plugins_manager import AirflowPlugin
 
+from tokokita_airflow.timetable import PartitionDateTimetable
+from tokokita_airflow.ui import app as status_app
+
 
 def partition_date(dag_run, params=None) -> str:
     """Macro: D of a run, `{{ macros.tokokita.partition_date(dag_run, params) }}`."""
@@ -14,26 +17,14 @@ def partition_date(dag_run, params=None) -> str:
     return partition_date_of(dag_run, params).isoformat()
 
 
-def _timetable():
-    from tokokita_airflow.timetable import PartitionDateTimetable
-
-    return PartitionDateTimetable
-
-
-def _status_app():
-    from tokokita_airflow.ui import app
-
-    return app
-
-
 class TokokitaPlugin(AirflowPlugin):
     """The TokoKita orders ETL plugin."""
 
     name = "tokokita"
     macros: ClassVar[list] = [partition_date]
-    timetables: ClassVar[list] = [_timetable()]
+    timetables: ClassVar[list] = [PartitionDateTimetable]
     fastapi_apps: ClassVar[list] = [
-        {"app": _status_app(), "url_prefix": "/tokokita", "name": "TokoKita status"}]
+        {"app": status_app, "url_prefix": "/tokokita", "name": "TokoKita status"}]
     external_views: ClassVar[list] = [
         {"name": "TokoKita status", "href": "/tokokita/", "destination": "nav",
          "category": "browse", "url_route": "tokokita"}]

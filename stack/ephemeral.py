@@ -45,8 +45,9 @@ FAST_ENV = {
 }
 
 #: throw-away stack only: a cluster policy in the home's config/ folder (Airflow puts it on
-#: sys.path); the DAG's 5-minute retry_delay would make a failing date take 10 minutes
-LOCAL_SETTINGS = '''"""Throw-away stacks only: retry failed TokoKita stages after 1 s instead of 5 min."""
+#: sys.path); the DAG's 1-minute retry_delay, doubled for the second retry, would make a
+#: failing date wait 3 minutes for its two retries
+LOCAL_SETTINGS = '''"""Throw-away stacks only: retry failed TokoKita stages after 1 s instead of 1 min."""
 from datetime import timedelta
 
 
@@ -374,11 +375,12 @@ def _answers(port: int) -> bool:
 
 
 def partition_day(run: dict[str, Any]) -> date:
-    """D of a scheduled or backfill run: the local date of its fire time, minus one day."""
-    from zoneinfo import ZoneInfo
+    """D of a scheduled or backfill run: the package's rule on its fire time, in the DAG's zone."""
+    from tokokita_etl.config import dag_schedule_from_env
+    from tokokita_etl.schedule import partition_date_for_run
 
     logical = datetime.fromisoformat(run["logical_date"].replace("Z", "+00:00"))
-    return logical.astimezone(ZoneInfo(JKT)).date() - timedelta(days=1)
+    return partition_date_for_run(logical, dag_schedule_from_env().timezone)
 
 
 def last_fired_day(now: datetime) -> date:

@@ -441,9 +441,3 @@ def dag_schedule_from_env(env: Mapping[str, str] | None = None) -> DagSchedule:
         deadline_local_time=time.fromisoformat(settings.deadline_local_time),
         deadline_webhook_url=settings.deadline_webhook_url,
     )
-
-
-def schedule_from_env(env: Mapping[str, str] | None = None) -> tuple[str, str]:
-    """(cron, timezone) of `dag_schedule_from_env`."""
-    schedule = dag_schedule_from_env(env)
-    return schedule.cron, schedule.timezone

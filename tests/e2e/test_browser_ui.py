@@ -27,7 +27,6 @@ import contextlib
 import os
 import re
 import shutil
-import signal
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
@@ -47,8 +46,6 @@ if TYPE_CHECKING:
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.browser]
 
-#: the whole module (stack start, every gesture, teardown) must finish within this
-HARD_TIMEOUT_S = int(os.environ.get("TOKOKITA_E2E_TIMEOUT", "600"))
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE_RAW = REPO / "data" / "raw"
 DOCS_SCREENSHOTS = REPO / "docs" / "screenshots"
@@ -60,10 +57,6 @@ UI_TIMEOUT_MS = 30_000  # every browser action and expectation
 PLAYWRIGHT_EXPECT_TIMEOUT_MS = 5_000  # Playwright's default, restored afterwards
 RUN_TIMEOUT_S = 180  # a run, from trigger or clear to its end
 CLEARED = ("load", "validate", "publish_gold")
-
-
-def _timeout(signum, frame):
-    raise TimeoutError(f"the browser UI test exceeded TOKOKITA_E2E_TIMEOUT={HARD_TIMEOUT_S}s")
 
 
 def jakarta(moment: datetime) -> datetime:
@@ -153,8 +146,6 @@ def log_in(page: Page, base_url: str) -> None:
 @pytest.fixture(scope="module")
 def ui(tmp_path_factory, request) -> Iterator[Ui]:
     """The running stack with the scheduled run of 2026-11-02 succeeded, and a logged-in page."""
-    previous = signal.signal(signal.SIGALRM, _timeout)
-    signal.alarm(HARD_TIMEOUT_S)
     failed_before = request.session.testsfailed
     shots = tmp_path_factory.mktemp("screenshots")
     today = jakarta(datetime.now(UTC)).date()
@@ -186,8 +177,6 @@ def ui(tmp_path_factory, request) -> Iterator[Ui]:
             yield Ui(stack, browser, page, shots)
             context.close()
     finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
         with contextlib.suppress(ImportError):
             from playwright.sync_api import expect
 

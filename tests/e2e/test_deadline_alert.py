@@ -21,8 +21,6 @@ and `TOKOKITA_DEADLINE_LOCAL_TIME`; the webhook URL is the compose variable
 from __future__ import annotations
 
 import json
-import os
-import signal
 import time
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
@@ -35,17 +33,12 @@ from tests.ping_server import PingServer
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 
-HARD_TIMEOUT_S = int(os.environ.get("TOKOKITA_E2E_TIMEOUT", "480"))
 #: from `start()` until the scheduler can create run A (services healthy, DAG parsed), about
 #: what it takes on a busy machine: A may be created late, as a catch-up, but it must have
 #: looked for its file before B fires a minute later
 STARTUP_S = 35
 INTERVAL = timedelta(minutes=2)
 HOOK = "/deadline"
-
-
-def _timeout(signum, frame):
-    raise TimeoutError(f"the deadline alert e2e test exceeded {HARD_TIMEOUT_S} s")
 
 
 def _fires(now: datetime) -> tuple[datetime, datetime]:
@@ -91,8 +84,6 @@ def _posts(server: PingServer) -> list[dict]:
 def deadline_stack(tmp_path_factory):
     """The running stack, the webhook server, and A's and B's fire times and partition."""
     started = time.monotonic()
-    previous = signal.signal(signal.SIGALRM, _timeout)
-    signal.alarm(HARD_TIMEOUT_S)
     server = PingServer().start()
     stack = EphemeralStack(tmp_path_factory.mktemp("deadline"), start_date="", end_date=None,
                            tokokita_env={"TOKOKITA_DEADLINE_WEBHOOK_URL": f"{server.url}{HOOK}"})
@@ -114,8 +105,6 @@ def deadline_stack(tmp_path_factory):
         yield {"stack": stack, "server": server, "fire_a": fire_a, "fire_b": fire_b,
                "day": fire_a.date() - timedelta(days=1), "deadline_local": deadline_local}
     finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
         stack.close()
         server.stop()
         E2E_REPORT["deadline_e2e_wall_s"] = time.monotonic() - started - waited
