@@ -24,6 +24,8 @@ from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from dotenv import dotenv_values
+
 from stack import REPO
 from stack.compose import AIRFLOW_SERVICES
 from stack.local import LocalStack, LocalTarget, Proc, free_port, stop_procs
@@ -63,15 +65,10 @@ SCALE_OUT_ENV = REPO / "config" / "scale-out.env"
 WORKERS = ("airflow-worker", "airflow-worker-2")
 
 
-def read_env_file(path: Path) -> dict[str, str]:
-    """`KEY=VALUE` lines of a compose env file (comments and blank lines skipped)."""
-    values = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        line = line.strip()
-        if line and not line.startswith("#"):
-            key, _, value = line.partition("=")
-            values[key.strip()] = value.strip()
-    return values
+def env_file(path: Path) -> dict[str, str]:
+    """The `KEY=VALUE` settings of a compose env file (python-dotenv: comments, quotes and
+    `${VAR}` as compose reads them; a bare `KEY` without a value sets nothing)."""
+    return {key: value for key, value in dotenv_values(path).items() if value is not None}
 
 
 def pg_server_url() -> str:
@@ -131,7 +128,7 @@ class EphemeralStack:
         self.data = root / "data"
         self.celery = celery
         compose_env = {"TOKOKITA_START_DATE": start_date, "TOKOKITA_END_DATE": end_date or "",
-                       **(read_env_file(SCALE_OUT_ENV) if celery else {}),
+                       **(env_file(SCALE_OUT_ENV) if celery else {}),
                        **(tokokita_env or {})}
         self.redis_port, self.object_store_port = free_port(), free_port()
         self.target = LocalTarget(
