@@ -1,4 +1,4 @@
-# The two commands the README promises: `make demo` and `make test`.
+# The two commands the README promises: `make demo` and `make test`; `make check` is the fast loop.
 SHELL := /bin/bash
 PY ?= python3
 VENV := .venv
@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 UV := $(shell command -v uv 2>/dev/null)
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: setup demo up down e2e test faults lint lock bench clean image
+.PHONY: setup demo up down e2e test check faults lint lock bench clean image
 
 $(BIN)/tokokita-etl: requirements.txt requirements-runtime.txt constraints.txt pyproject.toml
 ifdef UV
@@ -50,6 +50,13 @@ e2e: setup
 test: setup $(CHROMIUM)
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# the fast loop: lint and every test that starts no Airflow stack and no browser, and not the
+# fault suite (docs/running.md; `make test` runs everything)
+CHECK_MARKERS := not e2e and not browser and not faults
+check: setup
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -m "$(CHECK_MARKERS)" $(PYTEST_ARGS)
 
 # Debian's Chromium for the browser tests (tests/browser.py); Playwright's download is not used
 $(CHROMIUM):

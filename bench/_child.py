@@ -70,12 +70,13 @@ def run_baseline_side(spec: dict) -> dict:
     from datetime import date
 
     from devtools.reference import run_reference
+    from tokokita_etl.config import partition_path  # the file name rule (stdlib only)
 
     imported = time.perf_counter()
     work = Path(spec["work"])
     day = date.fromisoformat(spec["date"])
     start = time.perf_counter()
-    result = run_reference(Path(spec["raw_dir"]) / f"pesanan_{day.isoformat()}.csv", day,
+    result = run_reference(partition_path(Path(spec["raw_dir"]), day), day,
                            spec["warehouse_url"], work / "gold", work / "quarantine")
     run_s = time.perf_counter() - start
     return {

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from bench.harness import DEFAULT_PG_URL, REPO, Warehouses
 from devtools.samples import generate_partition
+from tokokita_etl.config import partition_path
 
 
 def cli_catchup(days: int, rows: int, pg_url: str = DEFAULT_PG_URL) -> dict:
@@ -34,7 +35,7 @@ def cli_catchup(days: int, rows: int, pg_url: str = DEFAULT_PG_URL) -> dict:
     warehouses = Warehouses("postgresql", work, pg_url)
     try:
         for day in dates:
-            generate_partition(work / "raw" / f"pesanan_{day.isoformat()}.csv", day, rows, seed=3)
+            generate_partition(partition_path(work / "raw", day), day, rows, seed=3)
         env = {k: v for k, v in os.environ.items() if not k.startswith("TOKOKITA_")}
         env.update({
             "TOKOKITA_RAW_DIR": str(work / "raw"), "TOKOKITA_GOLD_DIR": str(work / "gold"),

@@ -25,6 +25,7 @@ from pathlib import Path
 from bench.harness import REPO, Warehouses
 from devtools.object_store import s3_server
 from devtools.samples import generate_partition
+from tokokita_etl.config import partition_path
 
 DAY = date(2026, 11, 2)
 BUCKET = "tokokita-bench"
@@ -51,7 +52,7 @@ def bench_object_storage(rows: int, pg_url: str) -> dict:
             if not k.startswith(("TOKOKITA_", "AWS_"))}
     base["PYTHONPATH"] = os.pathsep.join([str(REPO / "include"), base.get("PYTHONPATH", "")])
     try:
-        raw = work / "raw" / f"pesanan_{DAY.isoformat()}.csv"
+        raw = partition_path(work / "raw", DAY)
         generate_partition(raw, DAY, rows, seed=1)
         local_env = {**base, "TOKOKITA_RAW_DIR": str(work / "raw"),
                      "TOKOKITA_GOLD_DIR": str(work / "gold"),

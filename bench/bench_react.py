@@ -60,6 +60,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from bench.harness import REPO
+from tokokita_etl.config import partition_path
 
 TASKS = ("wait_for_raw_partition", "check_watermark", "extract", "transform", "load",
          "validate", "publish_gold")
@@ -204,7 +205,7 @@ def react(reps: int = 3, rows: int = 2000, shift_s: float = 45.0) -> dict[str, A
             offsets = [poke * (2 * i + 1) / (2 * reps) for i in range(reps)]
             report["write_offsets_s"] = [round(o, 1) for o in offsets]
             for day in [*days["reschedule"], *days["deferrable"]]:
-                generate_partition(root / "generated" / f"pesanan_{day.isoformat()}.csv", day,
+                generate_partition(partition_path(root / "generated", day), day,
                                    rows, seed=5)
             for day in bad_days:
                 stack.write_raw(day, BAD_PARTITION)
@@ -262,7 +263,7 @@ def _landings(stack, days: dict[str, list[date]], offsets: list[float], root: Pa
             for day, entry in waits[mode].items():
                 if ("written" not in entry and "waiting_seen_mono" in entry
                         and time.monotonic() >= entry["waiting_seen_mono"] + entry["offset_s"]):
-                    data = (root / "generated" / f"pesanan_{day.isoformat()}.csv").read_bytes()
+                    data = partition_path(root / "generated", day).read_bytes()
                     stack.write_raw(day, data)
                     entry["written"] = datetime.now(UTC)
         done = all("written" in e and e.get("run", {}).get("state") in ("success", "failed")

@@ -26,6 +26,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from stack.ephemeral import DAG_ID, JKT, EphemeralStack, fire_time, last_fired_day, partition_day
+from tokokita_etl.config import partition_path
 
 
 @dataclass
@@ -76,7 +77,7 @@ def catchup(days: int, rows: int, *, celery: bool = False, timeout: float = 1800
         try:
             stack.prepare()
             for day in dates:
-                made = Path(tmp) / "generated" / f"pesanan_{day.isoformat()}.csv"
+                made = partition_path(Path(tmp) / "generated", day)
                 generate_partition(made, day, rows, seed=3)
                 stack.write_raw(day, made.read_bytes())
             started = time.monotonic()

@@ -197,7 +197,7 @@ def validate_floor(warehouse, day: date) -> tuple[float, str]:
 
 def run_floor(spec: dict) -> dict:
     """Every stage's floor for one partition; seconds per stage and what was ingested."""
-    from tokokita_etl.config import Settings
+    from tokokita_etl.config import Settings, partition_path
     from tokokita_etl.warehouse import Warehouse
 
     day = date.fromisoformat(spec["date"])
@@ -207,7 +207,7 @@ def run_floor(spec: dict) -> dict:
     warehouse.engine.dispose()
     stages: dict[str, float] = {}
     stages["extract"], table = extract_floor(
-        Path(spec["raw_dir"]) / f"pesanan_{day.isoformat()}.csv")
+        partition_path(Path(spec["raw_dir"]), day))
     parsed_rows = table.num_rows
     stages["transform"] = transform_floor(table, work / "floor", Settings.duckdb_memory_limit)
     del table

@@ -25,6 +25,7 @@ if str(REPO / "include") not in sys.path:  # the pipeline of this checkout
     sys.path.insert(0, str(REPO / "include"))
 
 from devtools.samples import generate_partition  # noqa: E402
+from tokokita_etl.config import partition_path  # noqa: E402
 
 OUT = REPO / "bench" / "out"
 DAY = date(2026, 11, 10)
@@ -36,7 +37,7 @@ PG_DB_PREFIX = "tokokita_bench_"
 def partition(rows: int, *, seed: int = SEED, day: date = DAY, out: Path = OUT) -> tuple[Path, dict]:
     """The raw folder holding a generated partition of `rows` rows (generated once, cached)."""
     raw_dir = out / "data" / f"rows-{rows}-seed-{seed}"
-    raw_file = raw_dir / f"pesanan_{day.isoformat()}.csv"
+    raw_file = partition_path(raw_dir, day)
     counts_file = raw_dir / "counts.json"
     if raw_file.exists() and counts_file.exists():
         return raw_dir, json.loads(counts_file.read_text(encoding="utf-8"))
@@ -216,7 +217,7 @@ def bench_once(rows: int, backend: str, *, seed: int = SEED, out: Path = OUT,
         if project and results.get("floor"):
             report.update(floor_report(project, results["floor"]))
         report["generated"] = generated
-        report["raw_bytes"] = (raw_dir / f"pesanan_{DAY.isoformat()}.csv").stat().st_size
+        report["raw_bytes"] = partition_path(raw_dir, DAY).stat().st_size
         return report
     finally:
         warehouses.drop_all()

@@ -1,4 +1,5 @@
-"""Registers the TokoKita macro, timetable, DAG-run listener and per-date status page with Airflow."""
+"""Registers the TokoKita macro, timetable, deadline reference, DAG-run listener and per-date
+status page with Airflow."""
 
 from __future__ import annotations
 
@@ -7,6 +8,9 @@ from typing import ClassVar
 from airflow.plugins_manager import AirflowPlugin
 
 from tokokita_airflow import listeners
+from tokokita_airflow.deadlines import ScheduledRunDeadline
+from tokokita_airflow.status_page import app as status_app
+from tokokita_airflow.timetable import PartitionDateTimetable
 
 
 def partition_date(dag_run, params=None) -> str:
@@ -16,34 +20,16 @@ def partition_date(dag_run, params=None) -> str:
     return partition_date_of(dag_run, params).isoformat()
 
 
-def _timetable():
-    from tokokita_airflow.timetable import PartitionDateTimetable
-
-    return PartitionDateTimetable
-
-
-def _deadline_reference():
-    from tokokita_airflow.deadlines import ScheduledRunDeadline
-
-    return ScheduledRunDeadline
-
-
-def _status_app():
-    from tokokita_airflow.status_page import app
-
-    return app
-
-
 class TokokitaPlugin(AirflowPlugin):
     """The TokoKita orders ETL plugin."""
 
     name = "tokokita"
     macros: ClassVar[list] = [partition_date]
-    timetables: ClassVar[list] = [_timetable()]
+    timetables: ClassVar[list] = [PartitionDateTimetable]
     listeners: ClassVar[list] = [listeners]
-    deadline_references: ClassVar[list] = [_deadline_reference()]
+    deadline_references: ClassVar[list] = [ScheduledRunDeadline]
     fastapi_apps: ClassVar[list] = [
-        {"app": _status_app(), "url_prefix": "/tokokita", "name": "TokoKita status"}]
+        {"app": status_app, "url_prefix": "/tokokita", "name": "TokoKita status"}]
     external_views: ClassVar[list] = [
         {"name": "TokoKita status", "href": "/tokokita/", "destination": "nav",
          "category": "browse", "url_route": "tokokita"}]

@@ -24,6 +24,8 @@ from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from dotenv import dotenv_values
+
 from stack import REPO
 from stack.compose import AIRFLOW_SERVICES
 from stack.local import LocalStack, LocalTarget, Proc, free_port, stop_procs
@@ -45,8 +47,9 @@ FAST_ENV = {
 }
 
 #: throw-away stack only: a cluster policy in the home's config/ folder (Airflow puts it on
-#: sys.path); the DAG's 5-minute retry_delay would make a failing date take 10 minutes
-LOCAL_SETTINGS = '''"""Throw-away stacks only: retry failed TokoKita stages after 1 s instead of 5 min."""
+#: sys.path); the DAG's 1-minute retry_delay, doubled for the second retry, would make a
+#: failing date wait 3 minutes for its two retries
+LOCAL_SETTINGS = '''"""Throw-away stacks only: retry failed TokoKita stages after 1 s instead of 1 min."""
 from datetime import timedelta
 
 
@@ -62,15 +65,10 @@ SCALE_OUT_ENV = REPO / "config" / "scale-out.env"
 WORKERS = ("airflow-worker", "airflow-worker-2")
 
 
-def read_env_file(path: Path) -> dict[str, str]:
-    """`KEY=VALUE` lines of a compose env file (comments and blank lines skipped)."""
-    values = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        line = line.strip()
-        if line and not line.startswith("#"):
-            key, _, value = line.partition("=")
-            values[key.strip()] = value.strip()
-    return values
+def env_file(path: Path) -> dict[str, str]:
+    """The `KEY=VALUE` settings of a compose env file (python-dotenv: comments, quotes and
+    `${VAR}` as compose reads them; a bare `KEY` without a value sets nothing)."""
+    return {key: value for key, value in dotenv_values(path).items() if value is not None}
 
 
 def pg_server_url() -> str:
@@ -130,7 +128,7 @@ class EphemeralStack:
         self.data = root / "data"
         self.celery = celery
         compose_env = {"TOKOKITA_START_DATE": start_date, "TOKOKITA_END_DATE": end_date or "",
-                       **(read_env_file(SCALE_OUT_ENV) if celery else {}),
+                       **(env_file(SCALE_OUT_ENV) if celery else {}),
                        **(tokokita_env or {})}
         self.redis_port, self.object_store_port = free_port(), free_port()
         self.target = LocalTarget(
@@ -268,7 +266,7 @@ class EphemeralStack:
 
     def watermark(self) -> dict[str, Any]:
         """state.json's runs by date (empty before the first run)."""
-        from tokokita_etl.state import state_store
+        from tokokita_etl.stores import state_store
 
         return state_store(self.settings()).read().runs
 
@@ -348,7 +346,7 @@ class EphemeralStack:
 
     def manifests(self, day: date) -> list[dict[str, Any]]:
         """The run manifests of `day`, oldest first."""
-        from tokokita_etl.state import state_store
+        from tokokita_etl.stores import state_store
 
         return list(reversed(list(state_store(self.settings()).manifests(day))))
 
@@ -374,11 +372,12 @@ def _answers(port: int) -> bool:
 
 
 def partition_day(run: dict[str, Any]) -> date:
-    """D of a scheduled or backfill run: the local date of its fire time, minus one day."""
-    from zoneinfo import ZoneInfo
+    """D of a scheduled or backfill run: the package's rule on its fire time, in the DAG's zone."""
+    from tokokita_etl.config import dag_schedule_from_env
+    from tokokita_etl.schedule import partition_date_for_run
 
     logical = datetime.fromisoformat(run["logical_date"].replace("Z", "+00:00"))
-    return logical.astimezone(ZoneInfo(JKT)).date() - timedelta(days=1)
+    return partition_date_for_run(logical, dag_schedule_from_env().timezone)
 
 
 def last_fired_day(now: datetime) -> date:

@@ -29,6 +29,7 @@ from tests import pgserver
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_RAW = REPO / "data" / "raw"
+FAULTS = REPO / "tests" / "faults"
 SAMPLE_DATES = (date(2026, 11, 2), date(2026, 11, 3), date(2026, 11, 4))
 BIN = Path(sys.executable).parent
 CLI = BIN / "tokokita-etl"
@@ -49,6 +50,13 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(str(exc)) from exc
     os.environ["TOKOKITA_TEST_PG_URL"] = PG_URL
     config.stash[THROWAWAY_PG] = throwaway
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # one folder, one marker: `make check` deselects the fault suite with `-m "not faults"`
+    for item in items:
+        if FAULTS in item.path.parents:
+            item.add_marker(pytest.mark.faults)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -6,9 +6,9 @@
   it is missing;
 * nothing listens there: a throw-away cluster in a temporary folder (trust authentication, a
   free port on 127.0.0.1, its unix socket inside the folder), from the first PostgreSQL
-  binaries found: Debian's (/usr/lib/postgresql/<version>/bin), an `initdb` on PATH, or the
-  `pgserver` wheel from PyPI (installed on first use into this Python environment).
-  `ThrowawayServer.stop()` stops it and deletes the folder.
+  binaries found: Debian's (/usr/lib/postgresql/<version>/bin, package `postgresql`, which
+  .ci/run installs when missing) or an `initdb` on PATH; none is an error saying how to get
+  them. `ThrowawayServer.stop()` stops it and deletes the folder.
 
 The root conftest calls `provide` from `pytest_configure` and exports the URL, so plain
 `pytest` and `make test` behave alike and every subprocess a test starts sees the same server.
@@ -35,9 +35,6 @@ from pathlib import Path
 from sqlalchemy.engine import URL, make_url
 
 DEBIAN_INSTALLS = Path("/usr/lib/postgresql")
-PYPI_REQUIREMENT = "pgserver==0.1.4"  # its wheel ships PostgreSQL's binaries, no system packages
-PYPI_TARGET = Path(sys.prefix) / "pgserver-0.1.4"
-PYPI_BINARIES = PYPI_TARGET / "pgserver" / "pginstall" / "bin"
 MAINTENANCE_DATABASE = "postgres"
 DEFAULT_SOCKET_DIRS = ("/var/run/postgresql", "/tmp")
 HOW_TO_PROVIDE = (
@@ -137,9 +134,9 @@ def find_binaries() -> Binaries:
     for binaries in _installed_binaries():
         if (binaries.bindir / "initdb").is_file() and (binaries.bindir / "pg_ctl").is_file():
             return binaries
-    if not (PYPI_BINARIES / "initdb").is_file():
-        _install_from_pypi()
-    return Binaries(PYPI_BINARIES, PYPI_TARGET, f"binaries from the {PYPI_REQUIREMENT} wheel")
+    raise PostgresUnavailable(
+        f"No PostgreSQL server binaries (initdb, pg_ctl) in {DEBIAN_INSTALLS}/<version>/bin or on "
+        f"PATH, so no throw-away server can be started.\n{HOW_TO_PROVIDE}")
 
 
 def _installed_binaries() -> Iterator[Binaries]:
@@ -153,28 +150,6 @@ def _installed_binaries() -> Iterator[Binaries]:
     if initdb := shutil.which("initdb"):
         bindir = Path(initdb).resolve().parent
         yield Binaries(bindir, bindir.parent, f"PostgreSQL binaries in {bindir}")
-
-
-def _install_from_pypi() -> None:
-    report(f"no PostgreSQL binaries installed; installing {PYPI_REQUIREMENT} from PyPI "
-           f"into {PYPI_TARGET}")
-    partial = PYPI_TARGET.with_name(PYPI_TARGET.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    if uv := shutil.which("uv"):
-        command = [uv, "pip", "install", "--python", sys.executable]
-    else:
-        command = [sys.executable, "-m", "pip", "install"]
-    # a wheel or nothing: the source distribution would compile PostgreSQL
-    command += ["-q", "--no-deps", "--only-binary", ":all:", "--target", str(partial),
-                PYPI_REQUIREMENT]
-    result = subprocess.run(command, capture_output=True, text=True, check=False)
-    if result.returncode != 0 or not (partial / "pgserver" / "pginstall" / "bin" / "initdb").is_file():
-        shutil.rmtree(partial, ignore_errors=True)
-        raise PostgresUnavailable(
-            f"Nothing listens at the test PostgreSQL URL, no PostgreSQL binaries are installed, "
-            f"and installing {PYPI_REQUIREMENT} failed:\n{result.stderr.strip()}\n{HOW_TO_PROVIDE}")
-    shutil.rmtree(PYPI_TARGET, ignore_errors=True)
-    os.replace(partial, PYPI_TARGET)
 
 
 def _free_port() -> int:
@@ -284,7 +259,7 @@ class ThrowawayServer:
 
     def _bindir_for_account(self) -> Path:
         """The binaries, copied into the server's folder if the server account cannot run them
-        where they are (e.g. a virtualenv under root's home)."""
+        where they are (e.g. a build under root's home)."""
         try:
             if self._run("initdb", "--version").returncode == 0:
                 return self.bindir

@@ -8,6 +8,8 @@ import pytest
 
 from tests import browser
 
+pytestmark = pytest.mark.browser
+
 
 def test_chromium_renders_a_page_and_reports_its_title():
     with browser.chromium() as chromium:

@@ -26,8 +26,9 @@ from tokokita_etl.policy import due_runs
 from tokokita_etl.runs import settled_watermark, utc_now
 from tokokita_etl.schedule import parse_now, parse_run_date
 from tokokita_etl.stages import WARNING_PREFIX
-from tokokita_etl.state import check_document, state_store
+from tokokita_etl.state import check_document
 from tokokita_etl.status import format_status, status_rows
+from tokokita_etl.stores import state_store
 
 
 def _parser() -> argparse.ArgumentParser:

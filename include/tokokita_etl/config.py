@@ -17,24 +17,20 @@ from typing import Any, ClassVar
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from tokokita_etl.contract import DEFAULT_TIMEZONE
+from tokokita_etl.cron import CronError, parse
 from tokokita_etl.errors import ConfigError
-
-#: a local folder (a Path) or an object-storage URL such as `s3://bucket/prefix` (a str)
-Location = Path | str
+from tokokita_etl.storage import Location, file_size, is_url
 
 DEFAULT_CONFIG_PATH = Path("config/pipeline.yaml")
 #: the TOKOKITA_* variables the local Airflow stack (`make up`, `make demo`) gives its
 #: services, written when it starts; the command line run in the project folder reads them
 #: beneath the environment, so that both see one set of settings
 STACK_SETTINGS_FILE = Path("airflow_home/tokokita.env")
-DEFAULT_TIMEZONE = "Asia/Jakarta"
 ENV_PREFIX = "TOKOKITA_"
 
 
 def _cron_problem(expr: str) -> str | None:
-    # imported here: cron.py takes its default zone from this module
-    from tokokita_etl.cron import CronError, parse
-
     try:
         parse(expr)
     except CronError as exc:
@@ -194,11 +190,6 @@ DAG_PARSE_SETTINGS = ("cron", "timezone", "start_date", "end_date", "wait_window
                       "deadline_local_time", "deadline_webhook_url")
 
 
-def is_url(location: Location) -> bool:
-    """Whether `location` is an object-storage URL (else a local path)."""
-    return isinstance(location, str) and "://" in location
-
-
 def join(location: Location, name: str) -> Location:
     """`name` inside the folder `location` (a Path for a local folder, a URL for a URL)."""
     if is_url(location):
@@ -215,8 +206,6 @@ def partition_file_exists(path: Location) -> bool:
     """Whether a partition file is there: it exists and is non-empty (a file, or an object
     when `path` is a URL)."""
     if is_url(path):
-        from tokokita_etl.storage import file_size
-
         return bool(file_size(path))
     try:
         path = Path(path)
@@ -468,9 +457,3 @@ def dag_schedule_from_env(env: Mapping[str, str] | None = None) -> DagSchedule:
         deadline_local_time=time.fromisoformat(settings.deadline_local_time),
         deadline_webhook_url=settings.deadline_webhook_url,
     )
-
-
-def schedule_from_env(env: Mapping[str, str] | None = None) -> tuple[str, str]:
-    """(cron, timezone) of `dag_schedule_from_env`."""
-    schedule = dag_schedule_from_env(env)
-    return schedule.cron, schedule.timezone

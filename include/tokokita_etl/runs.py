@@ -43,8 +43,8 @@ from tokokita_etl.state import (
     Watermark,
     cli_holder_finished,
     intent_run_ended,
-    state_store,
 )
+from tokokita_etl.stores import state_store
 
 #: a run status in manifests; the watermark only ever holds success or failed
 SKIPPED, BLOCKED, MISSING = "skipped", "blocked", "missing"

@@ -111,7 +111,7 @@ def _gold_folder(settings: Settings, day: date) -> Path:
 
 def _validate(settings: Settings, day: date) -> dict[str, Any]:
     from tokokita_etl.policy import volume_warnings
-    from tokokita_etl.state import state_store
+    from tokokita_etl.stores import state_store
     from tokokita_etl.validate import validate
     from tokokita_etl.warehouse import Warehouse
 

@@ -8,7 +8,7 @@ run manifests, in one of two stores with the same fields and rules.
   update one transaction holding the date's row lock, claims under the date's advisory lock:
   exclusive across machines, no shared folder needed.
 
-`state_store(settings)` picks one; every caller goes through it.
+`tokokita_etl.stores.state_store(settings)` picks one; every caller goes through it.
 """
 
 from __future__ import annotations
@@ -23,14 +23,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import date, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from tokokita_etl.config import Settings
 from tokokita_etl.errors import StateError
 from tokokita_etl.files import atomic_writer, locked, write_new_atomic, write_text_atomic
-
-if TYPE_CHECKING:
-    from tokokita_etl.state_db import DatabaseStateStore
 
 SUCCESS = "success"
 FAILED = "failed"
@@ -486,12 +482,3 @@ def _probe(folder: Path, name: str, content: bytes) -> None:
         os.close(fd)
         os.unlink(probe)
 
-
-def state_store(settings: Settings) -> StateStore | DatabaseStateStore:
-    """The state store of these settings: the database of `state_url`, else the files in
-    `state_dir`."""
-    if settings.state_db_url:
-        from tokokita_etl.state_db import DatabaseStateStore
-
-        return DatabaseStateStore.from_settings(settings)
-    return StateStore(settings.state_file, settings.pipeline)

@@ -29,7 +29,8 @@ from tokokita_etl.runs import (
     settled_watermark,
 )
 from tokokita_etl.schedule import fire_time_for_partition, local_today
-from tokokita_etl.state import FAILED, SUCCESS, state_store
+from tokokita_etl.state import FAILED, SUCCESS
+from tokokita_etl.stores import state_store
 
 
 class DateAction(StrEnum):

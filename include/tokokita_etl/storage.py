@@ -16,13 +16,20 @@ import os
 from pathlib import Path
 from typing import Any
 
-from tokokita_etl.config import Location, is_url
 from tokokita_etl.files import atomic_path
+
+#: a local folder (a Path) or an object-storage URL such as `s3://bucket/prefix` (a str)
+Location = Path | str
 
 #: the AWS environment variables an S3 filesystem is made with (fsspec keeps one filesystem
 #: per set of arguments: passing them makes a changed endpoint or key a new filesystem)
 _S3_ENV = {"endpoint_url": "AWS_ENDPOINT_URL", "key": "AWS_ACCESS_KEY_ID",
            "secret": "AWS_SECRET_ACCESS_KEY"}
+
+
+def is_url(location: Location) -> bool:
+    """Whether `location` is an object-storage URL (else a local path)."""
+    return isinstance(location, str) and "://" in location
 
 
 def filesystem(url: str) -> tuple[Any, str]:

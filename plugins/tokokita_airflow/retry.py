@@ -25,7 +25,7 @@ class WatermarkRetryPolicy(RetryPolicy):
             return RetryDecision.default()
         from tokokita_airflow.runtime import partition_date, pipeline_settings
         from tokokita_etl.policy import Action, retry_decision
-        from tokokita_etl.state import state_store
+        from tokokita_etl.stores import state_store
 
         settings = pipeline_settings()
         day = partition_date(context)

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import BaseSensorOperator
+from airflow.sdk import BaseSensorOperator, conf
 from airflow.sdk.exceptions import AirflowSkipException
 
 from tokokita_airflow.runtime import (
@@ -28,29 +28,41 @@ DEFAULT_WAIT_WINDOW = timedelta(hours=Settings.wait_window_hours)
 class RawPartitionSensor(BaseSensorOperator):
     """Succeed when partition D exists; keep waiting only for the current scheduled run.
 
-    A scheduled run waits without holding a worker slot, in reschedule mode or, with
-    `deferrable=True`, on the triggerer (`RawPartitionTrigger`), until `wait_window` after its
-    fire time. Past the window, and at once for catch-up, backfill and manual runs of a date
+    A scheduled run waits without holding a worker slot, in reschedule mode or, when
+    deferrable, on the triggerer (`RawPartitionTrigger`), until its deadline: `wait_window`
+    after its fire time. Past it, and at once for catch-up, backfill and manual runs of a date
     whose file is missing, the run ends *skipped*: no file is not our job.
+
+    One clock: the deadline (`wait_deadline`) is what every poke checks (`policy.sensor_decision`),
+    what the trigger waits for, and the `timeout` handed to `defer()`, so that Airflow itself
+    ends a deferral at the same instant when no triggerer runs (a skip, through `soft_fail`).
+    Airflow's own sensor `timeout`, counted from the first poke rather than the fire time, is
+    left at Airflow's default and is not the deadline.
 
     :param wait_window: how long after the scheduled fire time the file may still arrive.
     :param raw_dir: folder of the raw partitions (templated); default from the pipeline config.
-    :param deferrable: wait on the triggerer instead of rescheduling.
+    :param deferrable: wait on the triggerer instead of rescheduling; default Airflow's
+        `[operators] default_deferrable` setting, as Airflow's standard sensors.
     """
 
     template_fields: Sequence[str] = ("raw_dir",)
     ui_color = "#e8f4fd"
 
     def __init__(self, *, wait_window: timedelta = DEFAULT_WAIT_WINDOW, raw_dir: str | None = None,
-                 deferrable: bool = False, **kwargs) -> None:
+                 deferrable: bool | None = None, **kwargs) -> None:
         kwargs.setdefault("mode", "reschedule")
         kwargs.setdefault("poke_interval", 300)
-        kwargs.setdefault("timeout", wait_window.total_seconds())
-        kwargs.setdefault("soft_fail", True)  # a timeout means "no file": skipped, never failed
+        kwargs.setdefault("soft_fail", True)  # a deferral timeout means "no file": skipped
         super().__init__(**kwargs)
         self.wait_window = wait_window
         self.raw_dir = raw_dir
+        if deferrable is None:
+            deferrable = conf.getboolean("operators", "default_deferrable", fallback=False)
         self.deferrable = deferrable
+
+    def wait_deadline(self, context: Context) -> datetime:
+        """The instant waiting ends: `wait_window` after the run's fire time."""
+        return run_anchor(context) + self.wait_window
 
     def execute(self, context: Context) -> Any:
         """Poke once; when deferrable and still waiting, hand the wait to the triggerer."""
@@ -64,12 +76,13 @@ class RawPartitionSensor(BaseSensorOperator):
         from tokokita_airflow.triggers import RawPartitionTrigger
         from tokokita_etl.config import partition_path
 
-        deadline = run_anchor(context) + self.wait_window
+        deadline = self.wait_deadline(context)
         self.defer(
             trigger=RawPartitionTrigger(
                 filepath=str(partition_path(self._raw_dir(), partition_date(context))),
                 deadline=deadline.isoformat(), poll_interval=self.poke_interval),
             method_name="execute_complete",
+            timeout=max(deadline - datetime.now(UTC), timedelta(0)),
         )
         return None
 
@@ -103,7 +116,7 @@ class RawPartitionSensor(BaseSensorOperator):
         from tokokita_etl.policy import SensorAction, sensor_decision
 
         kind = run_type(context)
-        deadline = run_anchor(context) + self.wait_window
+        deadline = self.wait_deadline(context)
         decision = sensor_decision(present=False, run_type=kind, fire_time=run_anchor(context),
                                    now=datetime.now(UTC), wait_window=self.wait_window)
         if decision is SensorAction.SKIP:

@@ -112,8 +112,9 @@ print(json.dumps({{"heavy": [m for m in {list(HEAVY_MODULES)!r} if m in sys.modu
 
 
 def test_schedule_defaults_match_the_config_file():
-    from tokokita_etl.config import load_settings, schedule_from_env
+    from tokokita_etl.config import dag_schedule_from_env, load_settings
 
     settings = load_settings(cwd=REPO, env={})
-    assert schedule_from_env({}) == (settings.cron, settings.timezone)
-    assert schedule_from_env({"TOKOKITA_CRON": "0 3 * * *"})[0] == "0 3 * * *"
+    schedule = dag_schedule_from_env({})
+    assert (schedule.cron, schedule.timezone) == (settings.cron, settings.timezone)
+    assert dag_schedule_from_env({"TOKOKITA_CRON": "0 3 * * *"}).cron == "0 3 * * *"

@@ -18,7 +18,8 @@ from tests.conftest import SAMPLE_DATES, SAMPLE_RAW, Workspace, run_cli
 from tokokita_etl.config import partition_file_exists
 from tokokita_etl.errors import MissingPartitionError
 from tokokita_etl.stages import STAGE_NAMES, fetch_inputs, run_stage
-from tokokita_etl.state import StateStore, state_store
+from tokokita_etl.state import StateStore
+from tokokita_etl.stores import state_store
 
 pytestmark = pytest.mark.postgres
 

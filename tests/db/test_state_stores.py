@@ -19,8 +19,9 @@ from tests.db.conftest import _pg_admin_conninfo, _pg_server_url
 from tokokita_etl.config import Settings, load_settings
 from tokokita_etl.errors import ConcurrentRunError, StateError
 from tokokita_etl.runs import claim_date, gate, read_claim, release_date
-from tokokita_etl.state import FAILED, SUCCESS, StateStore, state_store
+from tokokita_etl.state import FAILED, SUCCESS, StateStore
 from tokokita_etl.state_db import CLAIMS, MANIFESTS, WATERMARK
+from tokokita_etl.stores import state_store
 
 NOW = datetime(2026, 11, 3, 19, 30, tzinfo=UTC)
 DAYS = [date(2026, 11, 1) + timedelta(days=n) for n in range(8)]

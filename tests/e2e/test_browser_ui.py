@@ -29,7 +29,6 @@ import contextlib
 import os
 import re
 import shutil
-import signal
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
@@ -47,10 +46,8 @@ from tests.browser import chromium
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, BrowserContext, Page
 
-pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
+pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.browser]
 
-#: the whole module (stack start, every gesture, teardown) must finish within this
-HARD_TIMEOUT_S = int(os.environ.get("TOKOKITA_E2E_TIMEOUT", "600"))
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE_RAW = REPO / "data" / "raw"
 DOCS_SCREENSHOTS = REPO / "docs" / "screenshots"
@@ -66,10 +63,6 @@ REPROCESSED_DAY = SAMPLE_DAYS[2]  # reprocessed from the status page inside the 
 STATUS_FRAME = "iframe[title='TokoKita status']"
 #: Chromium's console error for a link the iframe's sandbox blocks
 BLOCKED_NAVIGATION = "Unsafe attempt to initiate navigation"
-
-
-def _timeout(signum, frame):
-    raise TimeoutError(f"the browser UI test exceeded TOKOKITA_E2E_TIMEOUT={HARD_TIMEOUT_S}s")
 
 
 def jakarta(moment: datetime) -> datetime:
@@ -159,8 +152,6 @@ def log_in(page: Page, base_url: str) -> None:
 @pytest.fixture(scope="module")
 def ui(tmp_path_factory, request) -> Iterator[Ui]:
     """The running stack with the scheduled run of 2026-11-02 succeeded, and a logged-in page."""
-    previous = signal.signal(signal.SIGALRM, _timeout)
-    signal.alarm(HARD_TIMEOUT_S)
     failed_before = request.session.testsfailed
     shots = tmp_path_factory.mktemp("screenshots")
     today = jakarta(datetime.now(UTC)).date()
@@ -192,8 +183,6 @@ def ui(tmp_path_factory, request) -> Iterator[Ui]:
             yield Ui(stack, browser, page, shots)
             context.close()
     finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
         with contextlib.suppress(ImportError):
             from playwright.sync_api import expect
 

@@ -24,8 +24,6 @@ when the services start): `TOKOKITA_CRON` (two fires a minute apart), `TOKOKITA_
 from __future__ import annotations
 
 import json
-import os
-import signal
 import time
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
@@ -38,7 +36,6 @@ from tests.ping_server import PingServer
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 
-HARD_TIMEOUT_S = int(os.environ.get("TOKOKITA_E2E_TIMEOUT", "480"))
 #: from `start()` until the scheduler can create run A (services healthy, DAG parsed, Y1 and
 #: Y2 created), about what it takes on a busy machine: A may be created late, but it must
 #: have looked for its file before B fires a minute later
@@ -46,10 +43,6 @@ STARTUP_S = 40
 #: `deadline_local_time` after A's fire time: B, firing a minute after A, has two minutes
 AFTER_A = timedelta(minutes=3)
 HOOK = "/deadline"
-
-
-def _timeout(signum, frame):
-    raise TimeoutError(f"the deadline alert e2e test exceeded {HARD_TIMEOUT_S} s")
 
 
 def _fires(now: datetime) -> tuple[datetime, datetime]:
@@ -104,8 +97,6 @@ def _posts(server: PingServer) -> list[dict]:
 def deadline_stack(tmp_path_factory):
     """The running stack, the webhook server, and A's and B's fire times and partition."""
     started = time.monotonic()
-    previous = signal.signal(signal.SIGALRM, _timeout)
-    signal.alarm(HARD_TIMEOUT_S)
     server = PingServer().start()
     stack = EphemeralStack(tmp_path_factory.mktemp("deadline"), start_date="", end_date=None,
                            tokokita_env={"TOKOKITA_DEADLINE_WEBHOOK_URL": f"{server.url}{HOOK}"})
@@ -127,8 +118,6 @@ def deadline_stack(tmp_path_factory):
         yield {"stack": stack, "server": server, "fire_a": fire_a, "fire_b": fire_b,
                "day": fire_a.date() - timedelta(days=1), "deadline_local": deadline_local}
     finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
         stack.close()
         server.stop()
         E2E_REPORT["deadline_e2e_wall_s"] = time.monotonic() - started - waited

@@ -22,7 +22,6 @@ import base64
 import hashlib
 import os
 import re
-import signal
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -35,15 +34,10 @@ from stack.rest import AirflowApi, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 
-HARD_TIMEOUT_S = int(os.environ.get("TOKOKITA_E2E_TIMEOUT", "600"))
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 NO_KOTA = ("order_id,order_ts,customer_id,produk,qty,harga_satuan,diskon\n"
            "TK-1,{day} 10:00:00,C1,Teh,1,1000,0\n")
 ROUTES = ("/tokokita/", "/tokokita/status.json", "/tokokita/confirm?action=unblock&date=2026-11-02")
-
-
-def _timeout(signum, frame):
-    raise TimeoutError(f"the status page e2e test exceeded {HARD_TIMEOUT_S} s")
 
 
 def today_in_jakarta() -> date:
@@ -60,8 +54,6 @@ def page_stack(tmp_path_factory):
     from devtools.samples import generate_partition
 
     today = today_in_jakarta()
-    previous = signal.signal(signal.SIGALRM, _timeout)
-    signal.alarm(HARD_TIMEOUT_S)
     stack = EphemeralStack(
         tmp_path_factory.mktemp("status-page"), start_date=t(5),
         end_date=fire_time(today - timedelta(days=5)).isoformat(),
@@ -82,8 +74,6 @@ def page_stack(tmp_path_factory):
         assert stack.watermark()[t(5)]["attempt"] == 3
         yield stack
     finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
         stack.close()
 
 

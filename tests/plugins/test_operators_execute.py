@@ -14,7 +14,12 @@ from typing import Any
 import pendulum
 import pytest
 from airflow.sdk import RetryAction
-from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException, TaskDeferred
+from airflow.sdk.exceptions import (
+    AirflowFailException,
+    AirflowRescheduleException,
+    AirflowSkipException,
+    TaskDeferred,
+)
 
 import tokokita_airflow.operators as operators_module
 from tests.conftest import HEADER
@@ -25,7 +30,8 @@ from tokokita_airflow.sensors import RawPartitionSensor
 from tokokita_airflow.timetable import PartitionDateTimetable
 from tokokita_etl.errors import DataError, WarehouseError
 from tokokita_etl.runs import read_claim
-from tokokita_etl.state import FAILED, SUCCESS, state_store
+from tokokita_etl.state import FAILED, SUCCESS
+from tokokita_etl.stores import state_store
 
 DAG_ID = "tokokita_orders_daily"
 D02 = "2026-11-02"
@@ -515,6 +521,56 @@ def test_a_deferred_sensor_resumes_as_success_when_present_and_skips_on_timeout(
     sensor().execute_complete(context(), {"status": "present", "filepath": "/x.csv"})
     with pytest.raises(AirflowSkipException, match="did not arrive within the wait window"):
         sensor().execute_complete(context(), {"status": "timeout", "filepath": "/x.csv"})
+
+
+def with_first_try(ctx: dict, first_try: datetime | None) -> dict:
+    """`ctx` with the task instance a reschedule-mode sensor asks for its first try's start."""
+    return {**ctx, "ti": SimpleNamespace(get_first_reschedule_date=lambda _context: first_try)}
+
+
+def test_a_deferred_sensor_hands_airflow_the_same_deadline_as_its_trigger(project):
+    """Regression: defer() got no timeout, so a deferral outlived the wait window when no
+    triggerer ran; it now gets the time left until the trigger's own deadline."""
+    waiting, _ = scheduled_context(timedelta(minutes=5))
+    fire = waiting["dag_run"].logical_date
+    before = datetime.now(UTC)
+    with pytest.raises(TaskDeferred) as deferred:
+        sensor(deferrable=True, wait_window=timedelta(hours=1)).execute(waiting)
+    after = datetime.now(UTC)
+    deadline = datetime.fromisoformat(deferred.value.trigger.serialize()[1]["deadline"])
+    assert deadline == fire + timedelta(hours=1)
+    assert deadline - after <= deferred.value.timeout <= deadline - before
+    assert timedelta(minutes=54) < deferred.value.timeout < timedelta(minutes=56)
+
+
+@pytest.mark.parametrize(("setting", "expected"), [("True", True), ("False", False)])
+def test_deferrable_defaults_to_airflows_default_deferrable_setting(project, monkeypatch,
+                                                                    setting, expected):
+    monkeypatch.setenv("AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE", setting)
+    assert sensor().deferrable is expected
+    assert sensor(deferrable=not expected).deferrable is (not expected)  # an argument wins
+    waiting, _ = scheduled_context(timedelta(minutes=5))
+    waiting = with_first_try(waiting, None)
+    with pytest.raises(TaskDeferred if expected else AirflowRescheduleException):
+        sensor(wait_window=timedelta(hours=1)).execute(waiting)
+
+
+def test_a_rescheduled_sensor_waits_until_the_end_of_the_window_counted_from_the_fire_time(
+        project):
+    """Regression: Airflow's sensor timeout (the wait window counted from the first poke) was
+    a second clock beside the window counted from the fire time; only the latter decides."""
+    waiting, _ = scheduled_context(timedelta(minutes=50))
+    # a first try long before: Airflow's own timeout, were it the window, would have passed
+    started_early = with_first_try(waiting, datetime.now(UTC) - timedelta(hours=2))
+    with pytest.raises(AirflowRescheduleException):
+        sensor(deferrable=False, wait_window=timedelta(hours=1)).execute(started_early)
+    late, missing = scheduled_context(timedelta(minutes=70))
+    started_late = with_first_try(late, datetime.now(UTC) - timedelta(minutes=1))
+    with pytest.raises(AirflowSkipException, match="wait window ended at") as skipped:
+        sensor(deferrable=False, wait_window=timedelta(hours=1)).execute(started_late)
+    assert f"pesanan_{missing}.csv" in str(skipped.value)
+    present = with_first_try(context(), None)
+    assert sensor(deferrable=False).execute(present) is None
 
 
 # -- the retry policy ---------------------------------------------------------------------------

@@ -26,7 +26,6 @@ from tokokita_etl.config import (
     load_settings,
     partition_exists,
     partition_file_exists,
-    schedule_from_env,
 )
 from tokokita_etl.errors import ConfigError
 from tokokita_etl.gold import staged_gold_path
@@ -228,7 +227,6 @@ def test_the_dag_schedule_defaults_are_the_settings_defaults():
     assert schedule.start_date == datetime(2026, 11, 1, tzinfo=jakarta)
     assert schedule.start_date.tzinfo == jakarta
     assert (schedule.end_date, schedule.wait_window) == (None, timedelta(hours=6))
-    assert schedule_from_env({}) == (Settings.cron, Settings.timezone)
 
 
 def test_the_settings_the_dag_reads_agree_with_the_repository_config_file():

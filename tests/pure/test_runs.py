@@ -31,7 +31,8 @@ from tokokita_etl.runs import (
     read_claim,
     release_date,
 )
-from tokokita_etl.state import FAILED, SUCCESS, state_store
+from tokokita_etl.state import FAILED, SUCCESS
+from tokokita_etl.stores import state_store
 
 DAY = date(2026, 11, 2)
 NOW = datetime(2026, 11, 3, 19, 30, tzinfo=UTC)

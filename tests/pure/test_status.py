@@ -9,8 +9,9 @@ from zoneinfo import ZoneInfo
 
 from tokokita_etl.config import Settings
 from tokokita_etl.runs import claim_path
-from tokokita_etl.state import FAILED, SUCCESS, state_store
+from tokokita_etl.state import FAILED, SUCCESS
 from tokokita_etl.status import DateAction, DateState, date_states, format_status, window
+from tokokita_etl.stores import state_store
 
 JKT = ZoneInfo("Asia/Jakarta")
 TODAY = date(2026, 12, 1)

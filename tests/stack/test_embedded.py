@@ -15,7 +15,7 @@ import pytest
 from stack import REPO
 from stack.local import free_port
 
-pytestmark = pytest.mark.airflow
+pytestmark = [pytest.mark.airflow, pytest.mark.e2e]  # `make demo` starts a running stack
 
 TRACKED = ("dags", "plugins", "include", "config", "stack", "data/raw", "docker-compose.yaml",
            "pyproject.toml")

@@ -1,0 +1,181 @@
+"""No import cycle among the modules of include/tokokita_etl.
+
+Read statically from each module's syntax tree, so that every import counts: at module level,
+inside a function (a lazy import still closes a cycle, it only moves the failure to the first
+call), and under `if TYPE_CHECKING:` (a type checker follows it the same way). Importing
+`a.b.c` also imports the packages `a.b` and `a`, except from inside that package (a package's
+modules importing each other while its `__init__` runs is how a package is built).
+"""
+
+from __future__ import annotations
+
+import ast
+from itertools import pairwise
+from pathlib import Path
+
+PACKAGE = "tokokita_etl"
+ROOT = Path(__file__).resolve().parents[2] / "include"
+
+
+def module_files(root: Path, package: str) -> dict[str, Path]:
+    """Every module of `package` under `root`, by dotted name (a package by its __init__)."""
+    found = {}
+    for path in sorted((root / package).rglob("*.py")):
+        parts = list(path.relative_to(root).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = path
+    return found
+
+
+def _top_level_names(tree: ast.Module) -> set[str]:
+    names = set()
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom | ast.Import):
+            names.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+    return names
+
+
+def import_graph(root: Path, package: str) -> dict[str, dict[str, int]]:
+    """module -> {imported module of the package: line of the first such import}."""
+    files = module_files(root, package)
+    trees = {name: ast.parse(path.read_text(encoding="utf-8"), str(path))
+             for name, path in files.items()}
+    graph: dict[str, dict[str, int]] = {name: {} for name in files}
+
+    def add(importer: str, target: str, line: int) -> None:
+        parts = target.split(".")
+        for end in range(len(parts), 1, -1):  # the module and each package above it
+            name = ".".join(parts[:end])
+            inside = importer == name or importer.startswith(name + ".")
+            if name in files and name != importer and (end == len(parts) or not inside):
+                graph[importer].setdefault(name, line)
+
+    for importer, tree in trees.items():
+        is_package = files[importer].name == "__init__.py"
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    add(importer, alias.name, node.lineno)
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = importer.split(".")
+                    base = base[: len(base) - node.level + (1 if is_package else 0)]
+                    source = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    source = node.module or ""
+                add(importer, source, node.lineno)
+                for alias in node.names:  # `from pkg import module`, unless pkg binds the name
+                    sub = f"{source}.{alias.name}"
+                    if sub in files and alias.name not in _top_level_names(trees[source]):
+                        add(importer, sub, node.lineno)
+    return graph
+
+
+def cycle_groups(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+    """The groups of modules that import each other, directly or through others (the strongly
+    connected components of more than one module, Tarjan's algorithm), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    groups: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(groups)
+
+
+def find_cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+    """One cycle per group of `cycle_groups`: the shortest closed path from its first module."""
+    return [_closed_path(graph, set(group)) for group in cycle_groups(graph)]
+
+
+def _closed_path(graph: dict[str, dict[str, int]], group: set[str]) -> list[str]:
+    start = min(group)
+    paths = [[start]]
+    seen = {start}
+    while paths:  # breadth first: the shortest way back to the start
+        path = paths.pop(0)
+        for nxt in sorted(graph[path[-1]]):
+            if nxt == start:
+                return [*path, start]
+            if nxt in group and nxt not in seen:
+                seen.add(nxt)
+                paths.append([*path, nxt])
+    raise AssertionError(f"no cycle through {start}")
+
+
+def describe(graph: dict[str, dict[str, int]], cycle: list[str], files: dict[str, Path]) -> str:
+    steps = [f"{a} (line {graph[a][b]} of {files[a].name}) -> {b}" for a, b in pairwise(cycle)]
+    return "; ".join(steps)
+
+
+def test_no_module_of_the_package_imports_itself_through_others():
+    graph = import_graph(ROOT, PACKAGE)
+    files = module_files(ROOT, PACKAGE)
+    assert len(graph) > 20 and "tokokita_etl.cron.parse" in graph
+    cycles = [f"{', '.join(group)}; for example {describe(graph, cycle, files)}"
+              for group, cycle in zip(cycle_groups(graph), find_cycles(graph), strict=True)]
+    assert cycles == [], "modules that import each other:\n" + "\n".join(cycles)
+
+
+def _write(root: Path, files: dict[str, str]) -> None:
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+
+
+def test_a_lazy_import_inside_a_function_closes_a_cycle(tmp_path):
+    _write(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/config.py": "def check():\n    from pkg.cron import parse\n    return parse\n",
+        "pkg/cron.py": "from pkg.config import check\n\ndef parse():\n    return check\n",
+        "pkg/leaf.py": "import pkg.config\n",
+    })
+    graph = import_graph(tmp_path, "pkg")
+    assert graph["pkg.config"] == {"pkg.cron": 2}
+    assert find_cycles(graph) == [["pkg.config", "pkg.cron", "pkg.config"]]
+
+
+def test_type_checking_and_relative_imports_count_and_a_package_may_import_its_modules(tmp_path):
+    _write(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/state.py": ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                         "    from .state_db import Store\n"),
+        "pkg/state_db.py": "from pkg import state\n",
+        "pkg/sub/__init__.py": "from pkg.sub.part import name\n",
+        "pkg/sub/part.py": "from pkg.sub.other import x\nname = x\n",
+        "pkg/sub/other.py": "x = 1\n",
+        "pkg/user.py": "from pkg.sub import name\n",
+    })
+    graph = import_graph(tmp_path, "pkg")
+    assert graph["pkg.user"] == {"pkg.sub": 1}
+    assert graph["pkg.sub.part"] == {"pkg.sub.other": 1}  # not its own package
+    assert find_cycles(graph) == [["pkg.state", "pkg.state_db", "pkg.state"]]
