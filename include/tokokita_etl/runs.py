@@ -185,6 +185,35 @@ def settled_watermark(settings: Settings, now: datetime,
     return Watermark(state.data, frozenset(ended))
 
 
+def claim_to_change(settings: Settings, day: date, owner: str, stage: str, now: datetime,
+                    holder_finished: HolderCheck = cli_holder_finished, *,
+                    reset_by: str | None = None) -> int | None:
+    """Claim `day` for `owner`, which is about to change a store, and make sure that its
+    intent record is in `day`'s entry before it does: every run that changes the warehouse
+    or the gold file writes its intent first, whatever its gate reconciled or decided before
+    (docs/data-contract.md, "Every run that changes a store writes its intent first").
+
+    The gate calls it once it decided to run, and so does a stage task that claims the date
+    on its own (a retry, a cleared task, a stage whose gate's intent another gate has since
+    reconciled). An intent of `owner` already there stays (its `since` is the run's start);
+    one of another run that is gone is recorded as interrupted first (`reconcile_intent`: it
+    no longer holds the claim), never overwritten. `reset_by`: reset the date's failures
+    (reset_attempts) before, recorded as by it. ConcurrentRunError when another live run
+    holds the date. Returns the failures the reset set to 0, else None.
+    """
+    claim_date(settings, day, owner, now, holder_finished)
+    store = state_store(settings)
+    reconcile_intent(settings, day, now, holder_finished, owner)
+    reset_from = store.reset_attempts(day, now=now, by=reset_by) if reset_by is not None \
+        else None
+    intent = store.read().intent(day)
+    if intent is None or intent["run"] != owner:
+        # before the first change: a run that dies before its outcome record leaves it, and
+        # the next gate of the date records the date as interrupted (reconcile_intent)
+        store.begin(day, owner, stage, now)
+    return reset_from
+
+
 # -- gate --------------------------------------------------------------------------------------
 
 def check_writable(settings: Settings) -> None:
@@ -212,7 +241,9 @@ class GateResult:
 
     action: Action
     message: str
+    #: recorded outcomes of the date (successes and failures)
     attempt: int
+    #: the failures since the last success before `reset_attempts` set them to 0
     reset_from: int | None = None
 
 
@@ -234,12 +265,8 @@ def gate(settings: Settings, day: date, *, force: bool, reset_attempts: bool, no
                              reset_attempts=reset_attempts, tz=settings.timezone)
     reset_from = None
     if decision.action is Action.RUN:
-        claim_date(settings, day, owner or by, now, holder_finished)
-        if reset_attempts:
-            reset_from = store.reset_attempts(day, now=now, by=by)
-        # before the first stage: a run that dies before its outcome record leaves it, and
-        # the next gate of the date records the date as interrupted (reconcile_intent)
-        store.begin(day, owner or by, STAGE_NAMES[0], now)
+        reset_from = claim_to_change(settings, day, owner or by, STAGE_NAMES[0], now,
+                                     holder_finished, reset_by=by if reset_attempts else None)
     return GateResult(decision.action, decision.reason, store.read().attempts(day), reset_from)
 
 

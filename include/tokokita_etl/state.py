@@ -63,9 +63,10 @@ def _reset_problem(value: Any) -> str | None:
     for reset in value:
         if not isinstance(reset, dict) or not isinstance(reset.get("at", ""), str) \
                 or not isinstance(reset.get("by", ""), str) \
-                or not _is_count(reset.get("previous_attempt", 0)):
+                or not _is_count(reset.get("previous_attempt", 0)) \
+                or not _is_count(reset.get("previous_failures", 0)):
             return ("must be an array of objects with 'at' and 'by' (strings) and "
-                    "'previous_attempt' (a count)")
+                    "'previous_attempt' and 'previous_failures' (counts)")
     return None
 
 
@@ -73,7 +74,8 @@ def _reset_problem(value: Any) -> str | None:
 #: when the file is read, so a hand-edited watermark fails every run with a StateError naming
 #: the field instead of a traceback deep inside a stage
 _FIELD_RULES: dict[str, Callable[[Any], str | None]] = {
-    "attempt": lambda v: None if _is_count(v) else "must be a count (an integer >= 0)",
+    **{name: (lambda v: None if _is_count(v) else "must be a count (an integer >= 0)")
+       for name in ("attempt", "failures")},
     "status": lambda v: None if v in (SUCCESS, FAILED) else f"must be {SUCCESS!r} or {FAILED!r}",
     "rows": lambda v: None if isinstance(v, dict) and all(_is_count(n) for n in v.values())
     else "must be an object of counts (integers >= 0)",
@@ -161,7 +163,8 @@ class Watermark:
         return self.entry(day).get(IN_PROGRESS)
 
     def attempts(self, day: date | str) -> int:
-        """Recorded attempts for `day` (successes and failures; skips do not count)."""
+        """Recorded outcomes for `day` (successes and failures; skips do not count): the
+        total, not what `max_attempts` counts (`policy.failures_since_success`)."""
         return int(self.entry(day).get("attempt", 0))
 
 
@@ -249,13 +252,17 @@ def check_document(where: str, data: Any) -> dict[str, Any]:
 
 
 def _record(entry: dict[str, Any], status: str, payload: dict[str, Any], now: datetime) -> int:
+    from tokokita_etl.policy import failures_since_success  # (policy reads this module)
+
+    failures = failures_since_success(entry)  # (derived from the entry as it was)
     entry["attempt"] = int(entry.get("attempt", 0)) + 1
+    entry["failures"] = 0 if status == SUCCESS else failures + 1
     entry["status"] = status
     entry["updated_at"] = now.isoformat(timespec="seconds")
     for key in (*RUN_OUTCOME_FIELDS, IN_PROGRESS):
         entry.pop(key, None)
     for key, value in payload.items():
-        if key != "attempt" and not (key == "warnings" and not value):
+        if key not in ("attempt", "failures") and not (key == "warnings" and not value):
             entry[key] = value
     return entry["attempt"]
 
@@ -270,7 +277,8 @@ class WatermarkRules:
         raise NotImplementedError
 
     def record(self, day: date, status: str, payload: dict[str, Any], now: datetime) -> int:
-        """Record a success or failure for `day`: attempt += 1. Returns the new attempt."""
+        """Record a success or failure for `day`: attempt += 1, and failures (since the last
+        success) back to 0 or += 1. Returns the new attempt."""
         return self.update_entry(day, lambda entry: _record(entry, status, payload, now))
 
     def begin(self, day: date, run: str, stage: str, now: datetime) -> None:
@@ -287,14 +295,18 @@ class WatermarkRules:
         self.update_entry(day, lambda entry: entry.pop(IN_PROGRESS, None))
 
     def reset_attempts(self, day: date, *, now: datetime, by: str) -> int:
-        """Set `day`'s attempts to 0, recording when and by whom. Returns the previous count."""
+        """Set `day`'s failures since its last success to 0 (what `max_attempts` counts),
+        recording when, by whom and the previous values; `attempt`, the total of recorded
+        outcomes, is kept. Returns the previous failures."""
+        from tokokita_etl.policy import failures_since_success  # (policy reads this module)
 
         def mutate(entry: dict[str, Any]) -> int:
-            previous = int(entry.get("attempt", 0))
-            entry["attempt"] = 0
+            previous = failures_since_success(entry)
+            entry["failures"] = 0
             entry.setdefault("resets", []).append(
-                {"at": now.isoformat(timespec="seconds"), "by": by, "previous_attempt": previous}
-            )
+                {"at": now.isoformat(timespec="seconds"), "by": by,
+                 "previous_attempt": int(entry.get("attempt", 0)),
+                 "previous_failures": previous})
             entry["updated_at"] = now.isoformat(timespec="seconds")
             return previous
 

@@ -17,6 +17,7 @@ from tokokita_etl.policy import (
     Action,
     decide,
     due_runs,
+    failures_since_success,
     is_blocked,
     outside_lookback,
     unblock_hint,
@@ -67,9 +68,10 @@ def date_states(settings: Settings, now: datetime, days: int | None = None,
 
     Each row: `date`, `state` (one of `STATES`), `label` (`failed 1/3`, `running`...),
     `reason` (one sentence), `unblock` (the exact action, for a blocked date), `holder` (of a
-    running date), `due`, `partition` (file present), `status`, `attempt`, `max_attempts`,
-    `blocked`, `rows`, `quarantine_share`, `bruto`, `bersih`, `duration_s`, `error`,
-    `failed_stage`, `gold` (done dates only), `updated_at`, `warnings`.
+    running date), `due`, `partition` (file present), `status`, `attempt` (recorded outcomes,
+    successes and failures), `failures` (failures since the last success: what
+    `max_attempts` counts), `max_attempts`, `blocked`, `rows`, `quarantine_share`, `bruto`,
+    `bersih`, `duration_s`, `error`, `failed_stage`, `gold` (done dates only), `updated_at`, `warnings`.
     """
     state = settled_watermark(settings, now)
     known = {date.fromisoformat(d) for d in state.runs}
@@ -88,7 +90,7 @@ def date_states(settings: Settings, now: datetime, days: int | None = None,
             "date": day.isoformat(), "state": "", "label": "", "reason": "", "unblock": "",
             "holder": "", "due": day in due, "partition": present,
             "status": entry.get("status", ""), "attempt": state.attempts(day),
-            "max_attempts": settings.max_attempts,
+            "failures": failures_since_success(entry), "max_attempts": settings.max_attempts,
             "blocked": is_blocked(state, day, settings.max_attempts),
             "rows": counts,
             "quarantine_share": (karantina / extracted) if extracted and karantina is not None
@@ -119,7 +121,7 @@ def _state_of(settings: Settings, state, day: date, now: datetime, *, present: b
         return {"state": "running", "label": "running", "holder": claim.owner,
                 "reason": f"being processed by {claim.owner} since "
                           f"{claim.since.isoformat(timespec='seconds')}"}
-    used = f"{state.attempts(day)}/{settings.max_attempts}"
+    used = f"{failures_since_success(state.entry(day))}/{settings.max_attempts}"
     intent = state.intent(day)
     if intent is not None:  # its run is gone (a live one holds the claim, see above)
         return {"state": "failed", "label": "needs re-run",
@@ -128,14 +130,16 @@ def _state_of(settings: Settings, state, day: date, now: datetime, *, present: b
                           "the warehouse may hold part of its work: the next run re-runs it "
                           f"({used} attempts used before it)"}
     if state.has_success(day):
-        return {"state": "done", "label": "done", "reason": f"succeeded (attempt {used})"}
+        return {"state": "done", "label": "done",
+                "reason": f"succeeded (attempt {state.attempts(day)})"}
     decision = decide(state, day, max_attempts=settings.max_attempts)
     entry = state.entry(day)
     last = f"; last error ({entry.get('failed_stage') or '?'}): " \
            f"{display_text(settings, entry['error'])}" if entry.get("error") else ""
     if decision.action is Action.BLOCKED:
         return {"state": "blocked", "label": f"blocked {used}",
-                "reason": f"blocked after {used} attempts{last}", "unblock": unblock_hint(day)}
+                "reason": f"blocked after {used} failures since the last success{last}",
+                "unblock": unblock_hint(day)}
     if entry.get("status") == FAILED:
         later = "it is due: the next scheduled catch-up runs it" if due else \
             "older than the lookback: a backfill or a manual run processes it"

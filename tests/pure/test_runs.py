@@ -304,10 +304,13 @@ def test_the_gate_claims_a_date_it_runs_and_records_a_reset_with_who_asked(setti
     assert read_claim(settings, DAY) is None  # a blocked run claims nothing
     reset = gate(settings, DAY, force=False, reset_attempts=True, now=NOW, by=HOLDER,
                  holder_finished=never_finished)
-    assert (reset.action, reset.attempt, reset.reset_from) == (Action.RUN, 0, 3)
+    # the failures are reset; the total of recorded outcomes is kept
+    assert (reset.action, reset.attempt, reset.reset_from) == (Action.RUN, 3, 3)
     assert read_claim(settings, DAY).owner == HOLDER
+    assert store.read().entry(DAY)["failures"] == 0
     assert store.read().entry(DAY)["resets"] == [
-        {"at": "2026-11-03T19:30:00+00:00", "by": HOLDER, "previous_attempt": 3}]
+        {"at": "2026-11-03T19:30:00+00:00", "by": HOLDER, "previous_attempt": 3,
+         "previous_failures": 3}]
 
 
 def test_a_gate_refused_by_the_claim_does_not_reset_attempts(settings):
