@@ -196,10 +196,14 @@ def _airflow_runs(session, settings, since: date) -> dict[str, list[dict[str, An
 def _rows(days: int | None) -> list[dict[str, Any]]:
     from airflow.utils.session import create_session
 
+    from tokokita_etl.errors import EtlError
     from tokokita_etl.status import date_states
 
     settings = _settings()
-    rows = date_states(settings, datetime.now(UTC), days)
+    try:
+        rows = date_states(settings, datetime.now(UTC), days)
+    except EtlError as exc:  # a damaged watermark: named, as the command line names it
+        raise HTTPException(status_code=503, detail=str(exc)) from None
     since = date.fromisoformat(rows[0]["date"]) if rows else date.today()
     with create_session() as session:
         runs = _airflow_runs(session, settings, since)

@@ -18,6 +18,7 @@ Screenshots are written to docs/screenshots/ only with TOKOKITA_SAVE_SCREENSHOTS
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -194,6 +195,28 @@ def test_an_admins_reprocess_creates_a_forced_run_in_airflows_audit_log(page_sta
     logs = stack.api.get("/eventLogs", dag_id=DAG_ID, event="trigger_dag_run",
                          order_by="-when", limit=20)["event_logs"]
     assert any(e["owner"] == USERNAME and t(6) in (e.get("extra") or "") for e in logs), logs
+
+
+def test_a_watermark_entry_with_rows_a_string_gets_a_503_naming_the_field_not_a_500(page_stack):
+    """Regression: with a watermark entry whose `rows` is a string, `/tokokita/` answered a
+    bare HTTP 500 (the watermark's StateError escaped the page) while the command line named
+    the file, the date and the field."""
+    state_file = page_stack.settings().state_file
+    good = state_file.read_bytes()
+    data = json.loads(good)
+    data["runs"][t(6)]["rows"] = "8"
+    state_file.write_text(json.dumps(data, indent=2), encoding="utf-8")
+    try:
+        with client(page_stack, USERNAME) as admin:
+            for path in ("/tokokita/", "/tokokita/status.json"):
+                answer = admin.get(path)
+                assert answer.status_code == 503, (path, answer.status_code, answer.text)
+                detail = answer.json()["detail"]
+                assert str(state_file) in detail and t(6) in detail and "'rows'" in detail, detail
+    finally:
+        state_file.write_bytes(good)
+    with client(page_stack, USERNAME) as admin:
+        assert admin.get("/tokokita/").status_code == 200
 
 
 def test_in_chromium_the_page_renders_in_the_airflow_ui_and_unblock_recovers_a_blocked_date(
