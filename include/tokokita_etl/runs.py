@@ -203,14 +203,20 @@ def claim_to_change(settings: Settings, day: date, owner: str, stage: str, now: 
     """
     claim_date(settings, day, owner, now, holder_finished)
     store = state_store(settings)
-    reconcile_intent(settings, day, now, holder_finished, owner)
-    reset_from = store.reset_attempts(day, now=now, by=reset_by) if reset_by is not None \
-        else None
-    intent = store.read().intent(day)
-    if intent is None or intent["run"] != owner:
-        # before the first change: a run that dies before its outcome record leaves it, and
-        # the next gate of the date records the date as interrupted (reconcile_intent)
-        store.begin(day, owner, stage, now)
+    try:
+        reconcile_intent(settings, day, now, holder_finished, owner)
+        reset_from = store.reset_attempts(day, now=now, by=reset_by) if reset_by is not None \
+            else None
+        intent = store.read().intent(day)
+        if intent is None or intent["run"] != owner:
+            # before the first change: a run that dies before its outcome record leaves it,
+            # and the next gate of the date records the date as interrupted (reconcile_intent)
+            store.begin(day, owner, stage, now)
+    except StateError:
+        # the watermark cannot take the record (a full state folder): the run changes
+        # nothing, so it does not keep the date either
+        release_date(settings, day, owner)
+        raise
     return reset_from
 
 

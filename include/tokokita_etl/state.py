@@ -390,10 +390,15 @@ class StateStore(WatermarkRules):
             before = copy.deepcopy(data)
             result = mutate(data)
             if data != before:
-                write_text_atomic(
-                    self.path, json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False)
-                    + "\n"
-                )
+                try:
+                    write_text_atomic(self.path, json.dumps(
+                        data, indent=2, ensure_ascii=False, sort_keys=False) + "\n")
+                except OSError as exc:  # the folder filled up (or turned read-only) since
+                    # check_writable: the change is not recorded, and the file is as it was
+                    raise StateError(
+                        f"{self.path}: the watermark cannot be written "
+                        f"({exc.strerror or exc}); it is unchanged: free space or fix the "
+                        "permissions, then run again") from None
             return result
 
     def update_entry(self, day: date, mutate: Callable[[dict[str, Any]], Any]) -> Any:
@@ -460,7 +465,12 @@ class StateStore(WatermarkRules):
 
     def put_claim(self, day: date, claim: Claim) -> None:
         """Write `day`'s claim (call under `date_locked`)."""
-        write_text_atomic(self.claim_path(day), json.dumps(claim.to_dict()))
+        try:
+            write_text_atomic(self.claim_path(day), json.dumps(claim.to_dict()))
+        except OSError as exc:
+            raise StateError(f"{self.claim_path(day)}: the claim cannot be written "
+                             f"({exc.strerror or exc}); nothing was run: free space or fix "
+                             "the permissions, then run again") from None
 
     def drop_claim(self, day: date) -> None:
         """Remove `day`'s claim (call under `date_locked`)."""
@@ -472,7 +482,12 @@ class StateStore(WatermarkRules):
         """Write a run's manifest as `runs/<name>.json` (or `<name>-2.json`...: never
         replaces one); returns its final name and where it went."""
         text = json.dumps(body, indent=2, ensure_ascii=False) + "\n"
-        path = write_new_atomic(self.runs_dir / f"{name}.json", text)
+        try:
+            path = write_new_atomic(self.runs_dir / f"{name}.json", text)
+        except OSError as exc:
+            raise StateError(f"{self.runs_dir / name}.json: the run manifest cannot be "
+                             f"written ({exc.strerror or exc}): free space or fix the "
+                             "permissions") from None
         return path.stem, str(path)
 
     def manifests(self, day: date) -> Iterator[dict[str, Any]]:
