@@ -7,6 +7,7 @@ never overwritten); a success or a failure that counts also updates the watermar
 
 from __future__ import annotations
 
+import copy
 import os
 import socket
 from dataclasses import dataclass, field
@@ -25,7 +26,12 @@ from tokokita_etl.errors import (
     StateError,
 )
 from tokokita_etl.notify import run_summary
-from tokokita_etl.policy import Action, counts_as_attempt, gate_decision
+from tokokita_etl.policy import (
+    Action,
+    counts_as_attempt,
+    failures_since_success,
+    gate_decision,
+)
 from tokokita_etl.stages import (
     STAGE_NAMES,
     drop_staged,
@@ -169,11 +175,15 @@ def reconcile_intent(settings: Settings, day: date, now: datetime,
 
 def settled_watermark(settings: Settings, now: datetime,
                       holder_finished: HolderCheck = cli_holder_finished) -> Watermark:
-    """The watermark with the runs that left an intent and are gone (`intent_run_ended`)
-    marked as ended, so that a date whose forced re-run died is due and not done, before the
-    next gate of the date records it (`reconcile_intent`). Reads only."""
+    """The watermark as the next gate of each date will find it once it has reconciled:
+    the runs that left an intent and are gone (`intent_run_ended`) are marked as ended, so a
+    date whose forced re-run died is due and not done, and each such run counts as the one
+    failure `reconcile_intent` will record (`failures` + 1; the intent stays, so readers can
+    name the run), so a date that this failure blocks is blocked here too, not due. Reads
+    only: `due`, `status` and the page agree with what the next run does."""
     store = state_store(settings)
     state = store.read()
+    data = copy.deepcopy(state.data)
     ended = set()
     for iso, entry in state.runs.items():
         intent = entry.get(IN_PROGRESS)
@@ -182,7 +192,8 @@ def settled_watermark(settings: Settings, now: datetime,
         if intent_run_ended(intent, _claim_or_none(store, date.fromisoformat(iso)), now,
                             holder_finished):
             ended.add(intent["run"])
-    return Watermark(state.data, frozenset(ended))
+            data["runs"][iso]["failures"] = failures_since_success(entry) + 1
+    return Watermark(data, frozenset(ended))
 
 
 def claim_to_change(settings: Settings, day: date, owner: str, stage: str, now: datetime,

@@ -124,11 +124,15 @@ def _state_of(settings: Settings, state, day: date, now: datetime, *, present: b
     used = f"{failures_since_success(state.entry(day))}/{settings.max_attempts}"
     intent = state.intent(day)
     if intent is not None:  # its run is gone (a live one holds the claim, see above)
+        gone = (f"run {intent['run']} (started {intent['since']}) ended during "
+                f"{interrupted_stage(settings, day)} without recording its outcome; the "
+                f"warehouse may hold part of its work; it counts as failure {used}")
+        if is_blocked(state, day, settings.max_attempts):  # (settled: that failure counted)
+            return {"state": "blocked", "label": "needs re-run",
+                    "reason": f"{gone}, so the date is blocked: run it with reset_attempts",
+                    "unblock": unblock_hint(day)}
         return {"state": "failed", "label": "needs re-run",
-                "reason": f"run {intent['run']} (started {intent['since']}) ended during "
-                          f"{interrupted_stage(settings, day)} without recording its outcome; "
-                          "the warehouse may hold part of its work: the next run re-runs it "
-                          f"({used} attempts used before it)"}
+                "reason": f"{gone}: the next run re-runs it"}
     if state.has_success(day):
         return {"state": "done", "label": "done",
                 "reason": f"succeeded (attempt {state.attempts(day)})"}
