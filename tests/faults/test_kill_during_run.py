@@ -630,7 +630,11 @@ def _rerun_restores(s: Stores, versions: dict[str, Version], other: dict,
     assert warehouse_rows(s.ws, DAY) == current.warehouse
     assert s.ws.gold_file(DAY).read_bytes() == current.gold
     assert s.ws.quarantine_file(DAY).read_bytes() == current.quarantine
-    assert s.store().read_claim(DAY) is None
+    claim = s.store().read_claim(DAY)
+    if claim is not None:  # a run killed after its success record, before its release: the
+        # plain run skipped the done date and took no claim; the dead run's holds nothing
+        assert next(iter(s.store().manifests(DAY)))["status"] == "skipped"
+        assert not claim.live(datetime.now(UTC), cli_holder_finished), claim
     assert s.entry(OTHER) == other["entry"]
 
 
@@ -640,16 +644,20 @@ def _chain(s: Stores, versions: dict[str, Version], other: dict, stored: str,
     from the `stored` version's), check the stores after each, then one plain run; returns the
     version the raw folder holds at the end."""
     reading = stored
-    for stage, share in kills:
+    for n, (stage, share) in enumerate(kills, start=1):
         reading = "B" if reading == "A" else "A"
         _write_version(s, versions[reading])
         after, delay = _aim_after(stage, versions[reading], share)
         killed = _kill_forced(s, after, delay)
         entry = s.entry()
         where = interrupted_stage(s.settings(), DAY) if IN_PROGRESS in entry else FINISHED
-        landed[where] += 1
         said = _check_coherent(s, versions, other, killed)
-        if STAGE_NAMES.index(after) < STAGE_NAMES.index("validate"):
+        landed[f"kill {n} in a row: {where}"] += 1  # counted once the stores were coherent
+        # a kill in the first half of transform or load lands before the success record
+        # (validate and publishing are still ahead); one later, inside validate or
+        # publishing, may find the run finished when the killed run's stages are faster than
+        # the clean run's (see the module's docstring): the record then describes the stores
+        if STAGE_NAMES.index(after) < STAGE_NAMES.index("load") and share <= 0.5:
             assert said == "needs re-run", (stage, share, said)
     _rerun_restores(s, versions, other, versions[reading])
     return reading
@@ -669,7 +677,7 @@ def test_forced_reruns_over_a_changed_partition_killed_once_or_in_chains_leave_a
     stored = "B"
     for kind in list(QUICK_CHAINS) if LONG else QUICK_PLAN[backend, stores.kind]:
         stored = _chain(stores, versions, other, stored, QUICK_CHAINS[kind], landed)
-    print(f"{backend}, state in {stores.kind}: kills landed in {dict(landed)}")
+    print(f"{backend}, state in {stores.kind}: coherent after {dict(sorted(landed.items()))}")
 
 
 @pytest.mark.skipif(not LONG, reason="long fault mode: TOKOKITA_FAULTS=long")
@@ -687,4 +695,5 @@ def test_many_chains_of_kills_over_changed_partitions_always_leave_a_true_record
         stored = _chain(stores, versions, other, stored, kills, landed)
         done += length
         chains[length] += 1
-    print(f"{CHAIN_KILLS} kills in chains {dict(chains)}: landed in {dict(landed)}")
+    print(f"{CHAIN_KILLS} kills in chains {dict(chains)}, coherent after every one: "
+          f"{dict(sorted(landed.items()))}")
