@@ -266,8 +266,9 @@ def test_in_chromium_the_page_renders_in_the_airflow_ui_and_unblock_recovers_a_b
         assert outside == [], outside
         context.close()
     entry = stack.watermark()[str(day)]
-    assert (entry["status"], entry["attempt"]) == ("success", 1)
-    assert entry["resets"][-1]["previous_attempt"] == 3
+    # Unblock reset the failures and kept the total (three failures, then this success)
+    assert (entry["status"], entry["attempt"], entry["failures"]) == ("success", 4, 0)
+    assert entry["resets"][-1]["previous_failures"] == 3
     if save:
         for path in SCREENSHOTS.glob("status-*.png"):
             assert path.stat().st_size < 300_000, path
