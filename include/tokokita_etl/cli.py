@@ -7,6 +7,7 @@ import contextlib
 import json
 import logging
 import os
+import select
 import sys
 from collections.abc import Callable
 from datetime import datetime
@@ -119,10 +120,7 @@ def cmd_run(args: argparse.Namespace, now: Callable[[], datetime]) -> int:
             print(line, file=stream, flush=True)
         except BrokenPipeError:
             closed.add(name)
-            with contextlib.suppress(OSError, ValueError):
-                devnull = os.open(os.devnull, os.O_WRONLY)
-                os.dup2(devnull, stream.fileno())
-                os.close(devnull)
+            _to_devnull(stream)
 
     def log(line: str) -> None:
         write("stderr" if as_json or line.startswith(("[error]", WARNING_PREFIX)) else "stdout",
@@ -187,8 +185,43 @@ def cmd_state(args: argparse.Namespace) -> int:
     return 0
 
 
+def _to_devnull(stream) -> None:
+    """Point `stream`'s file descriptor at /dev/null: what is still buffered for a reader
+    that has gone, and the flush at exit, go nowhere instead of raising BrokenPipeError."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())
+        os.close(devnull)
+
+
+def _reader_gone(stream) -> bool:
+    """Whether `stream` is a pipe whose reader has closed it (poll reports an error on the
+    write end of a pipe without readers)."""
+    try:
+        poller = select.poll()
+        poller.register(stream.fileno(), select.POLLOUT)
+        return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+    except (OSError, ValueError):
+        return False
+
+
 def main(argv: list[str] | None = None, *, now: Callable[[], datetime] = utc_now) -> int:
-    """Entry point; returns the exit code."""
+    """Entry point; returns the exit code.
+
+    A reader of stdout that stops early (`tokokita-etl status | head -3`) ends the command
+    quietly with exit code 0, whatever the command: the output it stopped reading is not
+    written (`run` goes on and records its outcome; its own lines handle it).
+    """
+    try:
+        return _main(argv, now=now)
+    except BrokenPipeError:
+        if not _reader_gone(sys.stdout):
+            raise  # another pipe (not stdout's reader): a real error
+        _to_devnull(sys.stdout)
+        return 0
+
+
+def _main(argv: list[str] | None, *, now: Callable[[], datetime]) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     logging.basicConfig(level=logging.INFO, format="[%(levelname)s] %(message)s")
     if argv and argv[0] == "cron":

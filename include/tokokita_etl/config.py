@@ -124,8 +124,13 @@ class Settings:
                                       metadata={"problem": _url_problem, "empty": True})
     #: seconds to wait for the warehouse to accept a connection (PostgreSQL connect_timeout)
     db_connect_timeout_s: int = 10
-    #: seconds one warehouse statement may run (PostgreSQL statement_timeout)
+    #: seconds one warehouse statement may run (PostgreSQL statement_timeout): above the
+    #: longest legitimate statement (the fact COPY: 21 s at 5M rows, docs/configuration.md)
     db_statement_timeout_s: int = 600
+    #: seconds the client waits for any answer of the server (a result, room to write, a
+    #: fetched batch) before it closes the connection: a frozen or silent server fails the
+    #: run after this; above the longest silence of a legitimate run (docs/configuration.md)
+    db_answer_timeout_s: int = 45
     #: seconds to wait for a warehouse lock (PostgreSQL lock_timeout, SQLite busy timeout)
     db_lock_timeout_s: int = 60
 

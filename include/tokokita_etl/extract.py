@@ -50,8 +50,28 @@ def _read_header(reader, path: Path) -> list[str]:
             if header:
                 return [name.strip() for name in header]
     except csv.Error as exc:
+        lone = _lone_carriage_returns(path)
+        if lone:
+            raise DataError(
+                f"{path}: the lines end with a lone carriage return (CR only, as classic Mac "
+                f"OS and Excel's \"CSV (Macintosh)\" write): its first line holds {lone} of "
+                "them and no line feed, so the header never ends; partition lines must end "
+                "with LF or CRLF: convert the line ends (for example `tr '\\r' '\\n' < in.csv "
+                "> out.csv`, or save it as \"CSV UTF-8\") and run again") from None
         raise DataError(f"{path}: header line has broken quoting ({exc})") from None
     raise DataError(f"{path}: no header row (the file has no records)")
+
+
+#: how much of the first line `_lone_carriage_returns` reads
+FIRST_LINE_BYTES = 1 << 20
+
+
+def _lone_carriage_returns(path: Path) -> int:
+    """The carriage returns not followed by a line feed in the file's first physical line
+    (its first MiB): a header that holds one ended its line with CR only."""
+    with open(path, "rb") as handle:
+        line = handle.readline(FIRST_LINE_BYTES)
+    return line.count(b"\r") - line.count(b"\r\n")
 
 
 #: a header is quoted in an error only when it looks like column names: raw content of a

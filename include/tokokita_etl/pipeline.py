@@ -74,7 +74,8 @@ def run_for_date(settings: Settings, day: date, *, force: bool = False,
                                  now=now(), trigger="cli")
     else:
         if decision.reset_from is not None:
-            log(f"[gate] attempts of {day} reset from {decision.reset_from} to 0")
+            log(f"[gate] failures of {day} reset from {decision.reset_from} to 0 "
+                f"(attempt {decision.attempt} kept)")
         if decision.action is Action.SKIP:
             log(f"[skip] {decision.message}")
             outcome = finish_skip(settings, day, started=started, now=now(), trigger="cli",

@@ -3,18 +3,21 @@
 Which dates are due, whether a run or a stage of date D proceeds, skips or is blocked, whether
 a failure counts as an attempt and whether Airflow may retry it. The command line, the
 Airflow sensor, gate, stage operators and retry policy, `due_runs` and the status rows all
-call these functions; none of them compares attempts with `max_attempts` itself.
+call these functions; none of them compares attempts with `max_attempts` itself. What
+`max_attempts` counts is the failures since the date's last success
+(`failures_since_success`), not the total of recorded outcomes (`attempt`).
 """
 
 from __future__ import annotations
 
 import errno
 import statistics
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tokokita_etl.config import DEFAULT_TIMEZONE, partition_exists
 from tokokita_etl.errors import (
@@ -28,6 +31,7 @@ from tokokita_etl.errors import (
     WarehouseError,
 )
 from tokokita_etl.schedule import local_today
+from tokokita_etl.state import FAILED
 
 if TYPE_CHECKING:
     from tokokita_etl.state import Watermark
@@ -80,9 +84,24 @@ def at_max_attempts(attempts: int, max_attempts: int) -> bool:
     return attempts >= max_attempts
 
 
+def failures_since_success(entry: Mapping[str, Any]) -> int:
+    """The failures recorded for a date since its last success: what `max_attempts` counts.
+
+    The entry's `failures` (0 after a success, +1 per recorded failure, 0 again after
+    `reset_attempts`). An entry written before that field existed counts its `attempt` when
+    its last outcome is a failure (those were the attempts that blocked it before) and 0
+    when it is a success. Successes (forced re-runs, reprocesses) never count.
+    """
+    if "failures" in entry:
+        return int(entry["failures"])
+    return int(entry.get("attempt", 0)) if entry.get("status") == FAILED else 0
+
+
 def is_blocked(state: Watermark, day: date, max_attempts: int) -> bool:
-    """Not succeeded and out of attempts: only a run with reset_attempts proceeds."""
-    return not state.has_success(day) and at_max_attempts(state.attempts(day), max_attempts)
+    """No success, and `max_attempts` failures since the last one: only a run with
+    reset_attempts proceeds."""
+    return not state.has_success(day) and \
+        at_max_attempts(failures_since_success(state.entry(day)), max_attempts)
 
 
 def unblock_hint(day: date) -> str:
@@ -97,18 +116,19 @@ def blocked_message(state: Watermark, day: date, max_attempts: int) -> str:
     entry = state.entry(day)
     last = f"; last error ({entry.get('failed_stage', '?')}): {entry['error']}" \
         if entry.get("error") else ""
-    return (f"{day} is blocked after {state.attempts(day)} attempts "
-            f"(max_attempts={max_attempts}){last}; it needs manual intervention. "
-            f"To unblock: {unblock_hint(day)}")
+    return (f"{day} is blocked after {failures_since_success(entry)} attempts "
+            f"(max_attempts={max_attempts}) that failed since its last success{last}; it needs "
+            f"manual intervention. To unblock: {unblock_hint(day)}")
 
 
 def decide(state: Watermark, day: date, *, max_attempts: int, force: bool = False,
            reset_attempts: bool = False, cleared: bool = False) -> Decision:
     """Apply the watermark rules to one date: skip if done, block at max attempts, else run.
 
-    Max attempts stops retrying a date that keeps failing; a forced re-run of a date whose
-    last run succeeded is a deliberate act and is not blocked by its attempt count. A run a
-    person cleared (`cleared`: Airflow's re-run gesture) reprocesses a done date as `force`
+    Max attempts stops retrying a date that keeps failing: it counts the failures since the
+    date's last success (`failures_since_success`), so a forced re-run of a done date is a
+    deliberate act that is never blocked and never brings the date closer to blocked. A run
+    a person cleared (`cleared`: Airflow's re-run gesture) reprocesses a done date as `force`
     does; on any other date it follows the same rules as a new run.
     """
     succeeded = state.has_success(day)
@@ -116,14 +136,14 @@ def decide(state: Watermark, day: date, *, max_attempts: int, force: bool = Fals
         return Decision(Action.SKIP, f"{day} already succeeded (use force to reprocess)")
     if not reset_attempts and is_blocked(state, day, max_attempts):
         return Decision(Action.BLOCKED, blocked_message(state, day, max_attempts))
-    attempts = 0 if reset_attempts else state.attempts(day)
+    failures = failures_since_success(state.entry(day))
     if succeeded:
         why = "force" if force else "clear"
         return Decision(Action.RUN, f"{why}: reprocessing {day}, which already succeeded "
-                                    f"(attempt {attempts})")
-    why = f"{attempts} of {max_attempts} attempts used"
+                                    f"(attempt {state.attempts(day)})")
+    why = f"{failures} of {max_attempts} attempts used (failures since the last success)"
     if reset_attempts:
-        why = f"reset_attempts: attempts of {day} reset from {state.attempts(day)} to 0"
+        why = f"reset_attempts: failures of {day} reset from {failures} to 0"
     return Decision(Action.RUN, f"processing {day}: {why}")
 
 
@@ -219,8 +239,9 @@ def retry_decision(error: BaseException, state: Watermark, day: date,
                    max_attempts: int) -> Decision:
     """Whether Airflow may retry a stage that failed with `error` (after it was recorded).
 
-    RUN: retry (transient or unexpected errors while attempts are left); BLOCKED: the date
-    is out of attempts; SKIP: retrying cannot help (a partition error, or nothing was tried).
+    RUN: retry (transient or unexpected errors while the failures since the date's last
+    success are below `max_attempts`); BLOCKED: the date is out of attempts; SKIP: retrying
+    cannot help (a partition error, or nothing was tried).
     """
     kind = classify(error)
     if kind is ErrorKind.PARTITION:
@@ -228,10 +249,11 @@ def retry_decision(error: BaseException, state: Watermark, day: date,
                                      "(fix the file, then trigger again)")
     if kind is ErrorKind.NOT_AN_ATTEMPT:
         return Decision(Action.SKIP, "nothing was attempted: no retry")
-    if at_max_attempts(state.attempts(day), max_attempts):
-        return Decision(Action.BLOCKED, f"{day} has {state.attempts(day)} recorded attempts "
-                                        f"(max_attempts={max_attempts}): no retry, whatever "
-                                        "`retries` says")
+    failures = failures_since_success(state.entry(day))
+    if at_max_attempts(failures, max_attempts):
+        return Decision(Action.BLOCKED, f"{day} has {failures} recorded failures since its "
+                                        f"last success (max_attempts={max_attempts}): no "
+                                        "retry, whatever `retries` says")
     return Decision(Action.RUN, f"{kind.value} error with attempts left: retry")
 
 

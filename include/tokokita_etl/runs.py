@@ -7,6 +7,7 @@ never overwritten); a success or a failure that counts also updates the watermar
 
 from __future__ import annotations
 
+import copy
 import os
 import socket
 from dataclasses import dataclass, field
@@ -25,7 +26,14 @@ from tokokita_etl.errors import (
     StateError,
 )
 from tokokita_etl.notify import run_summary
-from tokokita_etl.policy import Action, Decision, counts_as_attempt, gate_decision, stage_decision
+from tokokita_etl.policy import (
+    Action,
+    Decision,
+    counts_as_attempt,
+    failures_since_success,
+    gate_decision,
+    stage_decision,
+)
 from tokokita_etl.stages import (
     STAGE_NAMES,
     drop_staged,
@@ -169,11 +177,15 @@ def reconcile_intent(settings: Settings, day: date, now: datetime,
 
 def settled_watermark(settings: Settings, now: datetime,
                       holder_finished: HolderCheck = cli_holder_finished) -> Watermark:
-    """The watermark with the runs that left an intent and are gone (`intent_run_ended`)
-    marked as ended, so that a date whose forced re-run died is due and not done, before the
-    next gate of the date records it (`reconcile_intent`). Reads only."""
+    """The watermark as the next gate of each date will find it once it has reconciled:
+    the runs that left an intent and are gone (`intent_run_ended`) are marked as ended, so a
+    date whose forced re-run died is due and not done, and each such run counts as the one
+    failure `reconcile_intent` will record (`failures` + 1; the intent stays, so readers can
+    name the run), so a date that this failure blocks is blocked here too, not due. Reads
+    only: `due`, `status` and the page agree with what the next run does."""
     store = state_store(settings)
     state = store.read()
+    data = copy.deepcopy(state.data)
     ended = set()
     for iso, entry in state.runs.items():
         intent = entry.get(IN_PROGRESS)
@@ -182,7 +194,43 @@ def settled_watermark(settings: Settings, now: datetime,
         if intent_run_ended(intent, _claim_or_none(store, date.fromisoformat(iso)), now,
                             holder_finished):
             ended.add(intent["run"])
-    return Watermark(state.data, frozenset(ended))
+            data["runs"][iso]["failures"] = failures_since_success(entry) + 1
+    return Watermark(data, frozenset(ended))
+
+
+def claim_to_change(settings: Settings, day: date, owner: str, stage: str, now: datetime,
+                    holder_finished: HolderCheck = cli_holder_finished, *,
+                    reset_by: str | None = None) -> int | None:
+    """Claim `day` for `owner`, which is about to change a store, and make sure that its
+    intent record is in `day`'s entry before it does: every run that changes the warehouse
+    or the gold file writes its intent first, whatever its gate reconciled or decided before
+    (docs/data-contract.md, "Every run that changes a store writes its intent first").
+
+    The gate calls it once it decided to run, and so does a stage task that claims the date
+    on its own (a retry, a cleared task, a stage whose gate's intent another gate has since
+    reconciled). An intent of `owner` already there stays (its `since` is the run's start);
+    one of another run that is gone is recorded as interrupted first (`reconcile_intent`: it
+    no longer holds the claim), never overwritten. `reset_by`: reset the date's failures
+    (reset_attempts) before, recorded as by it. ConcurrentRunError when another live run
+    holds the date. Returns the failures the reset set to 0, else None.
+    """
+    claim_date(settings, day, owner, now, holder_finished)
+    store = state_store(settings)
+    try:
+        reconcile_intent(settings, day, now, holder_finished, owner)
+        reset_from = store.reset_attempts(day, now=now, by=reset_by) if reset_by is not None \
+            else None
+        intent = store.read().intent(day)
+        if intent is None or intent["run"] != owner:
+            # before the first change: a run that dies before its outcome record leaves it,
+            # and the next gate of the date records the date as interrupted (reconcile_intent)
+            store.begin(day, owner, stage, now)
+    except StateError:
+        # the watermark cannot take the record (a full state folder): the run changes
+        # nothing, so it does not keep the date either
+        release_date(settings, day, owner)
+        raise
+    return reset_from
 
 
 # -- gate --------------------------------------------------------------------------------------
@@ -212,7 +260,9 @@ class GateResult:
 
     action: Action
     message: str
+    #: recorded outcomes of the date (successes and failures)
     attempt: int
+    #: the failures since the last success before `reset_attempts` set them to 0
     reset_from: int | None = None
 
 
@@ -236,12 +286,8 @@ def gate(settings: Settings, day: date, *, force: bool, reset_attempts: bool, no
                              tz=settings.timezone)
     reset_from = None
     if decision.action is Action.RUN:
-        claim_date(settings, day, owner or by, now, holder_finished)
-        if reset_attempts:
-            reset_from = store.reset_attempts(day, now=now, by=by)
-        # before the first stage: a run that dies before its outcome record leaves it, and
-        # the next gate of the date records the date as interrupted (reconcile_intent)
-        store.begin(day, owner or by, STAGE_NAMES[0], now)
+        reset_from = claim_to_change(settings, day, owner or by, STAGE_NAMES[0], now,
+                                     holder_finished, reset_by=by if reset_attempts else None)
     return GateResult(decision.action, decision.reason, store.read().attempts(day), reset_from)
 
 
@@ -253,8 +299,9 @@ def enter_stage(settings: Settings, day: date, *, stage: str, owner: str, force:
     run's intent on `day` before it changes anything.
 
     A stage of a run whose gate decided to process the date finds its run's intent there; a
-    cleared stage after that run's outcome record (a reprocess of a done date, a re-run of a
-    failed one) writes it. Raises ConcurrentRunError when another live run holds the date.
+    retry, or a cleared stage after that run's outcome record (a reprocess of a done date, a
+    re-run of a failed one), writes it (`claim_to_change`). Raises ConcurrentRunError when
+    another live run holds the date.
     """
     store = state_store(settings)
     holder_finished = _asked_once(holder_finished)
@@ -262,11 +309,7 @@ def enter_stage(settings: Settings, day: date, *, stage: str, owner: str, force:
     decision = stage_decision(store.read(), day, max_attempts=settings.max_attempts,
                               force=force, cleared=cleared)
     if decision.action is Action.RUN:
-        claim_date(settings, day, owner, now, holder_finished)
-        intent = store.read().intent(day)
-        if intent is None or intent["run"] != owner:
-            check_writable(settings)
-            store.begin(day, owner, stage, now)
+        claim_to_change(settings, day, owner, stage, now, holder_finished)
     return decision
 
 

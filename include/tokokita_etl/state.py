@@ -59,9 +59,10 @@ def _reset_problem(value: Any) -> str | None:
     for reset in value:
         if not isinstance(reset, dict) or not isinstance(reset.get("at", ""), str) \
                 or not isinstance(reset.get("by", ""), str) \
-                or not _is_count(reset.get("previous_attempt", 0)):
+                or not _is_count(reset.get("previous_attempt", 0)) \
+                or not _is_count(reset.get("previous_failures", 0)):
             return ("must be an array of objects with 'at' and 'by' (strings) and "
-                    "'previous_attempt' (a count)")
+                    "'previous_attempt' and 'previous_failures' (counts)")
     return None
 
 
@@ -69,7 +70,8 @@ def _reset_problem(value: Any) -> str | None:
 #: when the file is read, so a hand-edited watermark fails every run with a StateError naming
 #: the field instead of a traceback deep inside a stage
 _FIELD_RULES: dict[str, Callable[[Any], str | None]] = {
-    "attempt": lambda v: None if _is_count(v) else "must be a count (an integer >= 0)",
+    **{name: (lambda v: None if _is_count(v) else "must be a count (an integer >= 0)")
+       for name in ("attempt", "failures")},
     "status": lambda v: None if v in (SUCCESS, FAILED) else f"must be {SUCCESS!r} or {FAILED!r}",
     "rows": lambda v: None if isinstance(v, dict) and all(_is_count(n) for n in v.values())
     else "must be an object of counts (integers >= 0)",
@@ -157,7 +159,8 @@ class Watermark:
         return self.entry(day).get(IN_PROGRESS)
 
     def attempts(self, day: date | str) -> int:
-        """Recorded attempts for `day` (successes and failures; skips do not count)."""
+        """Recorded outcomes for `day` (successes and failures; skips do not count): the
+        total, not what `max_attempts` counts (`policy.failures_since_success`)."""
         return int(self.entry(day).get("attempt", 0))
 
 
@@ -245,13 +248,17 @@ def check_document(where: str, data: Any) -> dict[str, Any]:
 
 
 def _record(entry: dict[str, Any], status: str, payload: dict[str, Any], now: datetime) -> int:
+    from tokokita_etl.policy import failures_since_success  # (policy reads this module)
+
+    failures = failures_since_success(entry)  # (derived from the entry as it was)
     entry["attempt"] = int(entry.get("attempt", 0)) + 1
+    entry["failures"] = 0 if status == SUCCESS else failures + 1
     entry["status"] = status
     entry["updated_at"] = now.isoformat(timespec="seconds")
     for key in (*RUN_OUTCOME_FIELDS, IN_PROGRESS):
         entry.pop(key, None)
     for key, value in payload.items():
-        if key != "attempt" and not (key == "warnings" and not value):
+        if key not in ("attempt", "failures") and not (key == "warnings" and not value):
             entry[key] = value
     return entry["attempt"]
 
@@ -266,7 +273,8 @@ class WatermarkRules:
         raise NotImplementedError
 
     def record(self, day: date, status: str, payload: dict[str, Any], now: datetime) -> int:
-        """Record a success or failure for `day`: attempt += 1. Returns the new attempt."""
+        """Record a success or failure for `day`: attempt += 1, and failures (since the last
+        success) back to 0 or += 1. Returns the new attempt."""
         return self.update_entry(day, lambda entry: _record(entry, status, payload, now))
 
     def begin(self, day: date, run: str, stage: str, now: datetime) -> None:
@@ -283,14 +291,18 @@ class WatermarkRules:
         self.update_entry(day, lambda entry: entry.pop(IN_PROGRESS, None))
 
     def reset_attempts(self, day: date, *, now: datetime, by: str) -> int:
-        """Set `day`'s attempts to 0, recording when and by whom. Returns the previous count."""
+        """Set `day`'s failures since its last success to 0 (what `max_attempts` counts),
+        recording when, by whom and the previous values; `attempt`, the total of recorded
+        outcomes, is kept. Returns the previous failures."""
+        from tokokita_etl.policy import failures_since_success  # (policy reads this module)
 
         def mutate(entry: dict[str, Any]) -> int:
-            previous = int(entry.get("attempt", 0))
-            entry["attempt"] = 0
+            previous = failures_since_success(entry)
+            entry["failures"] = 0
             entry.setdefault("resets", []).append(
-                {"at": now.isoformat(timespec="seconds"), "by": by, "previous_attempt": previous}
-            )
+                {"at": now.isoformat(timespec="seconds"), "by": by,
+                 "previous_attempt": int(entry.get("attempt", 0)),
+                 "previous_failures": previous})
             entry["updated_at"] = now.isoformat(timespec="seconds")
             return previous
 
@@ -374,10 +386,15 @@ class StateStore(WatermarkRules):
             before = copy.deepcopy(data)
             result = mutate(data)
             if data != before:
-                write_text_atomic(
-                    self.path, json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False)
-                    + "\n"
-                )
+                try:
+                    write_text_atomic(self.path, json.dumps(
+                        data, indent=2, ensure_ascii=False, sort_keys=False) + "\n")
+                except OSError as exc:  # the folder filled up (or turned read-only) since
+                    # check_writable: the change is not recorded, and the file is as it was
+                    raise StateError(
+                        f"{self.path}: the watermark cannot be written "
+                        f"({exc.strerror or exc}); it is unchanged: free space or fix the "
+                        "permissions, then run again") from None
             return result
 
     def update_entry(self, day: date, mutate: Callable[[dict[str, Any]], Any]) -> Any:
@@ -444,7 +461,12 @@ class StateStore(WatermarkRules):
 
     def put_claim(self, day: date, claim: Claim) -> None:
         """Write `day`'s claim (call under `date_locked`)."""
-        write_text_atomic(self.claim_path(day), json.dumps(claim.to_dict()))
+        try:
+            write_text_atomic(self.claim_path(day), json.dumps(claim.to_dict()))
+        except OSError as exc:
+            raise StateError(f"{self.claim_path(day)}: the claim cannot be written "
+                             f"({exc.strerror or exc}); nothing was run: free space or fix "
+                             "the permissions, then run again") from None
 
     def drop_claim(self, day: date) -> None:
         """Remove `day`'s claim (call under `date_locked`)."""
@@ -456,7 +478,12 @@ class StateStore(WatermarkRules):
         """Write a run's manifest as `runs/<name>.json` (or `<name>-2.json`...: never
         replaces one); returns its final name and where it went."""
         text = json.dumps(body, indent=2, ensure_ascii=False) + "\n"
-        path = write_new_atomic(self.runs_dir / f"{name}.json", text)
+        try:
+            path = write_new_atomic(self.runs_dir / f"{name}.json", text)
+        except OSError as exc:
+            raise StateError(f"{self.runs_dir / name}.json: the run manifest cannot be "
+                             f"written ({exc.strerror or exc}): free space or fix the "
+                             "permissions") from None
         return path.stem, str(path)
 
     def manifests(self, day: date) -> Iterator[dict[str, Any]]:

@@ -77,10 +77,12 @@ class DatabaseStateStore(WatermarkRules):
     def __init__(self, url: str, pipeline: str = "etl-pesanan-tokokita", *,
                  connect_timeout_s: int = Settings.db_connect_timeout_s,
                  statement_timeout_s: int = Settings.db_statement_timeout_s,
-                 lock_timeout_s: int = Settings.db_lock_timeout_s) -> None:
+                 lock_timeout_s: int = Settings.db_lock_timeout_s,
+                 answer_timeout_s: int = Settings.db_answer_timeout_s) -> None:
         self.database = Warehouse(url, connect_timeout_s=connect_timeout_s,
                                   statement_timeout_s=statement_timeout_s,
-                                  lock_timeout_s=lock_timeout_s)
+                                  lock_timeout_s=lock_timeout_s,
+                                  answer_timeout_s=answer_timeout_s)
         if self.database.is_sqlite:
             raise StateError(f"state_url: the state database must be PostgreSQL, got {url!r}")
         self.pipeline = pipeline
@@ -91,7 +93,8 @@ class DatabaseStateStore(WatermarkRules):
         return cls(settings.state_db_url, settings.pipeline,
                    connect_timeout_s=settings.db_connect_timeout_s,
                    statement_timeout_s=settings.db_statement_timeout_s,
-                   lock_timeout_s=settings.db_lock_timeout_s)
+                   lock_timeout_s=settings.db_lock_timeout_s,
+                   answer_timeout_s=settings.db_answer_timeout_s)
 
     @property
     def location(self) -> str:

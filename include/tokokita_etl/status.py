@@ -18,6 +18,7 @@ from tokokita_etl.policy import (
     Action,
     decide,
     due_runs,
+    failures_since_success,
     is_blocked,
     outside_lookback,
     unblock_hint,
@@ -99,9 +100,10 @@ def date_states(settings: Settings, now: datetime, days: int | None = None,
 
     Each row: `date`, `state` (a `DateState`), `label` (`failed 1/3`, `running`...),
     `reason` (one sentence), `unblock` (the exact action, for a blocked date), `holder` (of a
-    running date), `due`, `partition` (file present), `status`, `attempt`, `max_attempts`,
-    `blocked`, `rows`, `quarantine_share`, `bruto`, `bersih`, `duration_s`, `error`,
-    `failed_stage`, `gold` (done dates only), `updated_at`, `warnings`.
+    running date), `due`, `partition` (file present), `status`, `attempt` (recorded outcomes,
+    successes and failures), `failures` (failures since the last success: what
+    `max_attempts` counts), `max_attempts`, `blocked`, `rows`, `quarantine_share`, `bruto`,
+    `bersih`, `duration_s`, `error`, `failed_stage`, `gold` (done dates only), `updated_at`, `warnings`.
     """
     state = settled_watermark(settings, now)
     known = {date.fromisoformat(d) for d in state.runs}
@@ -120,7 +122,7 @@ def date_states(settings: Settings, now: datetime, days: int | None = None,
             "date": day.isoformat(), "state": "", "label": "", "reason": "", "unblock": "",
             "holder": "", "due": day in due, "partition": present,
             "status": entry.get("status", ""), "attempt": state.attempts(day),
-            "max_attempts": settings.max_attempts,
+            "failures": failures_since_success(entry), "max_attempts": settings.max_attempts,
             "blocked": is_blocked(state, day, settings.max_attempts),
             "rows": counts,
             "quarantine_share": (karantina / extracted) if extracted and karantina is not None
@@ -151,23 +153,29 @@ def _state_of(settings: Settings, state, day: date, now: datetime, *, present: b
         return {"state": DateState.RUNNING, "label": "running", "holder": claim.owner,
                 "reason": f"being processed by {claim.owner} since "
                           f"{claim.since.isoformat(timespec='seconds')}"}
-    used = f"{state.attempts(day)}/{settings.max_attempts}"
+    used = f"{failures_since_success(state.entry(day))}/{settings.max_attempts}"
     intent = state.intent(day)
     if intent is not None:  # its run is gone (a live one holds the claim, see above)
+        gone = (f"run {intent['run']} (started {intent['since']}) ended during "
+                f"{interrupted_stage(settings, day)} without recording its outcome; the "
+                f"warehouse may hold part of its work; it counts as failure {used}")
+        if is_blocked(state, day, settings.max_attempts):  # (settled: that failure counted)
+            return {"state": DateState.BLOCKED, "label": "needs re-run",
+                    "reason": f"{gone}, so the date is blocked: run it with reset_attempts",
+                    "unblock": unblock_hint(day)}
         return {"state": DateState.FAILED, "label": "needs re-run",
-                "reason": f"run {intent['run']} (started {intent['since']}) ended during "
-                          f"{interrupted_stage(settings, day)} without recording its outcome; "
-                          "the warehouse may hold part of its work: the next run re-runs it "
-                          f"({used} attempts used before it)"}
+                "reason": f"{gone}: the next run re-runs it"}
     if state.has_success(day):
-        return {"state": DateState.DONE, "label": "done", "reason": f"succeeded (attempt {used})"}
+        return {"state": DateState.DONE, "label": "done",
+                "reason": f"succeeded (attempt {state.attempts(day)})"}
     decision = decide(state, day, max_attempts=settings.max_attempts)
     entry = state.entry(day)
     last = f"; last error ({entry.get('failed_stage') or '?'}): " \
            f"{display_text(settings, entry['error'])}" if entry.get("error") else ""
     if decision.action is Action.BLOCKED:
         return {"state": DateState.BLOCKED, "label": f"blocked {used}",
-                "reason": f"blocked after {used} attempts{last}", "unblock": unblock_hint(day)}
+                "reason": f"blocked after {used} failures since the last success{last}",
+                "unblock": unblock_hint(day)}
     if entry.get("status") == FAILED:
         later = f"it is due: {_who_runs_it(settings, now)}" if due else \
             "older than the lookback: a backfill or a manual run processes it"

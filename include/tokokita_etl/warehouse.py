@@ -129,8 +129,8 @@ class _AnsweredConnection(psycopg.Connection):
         except psycopg.errors._WaitTimeout:  # psycopg's own timeout of `wait`
             self.pgconn.finish()  # mid-protocol: the connection cannot be used again
             raise NoAnswerError(
-                f"no answer from the server within {timeout:g} s (db_statement_timeout_s "
-                "plus db_connect_timeout_s); the connection was closed") from None
+                f"no answer from the server within {timeout:g} s (db_answer_timeout_s); "
+                "the connection was closed") from None
 
 
 T = TypeVar("T")
@@ -167,9 +167,11 @@ class Warehouse:
     def __init__(self, url: str, tz: str = DEFAULT_TIMEZONE, *,
                  connect_timeout_s: int = Settings.db_connect_timeout_s,
                  statement_timeout_s: int = Settings.db_statement_timeout_s,
-                 lock_timeout_s: int = Settings.db_lock_timeout_s) -> None:
+                 lock_timeout_s: int = Settings.db_lock_timeout_s,
+                 answer_timeout_s: int = Settings.db_answer_timeout_s) -> None:
         self.connect_timeout_s = connect_timeout_s
         self.statement_timeout_s = statement_timeout_s
+        self.answer_timeout_s = answer_timeout_s
         self.lock_timeout_s = lock_timeout_s
         try:
             self.url = make_url(url)
@@ -190,7 +192,8 @@ class Warehouse:
         return cls(settings.warehouse_url, settings.timezone,
                    connect_timeout_s=settings.db_connect_timeout_s,
                    statement_timeout_s=settings.db_statement_timeout_s,
-                   lock_timeout_s=settings.db_lock_timeout_s)
+                   lock_timeout_s=settings.db_lock_timeout_s,
+                   answer_timeout_s=settings.db_answer_timeout_s)
 
     def _postgresql_connect_args(self) -> dict[str, object]:
         """connect_timeout, and statement and lock timeouts as server options (added to any
@@ -234,9 +237,10 @@ class Warehouse:
             else:
                 engine = create_engine(self.url, poolclass=NullPool,
                                        connect_args=self._postgresql_connect_args())
-                # a live server ends every statement within statement_timeout; past that
-                # (plus the connect timeout for the way there and back) it is not answering
-                answer_timeout_s = float(self.statement_timeout_s + self.connect_timeout_s)
+                # a live server answers every wait of a legitimate run well within this
+                # (the longest silence is a non-streamed statement's own duration); past it
+                # the server is frozen or gone, whatever statement_timeout allows
+                answer_timeout_s = float(self.answer_timeout_s)
 
                 @event.listens_for(engine, "do_connect")
                 def _connect_answered(_dialect, _record, cargs, cparams):

@@ -224,9 +224,10 @@ class EtlStageOperator(BaseOperator):
         (`AirflowFailException`) for a partition error or a failure that is no attempt,
         re-raised otherwise (the retry policy decides)."""
         from tokokita_etl.errors import MissingPartitionError
-        from tokokita_etl.policy import ErrorKind, classify
+        from tokokita_etl.policy import ErrorKind, classify, failures_since_success
         from tokokita_etl.runs import finish_failure, release_date
         from tokokita_etl.stages import WARNING_PREFIX, fetch_inputs, run_stage
+        from tokokita_etl.stores import state_store
 
         stage = self.stage
         try:
@@ -250,8 +251,9 @@ class EtlStageOperator(BaseOperator):
                 release_date(settings, day, owner)
                 self.log.info("Skipped, no attempt recorded: %s", outcome.error)
                 raise AirflowSkipException(outcome.error) from None
+            failures = failures_since_success(state_store(settings).read().entry(day))
             self.log.error("Stage %s failed for %s (%s error; %d of %d attempts used): %s",
-                           stage, day, kind.value, outcome.attempt, settings.max_attempts,
+                           stage, day, kind.value, failures, settings.max_attempts,
                            outcome.error)
             if kind in (ErrorKind.PARTITION, ErrorKind.NOT_AN_ATTEMPT):
                 release_date(settings, day, owner)

@@ -191,14 +191,14 @@ def test_after_max_attempts_the_date_is_blocked_with_exit_3_until_reset_attempts
     code, out, _ = call("run", "--date", "2026-11-02", "--reset-attempts")
     assert code == 1
     entry = StateStore(ws.state_file).read().entry(D02)
-    assert entry["attempt"] == 1
-    assert [(r["by"], r["previous_attempt"]) for r in entry["resets"]] == [("cli", 3)]
+    assert (entry["attempt"], entry["failures"]) == (4, 1)  # the total is kept
+    assert [(r["by"], r["previous_failures"]) for r in entry["resets"]] == [("cli", 3)]
 
     ws.copy_samples(D02)  # fix the partition; the date still has attempts left
     code, out, _ = call("run", "--date", "2026-11-02")
     assert code == 0, out
     entry = StateStore(ws.state_file).read().entry(D02)
-    assert (entry["status"], entry["attempt"]) == ("success", 2)
+    assert (entry["status"], entry["attempt"], entry["failures"]) == ("success", 5, 0)
     assert entry["resets"][0]["previous_attempt"] == 3
     assert entry["resets"][0]["at"]
 
@@ -215,10 +215,12 @@ def test_reset_attempts_unblocks_a_blocked_date_and_is_recorded_in_the_watermark
     code, out, _ = call("run", "--date", "2026-11-02", "--reset-attempts",
                         now=datetime(2026, 11, 5, 1, 2, 3, tzinfo=UTC))
     assert code == 0, out
-    assert "reset from 3 to 0" in out
+    assert "failures of 2026-11-02 reset from 3 to 0 (attempt 3 kept)" in out
     entry = StateStore(ws.state_file).read().entry(D02)
-    assert (entry["status"], entry["attempt"]) == ("success", 1)
-    assert entry["resets"] == [{"at": "2026-11-05T01:02:03+00:00", "by": "cli", "previous_attempt": 3}]
+    # the failures were reset; the total of recorded outcomes counts on (3 failures, 1 success)
+    assert (entry["status"], entry["attempt"], entry["failures"]) == ("success", 4, 0)
+    assert entry["resets"] == [{"at": "2026-11-05T01:02:03+00:00", "by": "cli",
+                                "previous_attempt": 3, "previous_failures": 3}]
     assert ws.gold_file(D02).is_file()
 
 

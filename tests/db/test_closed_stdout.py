@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from datetime import date
+from datetime import date, timedelta
+
+import pytest
 
 from tests.conftest import CLI, SAMPLE_DATES, Workspace, clean_env
 
@@ -51,3 +53,63 @@ def test_run_piped_into_head_one_succeeds(sqlite_workspace):
     assert proc.returncode == 0, proc.stderr
     assert len(proc.stdout.splitlines()) == 1
     _assert_succeeded(ws, D02, proc.stderr)
+
+
+def _piped_into_head(ws: Workspace, args: str, lines: int = 3) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["bash", "-c", f'set -o pipefail; "{CLI}" {args} | head -{lines}'],
+        cwd=ws.root, env=clean_env(**ws.env()), capture_output=True, text=True, timeout=120,
+        check=False)
+
+
+def test_every_command_piped_into_head_ends_without_a_broken_pipe_traceback(sqlite_workspace):
+    """Bug: `tokokita-etl status | head -3` ended with a BrokenPipeError traceback (exit 1);
+    `run` had been fixed for it, the other commands had not."""
+    ws = sqlite_workspace
+    # a watermark of 3,000 failed dates: outputs far longer than a pipe's buffer (64 KiB), so
+    # the writer is still writing when `head` has gone
+    first = date(2015, 1, 1)
+    runs = {(first + timedelta(days=n)).isoformat(): {
+        "attempt": 1, "failures": 1, "status": "failed", "updated_at": "2026-11-03T19:30:00+00:00",
+        "error": "extract: missing column 'kota'", "failed_stage": "extract"}
+        for n in range(3000)}
+    ws.state_dir.mkdir(parents=True)
+    ws.state_file.write_text(json.dumps({"pipeline": "etl-pesanan-tokokita", "runs": runs}),
+                             encoding="utf-8")
+    commands = {
+        "status --now 2026-11-05T03:00": "date",
+        "status --now 2026-11-05T03:00 --json": "[",
+        "state export": "{",
+    }
+    for args, start in commands.items():
+        proc = _piped_into_head(ws, args)
+        assert proc.returncode == 0, (args, proc.stderr)
+        assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, \
+            (args, proc.stderr)
+        assert proc.stdout.startswith(start), (args, proc.stdout)
+        assert len(proc.stdout.splitlines()) == 3
+
+
+@pytest.mark.parametrize("args", [
+    ["status", "--now", "2026-11-05T03:00"],
+    ["status", "--now", "2026-11-05T03:00", "--json"],
+    ["due", "--now", "2026-11-05T03:00"],
+    ["state", "export"],
+    ["cron", "30 2 * * *"],
+], ids=" ".join)
+def test_a_command_whose_stdout_reader_has_gone_before_the_first_line_exits_0_quietly(
+        sqlite_workspace, args):
+    """Bug: with stdout's reader gone, `status` (and every command but `run`) raised
+    BrokenPipeError: a traceback and exit 1."""
+    ws = sqlite_workspace
+    ws.copy_samples(D02)
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # every write is EPIPE
+    try:
+        proc = subprocess.run([str(CLI), *args], cwd=ws.root,
+                              env=clean_env(**ws.env()), stdout=write_end,
+                              stderr=subprocess.PIPE, text=True, timeout=120, check=False)
+    finally:
+        os.close(write_end)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""

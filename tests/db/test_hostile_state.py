@@ -26,12 +26,17 @@ HOSTILE = [
     ("attempt", 1.5),
     ("attempt", "2"),
     ("attempt", -1),
+    ("failures", "1"),
+    ("failures", -2),
+    ("failures", True),
+    ("failures", None),
     ("checksums", ["abc"]),
     ("checksums", "abc"),
     ("warnings", "low volume"),
     ("error", 42),
     ("resets", "yesterday"),
     ("resets", [{"at": 1}]),
+    ("resets", [{"at": "2026-11-03T19:30:00+00:00", "by": "cli", "previous_failures": "3"}]),
 ]
 
 

@@ -87,7 +87,7 @@ def test_a_statement_over_the_timeout_is_a_transient_warehouse_error(pg_url):
 
 
 @pytest.mark.parametrize("name", ["db_connect_timeout_s", "db_statement_timeout_s",
-                                  "db_lock_timeout_s"])
+                                  "db_answer_timeout_s", "db_lock_timeout_s"])
 def test_timeout_settings_must_be_positive_integers(tmp_path, name):
     """A zero, negative or non-integer timeout (0 would mean no timeout on PostgreSQL) is a
     configuration error naming the setting."""
@@ -95,3 +95,21 @@ def test_timeout_settings_must_be_positive_integers(tmp_path, name):
     for bad in ("0", "-5", "1.5", "soon"):
         with pytest.raises(ConfigError, match=name):
             ws.settings(**{name: bad})
+
+
+def test_the_answer_deadline_is_a_setting_of_its_own_not_the_statement_timeout(pg_url):
+    """Bug: the client's deadline for an answer was db_statement_timeout_s plus
+    db_connect_timeout_s, so with the shipped 600 s a frozen warehouse held a run (and its
+    date's claim) for ten minutes. It is db_answer_timeout_s now: a wait for the server longer
+    than it fails however long statement_timeout allows; a shorter one is answered."""
+    from sqlalchemy import text
+
+    warehouse = Warehouse(pg_url, statement_timeout_s=600, answer_timeout_s=2)
+    with warehouse.begin() as conn:
+        assert conn.execute(text("SELECT pg_sleep(1), 7")).all()[0][1] == 7
+    started = time.monotonic()
+    with pytest.raises(WarehouseError) as err, warehouse.begin() as conn:
+        conn.execute(text("SELECT pg_sleep(6)"))
+    assert 1.5 < time.monotonic() - started < 5
+    assert err.value.transient
+    assert "no answer from the server within 2 s (db_answer_timeout_s)" in str(err.value)

@@ -97,9 +97,12 @@ def test_the_same_changes_give_the_same_watermark_document_in_both_stores(tmp_pa
 def test_a_watermark_entry_reads_back_with_its_attempts_status_and_intent(settings):
     _history(settings)
     state = state_store(settings).read()
-    assert state.has_success(DAYS[0]) and state.attempts(DAYS[0]) == 1
+    # two failures, a reset (of the failures: the total is kept), a success
+    assert state.has_success(DAYS[0]) and state.attempts(DAYS[0]) == 3
+    assert state.entry(DAYS[0])["failures"] == 0
     assert state.entry(DAYS[0])["resets"] == [
-        {"at": NOW.isoformat(timespec="seconds"), "by": "ops@example.com", "previous_attempt": 2}]
+        {"at": NOW.isoformat(timespec="seconds"), "by": "ops@example.com", "previous_attempt": 2,
+         "previous_failures": 2}]
     assert DAYS[1].isoformat() not in state.runs
     assert state.intent(DAYS[2])["run"] == "run-d"
 
@@ -195,7 +198,9 @@ def test_the_gate_decides_the_same_on_both_stores(settings):
     blocked = gate(settings, DAYS[0], force=False, reset_attempts=False, now=NOW, by="me")
     assert blocked.action.value == "blocked"
     unblocked = gate(settings, DAYS[0], force=False, reset_attempts=True, now=NOW, by="me")
-    assert (unblocked.action.value, unblocked.reset_from, unblocked.attempt) == ("run", 3, 0)
+    # the failures since the last success are reset; the total of outcomes is kept
+    assert (unblocked.action.value, unblocked.reset_from, unblocked.attempt) == ("run", 3, 3)
+    assert store.read().entry(DAYS[0])["failures"] == 0
     assert store.read().intent(DAYS[0])["run"] == "me"
 
 

@@ -443,9 +443,10 @@ def test_rest_trigger_with_reset_attempts_after_fixing_the_partition_succeeds(e2
     assert run["state"] == "success", _states(stack, run)
 
     entry = stack.watermark()[day.isoformat()]
-    assert (entry["status"], entry["attempt"]) == ("success", 1)
+    # the reset set the failures to 0 and kept the total (three failures, then the success)
+    assert (entry["status"], entry["attempt"], entry["failures"]) == ("success", 4, 0)
     reset = entry["resets"][-1]
-    assert reset["previous_attempt"] == 3
+    assert (reset["previous_attempt"], reset["previous_failures"]) == (3, 3)
     assert reset["by"] == f"airflow:{DAG_ID}:{run['dag_run_id']}"
     assert day.isoformat() in stack.warehouse_dates()
     assert day.isoformat() in stack.gold_dates()

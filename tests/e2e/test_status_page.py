@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import os
 import re
 from datetime import UTC, date, datetime, timedelta
@@ -192,6 +193,28 @@ def test_an_admins_reprocess_creates_a_forced_run_in_airflows_audit_log(page_sta
     assert any(e["owner"] == USERNAME and t(6) in (e.get("extra") or "") for e in logs), logs
 
 
+def test_a_watermark_entry_with_rows_a_string_gets_a_503_naming_the_field_not_a_500(page_stack):
+    """Regression: with a watermark entry whose `rows` is a string, `/tokokita/` answered a
+    bare HTTP 500 (the watermark's StateError escaped the page) while the command line named
+    the file, the date and the field."""
+    state_file = page_stack.settings().state_file
+    good = state_file.read_bytes()
+    data = json.loads(good)
+    data["runs"][t(6)]["rows"] = "8"
+    state_file.write_text(json.dumps(data, indent=2), encoding="utf-8")
+    try:
+        with client(page_stack, USERNAME) as admin:
+            for path in ("/tokokita/", "/tokokita/status.json"):
+                answer = admin.get(path)
+                assert answer.status_code == 503, (path, answer.status_code, answer.text)
+                detail = answer.json()["detail"]
+                assert str(state_file) in detail and t(6) in detail and "'rows'" in detail, detail
+    finally:
+        state_file.write_bytes(good)
+    with client(page_stack, USERNAME) as admin:
+        assert admin.get("/tokokita/").status_code == 200
+
+
 def test_in_chromium_the_page_renders_in_the_airflow_ui_and_unblock_recovers_a_blocked_date(
         page_stack):
     from devtools.samples import generate_partition
@@ -239,8 +262,9 @@ def test_in_chromium_the_page_renders_in_the_airflow_ui_and_unblock_recovers_a_b
         assert outside == [], outside
         context.close()
     entry = stack.watermark()[str(day)]
-    assert (entry["status"], entry["attempt"]) == ("success", 1)
-    assert entry["resets"][-1]["previous_attempt"] == 3
+    # Unblock reset the failures and kept the total (three failures, then this success)
+    assert (entry["status"], entry["attempt"], entry["failures"]) == ("success", 4, 0)
+    assert entry["resets"][-1]["previous_failures"] == 3
     if save:
         for path in SCREENSHOTS.glob("status-*.png"):
             assert path.stat().st_size < 300_000, path

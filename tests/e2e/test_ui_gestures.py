@@ -254,9 +254,10 @@ def test_a_bad_partition_fails_in_seconds_then_blocks_and_reset_attempts_recover
     generate_partition(stack.data / "raw" / f"pesanan_{dates.bad}.csv", dates.bad, 30, seed=5)
     assert trigger(stack, partition_date=dates.bad, reset_attempts=True)["state"] == "success"
     fixed = entry(stack, dates.bad)
-    assert (fixed["status"], fixed["attempt"]) == ("success", 1)
+    # the reset set the failures to 0 and kept the total (three failures, then the success)
+    assert (fixed["status"], fixed["attempt"], fixed["failures"]) == ("success", 4, 0)
     assert "error" not in fixed and "failed_stage" not in fixed
-    assert fixed["resets"][-1]["previous_attempt"] == 3
+    assert fixed["resets"][-1]["previous_failures"] == 3
 
 
 def test_two_concurrent_triggers_of_one_date_one_processes_the_other_is_skipped(gestures):

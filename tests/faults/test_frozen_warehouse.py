@@ -7,12 +7,15 @@ kernel still acknowledges the client's data and TCP keepalives (libpq keepalives
 `tcp_user_timeout` did not end a wait for a result either), so nothing on the client side
 ever gave up: a forced re-run of a 300,000-row partition frozen in validate was still waiting
 after 60 s with `db_statement_timeout_s=3`. The warehouse's psycopg connections now wait for
-the server at most `db_statement_timeout_s + db_connect_timeout_s` per operation, then close
-and fail the run with a transient warehouse error.
+the server at most `db_answer_timeout_s` per operation, then close and fail the run with a
+transient warehouse error. (That deadline was `db_statement_timeout_s +
+db_connect_timeout_s` before, so with the shipped 600 s a frozen warehouse held a run and its
+date's claim for ten minutes; it is a setting of its own now, 45 s by default.)
 
-The frozen run uses `db_statement_timeout_s=3` and `db_connect_timeout_s=2`: it must end
-within a bounded time with one `[error]` line naming the warehouse, recorded as a failed
-attempt; after SIGCONT a plain re-run succeeds with the clean run's checksums.
+The frozen run uses `db_answer_timeout_s=5` and `db_connect_timeout_s=2` with the default
+`db_statement_timeout_s` (600 s): it must end within a bounded time with one `[error]` line
+naming the warehouse, recorded as a failed attempt; after SIGCONT a plain re-run succeeds with
+the clean run's checksums.
 
 Quick mode: one freeze in load, and one frozen backend per kind of wait (a statement, the
 streamed checksum). `TOKOKITA_FAULTS=long`: `TOKOKITA_FREEZES` freezes of the run (default 6) at
@@ -44,12 +47,12 @@ from tokokita_etl.warehouse import Warehouse
 DAY = date(2026, 11, 10)
 ROWS = 100_000
 FREEZES = int(os.environ.get("TOKOKITA_FREEZES") or 6) if LONG else 1
-STATEMENT_TIMEOUT_S, CONNECT_TIMEOUT_S = 3, 2
+ANSWER_TIMEOUT_S, CONNECT_TIMEOUT_S = 5, 2
 #: the client's deadline for one answer, and the bound on the frozen run after the freeze:
 #: one deadline, plus process exit and the failure record on a loaded machine
-DEADLINE_S = STATEMENT_TIMEOUT_S + CONNECT_TIMEOUT_S
+DEADLINE_S = ANSWER_TIMEOUT_S
 BOUND_S = DEADLINE_S + 20
-FROZEN_SETTINGS = {"TOKOKITA_DB_STATEMENT_TIMEOUT_S": str(STATEMENT_TIMEOUT_S),
+FROZEN_SETTINGS = {"TOKOKITA_DB_ANSWER_TIMEOUT_S": str(ANSWER_TIMEOUT_S),
                    "TOKOKITA_DB_CONNECT_TIMEOUT_S": str(CONNECT_TIMEOUT_S),
                    "TOKOKITA_MAX_ATTEMPTS": "1000"}
 #: (stage record that shows the run inside the stage after it, seconds to wait after it)
@@ -64,11 +67,11 @@ def _entry(ws: Workspace) -> dict:
 @pytest.mark.parametrize("wait", ["statement", "streamed_checksum"])
 def test_a_frozen_backend_fails_the_wait_within_the_client_deadline(controlled_pg, wait):
     """Bug: a statement on a frozen server waited forever (the server-side statement_timeout
-    cannot fire); it now fails after statement timeout + connect timeout as a transient
+    cannot fire); it now fails after db_answer_timeout_s as a transient
     error naming the warehouse, including the streamed fact checksum, whose cursor cleanup
     on the closed connection used to hide the cause."""
     warehouse = Warehouse(controlled_pg.create_database(),
-                          statement_timeout_s=STATEMENT_TIMEOUT_S,
+                          answer_timeout_s=ANSWER_TIMEOUT_S,
                           connect_timeout_s=CONNECT_TIMEOUT_S)
     warehouse.ensure_schema()
     backend = None
@@ -95,7 +98,33 @@ def test_a_frozen_backend_fails_the_wait_within_the_client_deadline(controlled_p
     assert err.value.transient and classify(err.value) is ErrorKind.TRANSIENT
     assert str(err.value) == (
         f"warehouse {warehouse.display_url}: no answer from the server within {DEADLINE_S} s "
-        "(db_statement_timeout_s plus db_connect_timeout_s); the connection was closed")
+        "(db_answer_timeout_s); the connection was closed")
+
+
+@pytest.mark.skipif(not LONG, reason="long fault mode: TOKOKITA_FAULTS=long")
+def test_with_the_shipped_deadlines_a_frozen_backend_fails_the_wait_within_a_minute(
+        controlled_pg):
+    """Regression: with the shipped settings a frozen warehouse held a run for up to ten
+    minutes (the answer deadline was db_statement_timeout_s=600 plus the connect timeout); with
+    the defaults (db_answer_timeout_s) it fails within a minute."""
+    from tokokita_etl.config import Settings
+
+    warehouse = Warehouse(controlled_pg.create_database())  # the shipped deadlines
+    assert Settings.db_answer_timeout_s < 60 <= Settings.db_statement_timeout_s
+    backend = None
+    try:
+        with pytest.raises(WarehouseError) as err, warehouse.begin() as conn:
+            backend = conn.execute(text("SELECT pg_backend_pid()")).scalar_one()
+            os.kill(backend, signal.SIGSTOP)
+            started = time.monotonic()
+            conn.execute(text("SELECT 1"))
+        took = time.monotonic() - started
+    finally:
+        if backend is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(backend, signal.SIGCONT)
+    assert Settings.db_answer_timeout_s - 0.5 < took < 60, took
+    assert err.value.transient and "(db_answer_timeout_s)" in str(err.value)
 
 
 def _frozen_forced_run(ws: Workspace, cluster, after: str, delay: float,

@@ -67,6 +67,9 @@ CASES = {
     # room for the extracted rows but not for everything transform writes after them
     "staging_in_transform": Case("staging", 0, ("transform",)),
     "state": Case("state_dir", 0, (), exit_code=2),
+    # room for the gate's check (a copy of state.json) and the claim, not for the state.json
+    # that holds the run's intent (its free room is measured on the folder)
+    "state_room_for_the_claim_only": Case("state_dir", 0, (), exit_code=2),
 }
 
 
@@ -141,8 +144,18 @@ def _transform_room(ws: Workspace) -> int:
     return used + 16 * PAGE
 
 
+def _state_file_room(ws: Workspace) -> int:
+    """The pages of state.json: the gate's check rewrites it (a temporary copy, then a
+    rename that frees the old one) and the claim takes one page, so the state.json with the
+    intent (the old one is there until its rename) no longer fits."""
+    return -(-ws.state_file.stat().st_size // PAGE) * PAGE
+
+
 @pytest.mark.parametrize("case", list(CASES), ids=list(CASES))
 def test_a_full_folder_fails_the_run_cleanly_and_loses_nothing(workspace, case):
+    """Regression (state_room_for_the_claim_only): with room in the state folder for the
+    claim but not for state.json, the gate's intent record raised `OSError: [Errno 28] No
+    space left on device` with a traceback (exit 1) and left the claim behind."""
     ws = workspace
     spec = CASES[case]
     generate_partition(ws.raw / f"pesanan_{DAY.isoformat()}.csv", DAY, ROWS, seed=5)
@@ -151,7 +164,8 @@ def test_a_full_folder_fails_the_run_cleanly_and_loses_nothing(workspace, case):
     clean_entry, clean_files = _entry(ws), final_files(ws)
     clean_rows = warehouse_rows(ws, DAY)
     folder = getattr(ws, spec.folder)
-    free = _transform_room(ws) if case == "staging_in_transform" else spec.free
+    free = _transform_room(ws) if case == "staging_in_transform" else \
+        _state_file_room(ws) if case == "state_room_for_the_claim_only" else spec.free
 
     with full_folder(folder, free):
         failed = _run(ws, "--force")

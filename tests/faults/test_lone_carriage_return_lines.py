@@ -21,11 +21,13 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 
 from devtools.reference import run_reference
 from tests.conftest import Workspace, in_process_cli, read_csv_rows
 from tokokita_etl.contract import EXTRACT_MALFORMED, EXTRACT_ROWS
 from tokokita_etl.extract import _extract_by_records
+from tokokita_etl.state import StateStore
 
 DAY = date(2026, 11, 10)
 CLOCK = datetime(2026, 11, 11, 19, 30, tzinfo=UTC)
@@ -96,3 +98,51 @@ def test_record_reader_keeps_a_carriage_return_that_ends_the_file_in_the_raw_tex
     assert pq.read_table(tmp_path / "staging" / EXTRACT_ROWS).num_rows == 0
     assert pq.read_table(tmp_path / "staging" / EXTRACT_MALFORMED).to_pylist() == [
         {"line": 2, "raw": "TK-1,2026-11-10 00:00:00,CUST-1\r\r"}]
+
+
+#: a classic-Mac partition (Excel's "CSV (Macintosh)"): every line ends with a lone CR
+CLASSIC_MAC = (HEADER + b"\r"
+               b"TK-1,2026-11-10 00:00:00,CUST-1,Depok,Kabel Data,1,70000,0\r"
+               b"TK-2,2026-11-10 01:05:27,CUST-2,Malang,Teh Hijau,1,40500,2000\r")
+
+
+def test_a_classic_mac_partition_fails_naming_its_cr_only_line_ends_and_the_fix(
+        tmp_path, monkeypatch, capsys):
+    """Regression: a partition whose lines end with a lone CR failed with Python's message
+    (`header line has broken quoting (new-line character seen in unquoted field - do you need
+    to open the file in universal-newline mode?)`), which names neither what the file holds
+    nor what to do."""
+    ws = Workspace(tmp_path, f"sqlite:///{tmp_path / 'warehouse.db'}")
+    raw = ws.write_partition(DAY, CLASSIC_MAC)
+    call = in_process_cli(ws, monkeypatch, capsys, CLOCK)
+    code, out, err = call("run", "--date", DAY.isoformat())
+    assert code == 1, out + err
+    [error] = [line for line in out.splitlines() + err.splitlines()
+               if line.startswith("[error]")]
+    for said in (str(raw), "lone carriage return", "CR only", "holds 3 of them",
+                 "LF or CRLF", "convert the line ends"):
+        assert said in error, (said, error)
+    assert "universal-newline" not in error
+    entry = StateStore(ws.state_file).read().entry(DAY)
+    assert (entry["status"], entry["failed_stage"]) == ("failed", "extract")
+    assert "lone carriage return" in entry["error"]
+    assert not ws.gold_file(DAY).exists()
+
+    # converted as the message says (CR -> LF), the same partition succeeds
+    ws.write_partition(DAY, CLASSIC_MAC.replace(b"\r", b"\n"))
+    code, out, err = call("run", "--date", DAY.isoformat())
+    assert code == 0, out + err
+    assert StateStore(ws.state_file).read().entry(DAY)["rows"]["fact"] == 2
+
+
+def test_a_header_with_broken_quoting_and_lf_line_ends_keeps_the_quoting_message(tmp_path):
+    """Only CR-only line ends get the line-end message: broken quoting in an LF header is
+    still named as broken quoting."""
+    from tokokita_etl.errors import DataError
+
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    path = raw / f"pesanan_{DAY}.csv"
+    path.write_bytes(b'order_id,"order_ts\n"x,y\n')
+    with pytest.raises(DataError, match="header line has broken quoting"):
+        _extract_by_records(path, path.stat().st_size, tmp_path / "staging")

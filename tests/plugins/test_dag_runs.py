@@ -131,9 +131,11 @@ def test_unusable_partition_fails_at_once_one_attempt_per_run_then_blocks(
     dr, states = run_dag(fire_time(day), conf={"reset_attempts": True})
     assert dr.state == "success", states
     entry = state_of(project, day)
-    assert (entry["status"], entry["attempt"]) == ("success", 1)
+    # the reset set the failures to 0 and kept the total (three failures, then the success)
+    assert (entry["status"], entry["attempt"], entry["failures"]) == ("success", 4, 0)
     assert "error" not in entry and "failed_stage" not in entry
     assert entry["resets"][0]["previous_attempt"] == 3
+    assert entry["resets"][0]["previous_failures"] == 3
     assert entry["resets"][0]["by"].startswith("airflow:tokokita_orders_daily:")
 
 

@@ -38,6 +38,7 @@ from tokokita_etl.policy import (
     counts_as_attempt,
     decide,
     due_runs,
+    failures_since_success,
     gate_decision,
     is_blocked,
     retry_decision,
@@ -47,7 +48,7 @@ from tokokita_etl.policy import (
     unblock_hint,
     volume_warnings,
 )
-from tokokita_etl.state import FAILED, SUCCESS, Watermark
+from tokokita_etl.state import FAILED, SUCCESS, StateStore, Watermark
 
 JKT = ZoneInfo("Asia/Jakarta")
 DAY = date(2026, 11, 2)
@@ -94,6 +95,74 @@ def test_a_forced_rerun_of_a_done_date_is_not_blocked_by_its_attempt_count():
     state = one(DAY, status=SUCCESS, attempt=5)
     assert decide(state, DAY, max_attempts=MAX).action is Action.SKIP
     assert decide(state, DAY, max_attempts=MAX, force=True).action is Action.RUN
+
+
+def _reprocessed_three_times_then_failed(tmp_path: Path, error: str = "boom") -> StateStore:
+    """A date that succeeded, was reprocessed three times (forced) and then failed once, as
+    the store records it."""
+    store = StateStore(tmp_path / "state.json")
+    now = at("2026-11-03 02:00")
+    for _ in range(4):
+        store.record(DAY, SUCCESS, {}, now)
+    store.record(DAY, FAILED, {"error": error, "failed_stage": "load"}, now)
+    return store
+
+
+def test_a_date_reprocessed_three_times_then_failing_once_is_not_blocked(tmp_path):
+    """Regression: `max_attempts` counted successes too, so a date that succeeded and was
+    reprocessed (force, Reprocess, Clear) was blocked by its first failure, a transient one
+    included, with no Airflow retry left."""
+    state = _reprocessed_three_times_then_failed(tmp_path).read()
+    assert (state.attempts(DAY), failures_since_success(state.entry(DAY))) == (5, 1)
+    assert not is_blocked(state, DAY, MAX)
+    plain = decide(state, DAY, max_attempts=MAX)
+    assert plain.action is Action.RUN
+    assert "1 of 3 attempts used" in plain.reason
+    assert gate_decision(state, DAY, run_type="scheduled", now=at("2026-11-03 03:00"),
+                         lookback_days=7, max_attempts=MAX).action is Action.RUN
+    assert stage_decision(state, DAY, max_attempts=MAX).action is Action.RUN
+    assert due_runs(state, at("2026-11-03 03:00"), _raw_with(tmp_path, DAY), 7, MAX) == [DAY]
+
+
+def test_a_date_reprocessed_three_times_then_failing_once_is_retried_as_its_error_class_allows(
+        tmp_path):
+    """Regression: the retry policy compared the total of recorded outcomes with
+    `max_attempts`, so the first transient failure after three reprocesses had no retry."""
+    state = _reprocessed_three_times_then_failed(tmp_path).read()
+    transient = retry_decision(WarehouseError("locked", transient=True), state, DAY, MAX)
+    assert transient.action is Action.RUN
+    assert retry_decision(RuntimeError("boom"), state, DAY, MAX).action is Action.RUN
+    assert retry_decision(DataError("no kota"), state, DAY, MAX).action is Action.SKIP
+
+
+def test_forced_reruns_never_bring_a_date_closer_to_blocked(tmp_path):
+    store = StateStore(tmp_path / "state.json")
+    now = at("2026-11-03 02:00")
+    store.record(DAY, FAILED, {"error": "x"}, now)
+    store.record(DAY, FAILED, {"error": "x"}, now)
+    store.record(DAY, SUCCESS, {}, now)  # the third run succeeded: failures back to 0
+    for _ in range(10):
+        store.record(DAY, SUCCESS, {}, now)  # reprocesses
+    for failures in (1, 2):
+        store.record(DAY, FAILED, {"error": "x"}, now)
+        assert failures_since_success(store.read().entry(DAY)) == failures
+        assert not is_blocked(store.read(), DAY, MAX)
+    store.record(DAY, FAILED, {"error": "x"}, now)
+    state = store.read()
+    assert (state.attempts(DAY), failures_since_success(state.entry(DAY))) == (16, 3)
+    assert is_blocked(state, DAY, MAX)
+    assert blocked_message(state, DAY, MAX).startswith(
+        "2026-11-02 is blocked after 3 attempts (max_attempts=3) that failed since its last "
+        "success")
+    assert retry_decision(WarehouseError("locked", transient=True), state, DAY,
+                          MAX).action is Action.BLOCKED
+
+
+def _raw_with(tmp_path: Path, day: date) -> Path:
+    raw = tmp_path / "raw"
+    raw.mkdir(exist_ok=True)
+    partition_path(raw, day).write_bytes(b"order_id\n")
+    return raw
 
 
 def test_a_blocked_date_runs_only_with_reset_attempts():
@@ -269,7 +338,7 @@ def test_no_retry_once_the_recorded_failure_used_the_last_attempt():
     out_of_attempts = one(DAY, status=FAILED, attempt=3)
     decision = retry_decision(WarehouseError("locked", transient=True), out_of_attempts, DAY, MAX)
     assert decision.action is Action.BLOCKED
-    assert "3 recorded attempts" in decision.reason
+    assert "3 recorded failures since its last success" in decision.reason
     assert "max_attempts=3" in decision.reason
 
 
@@ -278,7 +347,8 @@ def test_no_retry_once_the_recorded_failure_used_the_last_attempt():
 def test_blocked_message_names_the_exact_unblock_action_with_the_partition_date():
     state = one(DAY, status=FAILED, attempt=3, error="missing column qty", failed_stage="extract")
     message = blocked_message(state, DAY, MAX)
-    assert message.startswith("2026-11-02 is blocked after 3 attempts (max_attempts=3)")
+    assert message.startswith("2026-11-02 is blocked after 3 attempts (max_attempts=3) that "
+                              "failed since its last success")
     assert "last error (extract): missing column qty" in message
     assert "`tokokita-etl run --date 2026-11-02 --reset-attempts`" in message
     conf = re.search(r"trigger the DAG with (\{.*\})", message)
@@ -350,6 +420,11 @@ ENTRIES = st.one_of(
     st.builds(lambda n: {"status": SUCCESS, "attempt": n}, st.integers(1, 5)),
     st.builds(lambda n: {"status": FAILED, "attempt": n}, st.integers(1, 5)),
     st.builds(lambda n: {"attempt": n}, st.integers(0, 5)),  # reset, or never finished
+    # entries with the failures since the last success beside the total
+    st.builds(lambda n, f: {"status": SUCCESS, "attempt": n + f, "failures": 0},
+              st.integers(1, 5), st.integers(0, 3)),
+    st.builds(lambda n, f: {"status": FAILED, "attempt": n + f, "failures": f},
+              st.integers(0, 5), st.integers(1, 5)),
 )
 FILES = st.sampled_from(["none", "empty", "data"])
 
@@ -381,6 +456,12 @@ def test_due_runs_lists_exactly_the_dates_in_the_lookback_with_a_partition_that_
     expected = sorted(d for d in with_partition
                       if decide(state, d, max_attempts=max_attempts).action is Action.RUN)
     assert due == expected
-    # the same set by the rules themselves: not succeeded and attempts left
+    # the same set by the rules themselves: not succeeded and fewer failures since the last
+    # success than max_attempts (an entry without `failures`: its attempts if it failed)
+    def failures(entry: dict) -> int:
+        if "failures" in entry:
+            return entry["failures"]
+        return entry.get("attempt", 0) if entry.get("status") == FAILED else 0
+
     assert due == sorted(d for d in with_partition if not state.has_success(d)
-                         and state.attempts(d) < max_attempts)
+                         and failures(state.entry(d)) < max_attempts)

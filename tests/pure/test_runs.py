@@ -23,12 +23,14 @@ from tokokita_etl.runs import (
     claim_date,
     claim_path,
     claim_started,
+    claim_to_change,
     cli_holder_finished,
     cli_owner,
     finish_failure,
     finish_refused,
     gate,
     read_claim,
+    reconcile_intent,
     release_date,
 )
 from tokokita_etl.state import FAILED, SUCCESS
@@ -305,10 +307,13 @@ def test_the_gate_claims_a_date_it_runs_and_records_a_reset_with_who_asked(setti
     assert read_claim(settings, DAY) is None  # a blocked run claims nothing
     reset = gate(settings, DAY, force=False, reset_attempts=True, now=NOW, by=HOLDER,
                  holder_finished=never_finished)
-    assert (reset.action, reset.attempt, reset.reset_from) == (Action.RUN, 0, 3)
+    # the failures are reset; the total of recorded outcomes is kept
+    assert (reset.action, reset.attempt, reset.reset_from) == (Action.RUN, 3, 3)
     assert read_claim(settings, DAY).owner == HOLDER
+    assert store.read().entry(DAY)["failures"] == 0
     assert store.read().entry(DAY)["resets"] == [
-        {"at": "2026-11-03T19:30:00+00:00", "by": HOLDER, "previous_attempt": 3}]
+        {"at": "2026-11-03T19:30:00+00:00", "by": HOLDER, "previous_attempt": 3,
+         "previous_failures": 3}]
 
 
 def test_a_gate_refused_by_the_claim_does_not_reset_attempts(settings):
@@ -408,3 +413,45 @@ def test_a_recorded_failure_replaces_the_previous_runs_outcome_fields(settings):
     entry = store.read().entry(DAY)
     assert entry["error"] == "checksum mismatch"
     assert "warnings" not in entry
+
+
+# -- claim_to_change: the intent before any change, whatever was reconciled --------------------
+
+def test_a_stage_that_claims_a_date_whose_intent_another_gate_reconciled_writes_its_own_intent(
+        settings):
+    """Regression guard for the rule "every run that changes a store writes its intent first":
+    a stage task that claims the date on its own (a retry, a cleared task) after another gate
+    had turned its run's intent into a failure changed the warehouse with no intent of its
+    own in the entry."""
+    store = state_store(settings)
+    store.record(DAY, SUCCESS, {}, NOW)
+    assert gate(settings, DAY, force=True, reset_attempts=False, now=NOW, by=HOLDER,
+                holder_finished=never_finished).action is Action.RUN
+    release_date(settings, DAY, HOLDER)  # its task failed: the failure callback freed D
+    reconcile_intent(settings, DAY, NOW, never_finished, owner=OTHER)  # another run's gate
+    assert store.read().intent(DAY) is None
+    assert claim_to_change(settings, DAY, HOLDER, "load", NOW, never_finished) is None
+    intent = store.read().intent(DAY)
+    assert (intent["run"], intent["stage"]) == (HOLDER, "load")
+    assert read_claim(settings, DAY).owner == HOLDER
+
+
+def test_claim_to_change_records_a_gone_runs_intent_as_interrupted_instead_of_overwriting_it(
+        settings):
+    store = state_store(settings)
+    store.record(DAY, SUCCESS, {}, NOW)
+    store.begin(DAY, OTHER, "extract", NOW)  # OTHER is gone: it holds no claim
+    claim_to_change(settings, DAY, HOLDER, "extract", NOW, never_finished)
+    entry = store.read().entry(DAY)
+    assert entry["status"] == FAILED and entry["failures"] == 1
+    assert OTHER in entry["error"] and entry["in_progress"]["run"] == HOLDER
+
+
+def test_claim_to_change_keeps_the_runs_own_intent_and_its_start(settings):
+    store = state_store(settings)
+    claim_to_change(settings, DAY, HOLDER, "extract", NOW, never_finished)
+    later = NOW + timedelta(minutes=5)
+    claim_to_change(settings, DAY, HOLDER, "load", later, never_finished)  # its retry
+    assert store.read().intent(DAY) == {"run": HOLDER, "stage": "extract",
+                                        "since": NOW.isoformat(timespec="seconds")}
+    assert "failures" not in store.read().entry(DAY)  # nothing was recorded as a failure

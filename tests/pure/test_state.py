@@ -12,6 +12,7 @@ import pytest
 
 from tests.conftest import clean_env
 from tokokita_etl.errors import StateError
+from tokokita_etl.policy import failures_since_success
 from tokokita_etl.state import FAILED, SUCCESS, StateStore
 
 DAY = date(2026, 11, 2)
@@ -50,19 +51,49 @@ def test_entries_are_kept_in_date_order(tmp_path):
         "2026-11-02", "2026-11-03", "2026-11-04"]
 
 
-def test_reset_attempts_zeroes_the_count_and_records_when_by_whom_and_from_what(tmp_path):
+def test_reset_attempts_zeroes_the_failures_keeps_the_total_and_records_when_by_whom_and_from_what(
+        tmp_path):
     store = StateStore(tmp_path / "state.json")
     for _ in range(3):
         store.record(DAY, FAILED, {"error": "x"}, NOW)
     later = datetime(2026, 11, 4, 1, 0, tzinfo=UTC)
     assert store.reset_attempts(DAY, now=later, by="cli") == 3
     entry = store.read().entry(DAY)
-    assert entry["attempt"] == 0
+    assert (entry["attempt"], entry["failures"]) == (3, 0)
     assert entry["status"] == "failed"
-    assert entry["resets"] == [{"at": "2026-11-04T01:00:00+00:00", "by": "cli", "previous_attempt": 3}]
+    assert entry["resets"] == [{"at": "2026-11-04T01:00:00+00:00", "by": "cli",
+                                "previous_attempt": 3, "previous_failures": 3}]
     store.record(DAY, FAILED, {}, later)
     store.reset_attempts(DAY, now=later, by="airflow:manual__1")
-    assert [r["previous_attempt"] for r in store.read().entry(DAY)["resets"]] == [3, 1]
+    assert [(r["previous_attempt"], r["previous_failures"])
+            for r in store.read().entry(DAY)["resets"]] == [(3, 3), (4, 1)]
+
+
+def test_failures_count_since_the_last_success_and_the_attempt_total_counts_every_outcome(
+        tmp_path):
+    store = StateStore(tmp_path / "state.json")
+    outcomes = [SUCCESS, SUCCESS, SUCCESS, FAILED, FAILED, SUCCESS, FAILED]
+    seen = []
+    for n, status in enumerate(outcomes, start=1):
+        assert store.record(DAY, status, {}, NOW) == n
+        entry = store.read().entry(DAY)
+        seen.append((entry["attempt"], entry["failures"]))
+    assert seen == [(1, 0), (2, 0), (3, 0), (4, 1), (5, 2), (6, 0), (7, 1)]
+
+
+@pytest.mark.parametrize(("entry", "failures"), [
+    pytest.param({"status": FAILED, "attempt": 2}, 2, id="failed"),
+    pytest.param({"status": SUCCESS, "attempt": 4}, 0, id="success"),
+    pytest.param({"attempt": 1}, 0, id="no-outcome"),
+])
+def test_an_entry_written_before_the_failures_field_counts_on_from_its_derived_value(
+        tmp_path, entry, failures):
+    path = tmp_path / "state.json"
+    path.write_text(json.dumps({"runs": {DAY.isoformat(): entry}}), encoding="utf-8")
+    store = StateStore(path)
+    assert failures_since_success(store.read().entry(DAY)) == failures
+    store.record(DAY, FAILED, {}, NOW)
+    assert store.read().entry(DAY)["failures"] == failures + 1
 
 
 def test_an_update_that_changes_nothing_does_not_rewrite_the_file(tmp_path):

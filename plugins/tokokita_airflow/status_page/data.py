@@ -47,12 +47,17 @@ def _airflow_runs(session, settings, since: date) -> dict[str, list[dict[str, An
 def status_rows(days: int | None) -> list[dict[str, Any]]:
     """One row per date, oldest first (`date_states`), each with its `airflow_runs`."""
     from airflow.utils.session import create_session
+    from fastapi import HTTPException
 
     from tokokita_airflow.runtime import pipeline_settings
+    from tokokita_etl.errors import EtlError
     from tokokita_etl.status import date_states
 
     settings = pipeline_settings()
-    rows = date_states(settings, datetime.now(UTC), days)
+    try:
+        rows = date_states(settings, datetime.now(UTC), days)
+    except EtlError as exc:  # a damaged watermark: named, as the command line names it
+        raise HTTPException(status_code=503, detail=str(exc)) from None
     since = date.fromisoformat(rows[0]["date"]) if rows else date.today()
     with create_session() as session:
         runs = _airflow_runs(session, settings, since)
