@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import errno
 import statistics
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tokokita_etl.config import DEFAULT_TIMEZONE, partition_exists
 from tokokita_etl.errors import (
@@ -31,7 +30,7 @@ from tokokita_etl.errors import (
     WarehouseError,
 )
 from tokokita_etl.schedule import local_today
-from tokokita_etl.state import FAILED
+from tokokita_etl.state import failures_since_success
 
 if TYPE_CHECKING:
     from tokokita_etl.state import Watermark
@@ -82,19 +81,6 @@ class Decision:
 def at_max_attempts(attempts: int, max_attempts: int) -> bool:
     """Whether a date has used all its attempts: the one comparison with `max_attempts`."""
     return attempts >= max_attempts
-
-
-def failures_since_success(entry: Mapping[str, Any]) -> int:
-    """The failures recorded for a date since its last success: what `max_attempts` counts.
-
-    The entry's `failures` (0 after a success, +1 per recorded failure, 0 again after
-    `reset_attempts`). An entry written before that field existed counts its `attempt` when
-    its last outcome is a failure (those were the attempts that blocked it before) and 0
-    when it is a success. Successes (forced re-runs, reprocesses) never count.
-    """
-    if "failures" in entry:
-        return int(entry["failures"])
-    return int(entry.get("attempt", 0)) if entry.get("status") == FAILED else 0
 
 
 def is_blocked(state: Watermark, day: date, max_attempts: int) -> bool:

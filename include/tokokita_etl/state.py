@@ -19,7 +19,7 @@ import json
 import os
 import socket
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime
 from pathlib import Path
@@ -160,7 +160,7 @@ class Watermark:
 
     def attempts(self, day: date | str) -> int:
         """Recorded outcomes for `day` (successes and failures; skips do not count): the
-        total, not what `max_attempts` counts (`policy.failures_since_success`)."""
+        total, not what `max_attempts` counts (`failures_since_success`)."""
         return int(self.entry(day).get("attempt", 0))
 
 
@@ -247,9 +247,21 @@ def check_document(where: str, data: Any) -> dict[str, Any]:
     return data
 
 
-def _record(entry: dict[str, Any], status: str, payload: dict[str, Any], now: datetime) -> int:
-    from tokokita_etl.policy import failures_since_success  # (policy reads this module)
+def failures_since_success(entry: Mapping[str, Any]) -> int:
+    """The failures recorded for a date since its last success: what `max_attempts` counts
+    (`policy.is_blocked`).
 
+    The entry's `failures` (0 after a success, +1 per recorded failure, 0 again after
+    `reset_attempts`). An entry written before that field existed counts its `attempt` when
+    its last outcome is a failure (those were the attempts that blocked it before) and 0
+    when it is a success. Successes (forced re-runs, reprocesses) never count.
+    """
+    if "failures" in entry:
+        return int(entry["failures"])
+    return int(entry.get("attempt", 0)) if entry.get("status") == FAILED else 0
+
+
+def _record(entry: dict[str, Any], status: str, payload: dict[str, Any], now: datetime) -> int:
     failures = failures_since_success(entry)  # (derived from the entry as it was)
     entry["attempt"] = int(entry.get("attempt", 0)) + 1
     entry["failures"] = 0 if status == SUCCESS else failures + 1
@@ -294,7 +306,6 @@ class WatermarkRules:
         """Set `day`'s failures since its last success to 0 (what `max_attempts` counts),
         recording when, by whom and the previous values; `attempt`, the total of recorded
         outcomes, is kept. Returns the previous failures."""
-        from tokokita_etl.policy import failures_since_success  # (policy reads this module)
 
         def mutate(entry: dict[str, Any]) -> int:
             previous = failures_since_success(entry)
