@@ -190,6 +190,7 @@ class EtlStageOperator(BaseOperator):
 
         settings = pipeline_settings()
         day = partition_date(context)
+        self._lineage = (settings, day, None)
         owner = run_owner(context)
         now = datetime.now(UTC)
         try:
@@ -212,6 +213,7 @@ class EtlStageOperator(BaseOperator):
             self.log.info("Stage %s of partition %s (%s)", self.stage, day, decision.reason)
             started = claim_started(settings, day, owner, now)
             result = self._run_stage(settings, day, owner, started)
+            self._lineage = (settings, day, result)
             meta = {"partition_date": day.isoformat(), "stage": self.stage,
                     "duration_ms": result.get("duration_ms")}
             if self.stage == "publish_gold":
@@ -228,11 +230,26 @@ class EtlStageOperator(BaseOperator):
                 self.log.info("%s succeeded (attempt %d); manifest %s", day, outcome.attempt,
                               outcome.manifest)
                 _end_of_run(self.log, settings, "success", outcome.summary, context)
+                self._lineage = (settings, day, {**result, "rows": outcome.entry["rows"]["summary"]})
                 meta.update(gold=result["gold"], attempt=outcome.attempt,
                             checksums=outcome.entry["checksums"])
             return meta
         finally:
             release_working_copy(settings, day)
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """OpenLineage inputs and outputs of this stage's run of D, with row counts and the
+        validate checks (`tokokita_airflow.lineage`); called by the OpenLineage provider's
+        listener, only when lineage is on. A stage that did not finish (failed, skipped)
+        reports its datasets without counts."""
+        from tokokita_airflow.lineage import operator_lineage
+
+        settings, day, result = getattr(self, "_lineage", (None, None, None))
+        if settings is None:
+            from airflow.providers.openlineage.extractors import OperatorLineage
+
+            return OperatorLineage()
+        return operator_lineage(settings, day, self.stage, result)
 
     def _run_stage(self, settings: Any, day: date, owner: str,
                    started: datetime) -> dict[str, Any]:
