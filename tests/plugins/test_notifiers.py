@@ -161,3 +161,21 @@ def test_the_dag_deadline_callback_carries_the_notifiers_setting(daily_dag, monk
         else daily_dag.deadline.callback
     assert callback.path == "tokokita_airflow.notifiers.deadline_alert"
     assert callback.kwargs["notifiers"] == ""
+
+
+def test_the_ping_notifier_can_be_configured_like_any_other(project, run_dag, monkeypatch):
+    """`ping_url` is a `PingNotifier`; one named in `notifiers` pings only its own events."""
+    server = PingServer().start()
+    try:
+        monkeypatch.delenv("TOKOKITA_PING_URL", raising=False)
+        notifiers(monkeypatch, {"class": "tokokita_airflow.notifiers.PingNotifier",
+                                "kwargs": {"ping_url": f"{server.url}/team"},
+                                "on": ["failure"]})
+        (project.raw / "pesanan_2026-11-03.csv").write_text(NO_KOTA)
+        failed, _ = run_dag(fire_time("2026-11-03"))
+        good, _ = run_dag(fire_time("2026-11-02"))
+    finally:
+        server.stop()
+    assert (failed.state, good.state) == ("failed", "success")
+    assert server.paths() == ["/team/fail"]
+    assert json.loads(server.received[0].body)["partition_date"] == "2026-11-03"
