@@ -97,6 +97,28 @@ def send(notifiers: list[tuple[str, Callable[[], BaseNotifier]]], context: Mappi
     return failed
 
 
+async def send_async(notifiers: list[tuple[str, Callable[[], BaseNotifier]]],
+                     context: Mapping[str, Any], alert: dict[str, Any]) -> list[str]:
+    """`send` in the triggerer: a notifier with its own `async_notify` is awaited, as Airflow's
+    deadline alerts run notifiers (its connection is then looked up the async way); one with
+    `notify` only runs in a thread. Returns the names of those that failed (logged)."""
+    failed = []
+    for name, make in notifiers:
+        given = {**context, "tokokita_alert": alert}
+        try:
+            notifier = make()
+            if type(notifier).async_notify is not BaseNotifier.async_notify:
+                notifier.context = given
+                await notifier
+            else:
+                await asyncio.to_thread(notifier, given)
+        except Exception as exc:  # an alert never fails the callback; the others still go out
+            logger.warning("notifier %s failed for the %s alert of %s (%s)", name,
+                           alert["event"], alert["partition_date"], exc)
+            failed.append(name)
+    return failed
+
+
 def alert(settings: Any, event: str, context: Mapping[str, Any], line: str, *,
           partition_date: Any, status: Any = None, summary: Mapping[str, Any] | None = None,
           previous: Mapping[str, Any] | None = None, warn: Warn | None = None) -> list[str]:
@@ -127,18 +149,21 @@ async def deadline_alert(*, dag_id: str = "", webhook_url: str = "", tz: str = "
                          context: Mapping[str, Any] | None = None) -> str:
     """The DAG's deadline `AsyncCallback`, run by the triggerer: `notify.deadline_missed`
     (logged, POSTed to `webhook_url`), then, for a run the alert is for, the `deadline` event
-    to the configured notifiers (in a thread: their `notify` is synchronous). Returns the
-    message as one JSON line (Airflow stores it in a text column)."""
+    to the configured notifiers (`send_async`). Returns the message as one JSON line (Airflow
+    stores it in a text column)."""
     from tokokita_etl.notify import deadline_missed
 
     message = await deadline_missed(dag_id=dag_id, webhook_url=webhook_url, tz=tz,
                                     deadline_local_time=deadline_local_time, context=context)
     line = json.dumps(message, ensure_ascii=False, default=str)
-    if "not_alerted" not in message:
-        failed = await asyncio.to_thread(
-            alert, _DeadlineSettings(notifiers, pipeline), "deadline", dict(context or {}),
-            line, partition_date=message.get("partition_date"), status=message.get("state"),
-            summary=message)
+    chosen = configured(_DeadlineSettings(notifiers, pipeline), "deadline")
+    if "not_alerted" not in message and chosen:
+        from tokokita_etl.notify import alert_context
+
+        entry = alert_context("deadline", line, pipeline=pipeline,
+                              partition_date=message.get("partition_date"),
+                              status=message.get("state"), summary=message)
+        failed = await send_async(chosen, dict(context or {}), entry)
         if failed:
             message["notifier_errors"] = failed
             line = json.dumps(message, ensure_ascii=False, default=str)

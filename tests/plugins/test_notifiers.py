@@ -139,6 +139,9 @@ def test_the_deadline_alert_posts_the_webhook_and_mails_the_notifiers(smtp, monk
             dag_id="tokokita_orders_daily", webhook_url=f"{hook.url}/deadline",
             notifiers=json.dumps([MAIL]),
             context=triggerer_context("scheduled", "2026-11-03T19:30:02+00:00")))
+        broken = asyncio.run(deadline_alert(
+            dag_id="tokokita_orders_daily", notifiers='[{"class": "tokokita_airflow.nothing.N"}]',
+            context=triggerer_context("scheduled", "2026-11-03T19:30:02+00:00")))
         skipped = asyncio.run(deadline_alert(
             dag_id="tokokita_orders_daily", webhook_url=f"{hook.url}/deadline",
             notifiers=json.dumps([MAIL]),
@@ -149,6 +152,7 @@ def test_the_deadline_alert_posts_the_webhook_and_mails_the_notifiers(smtp, monk
     assert message["partition_date"] == "2026-11-03"
     assert "notifier_errors" not in message
     assert "not_alerted" in json.loads(skipped)
+    assert json.loads(broken)["notifier_errors"] == ["tokokita_airflow.nothing.N"]
     assert hook.paths() == ["/deadline"]
     (mail,) = smtp.mails()
     assert mail.subject == "[etl-pesanan-tokokita] 2026-11-03 missed its deadline"
