@@ -22,8 +22,9 @@ operations guide for every gesture.
 
 **Deadline**: a scheduled run must have succeeded by 06:00 Asia/Jakarta on the fire date
 (`deadline_local_time`), else it alerts (logged by the triggerer, POSTed to
-`deadline_webhook_url`). Only scheduled runs created before their deadline get one: a
-catch-up of past nights, a backfill and a manual run have no deadline.
+`deadline_webhook_url`, sent to the configured `notifiers`). Only scheduled runs created
+before their deadline get one: a catch-up of past nights, a backfill and a manual run have
+no deadline.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from datetime import timedelta
 from airflow.sdk import DAG, Asset, AsyncCallback, DeadlineAlert, Param, chain
 
 from tokokita_airflow.deadlines import ScheduledRunDeadline
+from tokokita_airflow.notifiers import deadline_alert
 from tokokita_airflow.operators import EtlStageOperator, WatermarkGateOperator
 from tokokita_airflow.sensors import RawPartitionSensor
 from tokokita_airflow.timetable import PartitionDateTimetable
@@ -50,9 +52,11 @@ DEADLINE = DeadlineAlert(
     reference=ScheduledRunDeadline(deadline_local_time=DEADLINE_LOCAL_TIME,
                                    tz=SCHEDULE.timezone),
     interval=notify.deadline_offset(SCHEDULE.deadline_local_time),
-    callback=AsyncCallback(notify.deadline_alert, kwargs={
+    # logged, POSTed to deadline_webhook_url and sent to the `notifiers` (imported when sent)
+    callback=AsyncCallback(deadline_alert, kwargs={
         "dag_id": "tokokita_orders_daily", "webhook_url": SCHEDULE.deadline_webhook_url,
-        "tz": SCHEDULE.timezone, "deadline_local_time": DEADLINE_LOCAL_TIME}),
+        "tz": SCHEDULE.timezone, "deadline_local_time": DEADLINE_LOCAL_TIME,
+        "notifiers": SCHEDULE.notifiers}),
     name=notify.deadline_wording(SCHEDULE.cron, SCHEDULE.timezone, SCHEDULE.start_date,
                                  SCHEDULE.deadline_local_time),
 )

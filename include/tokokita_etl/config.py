@@ -71,6 +71,16 @@ def _url_problem(url: str) -> str | None:
     return f"expected an http:// or https:// URL, got {url!r}"
 
 
+def _notifiers_problem(text: str) -> str | None:
+    from tokokita_etl.notify import parse_notifiers
+
+    try:
+        parse_notifiers(text)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
 def _state_url_problem(url: str) -> str | None:
     if url == "warehouse" or urlsplit(url).scheme.split("+")[0] in ("postgresql", "postgres"):
         return None
@@ -122,6 +132,10 @@ class Settings:
     #: an http(s) URL the deadline alert POSTs JSON to; empty: the alert is only logged
     deadline_webhook_url: str = field(default="",
                                       metadata={"problem": _url_problem, "empty": True})
+    #: Airflow notifiers for the alerts, as JSON: a list of {"class": import path of a
+    #: BaseNotifier, "kwargs": {...}, "on": [events]} (`notify.parse_notifiers`); empty: none
+    #: besides `ping_url` and `deadline_webhook_url`
+    notifiers: str = field(default="", metadata={"problem": _notifiers_problem, "empty": True})
     #: seconds to wait for the warehouse to accept a connection (PostgreSQL connect_timeout)
     db_connect_timeout_s: int = 10
     #: seconds one warehouse statement may run (PostgreSQL statement_timeout): above the
@@ -192,7 +206,7 @@ PATH_SETTINGS = tuple(name for name, setting in _FIELDS.items()
                       if setting.type in ("Path", "Location"))
 #: what the DAG file reads, from the environment only, when it is parsed
 DAG_PARSE_SETTINGS = ("cron", "timezone", "start_date", "end_date", "wait_window_hours",
-                      "deadline_local_time", "deadline_webhook_url")
+                      "deadline_local_time", "deadline_webhook_url", "notifiers")
 
 
 def join(location: Location, name: str) -> Location:
@@ -437,13 +451,16 @@ class DagSchedule:
     deadline_local_time: time = time(6, 0)
     #: where the deadline alert POSTs; empty: log only
     deadline_webhook_url: str = ""
+    #: the `notifiers` setting (JSON), for the deadline alert
+    notifiers: str = ""
 
 
 def dag_schedule_from_env(env: Mapping[str, str] | None = None) -> DagSchedule:
     """The DAG's `DAG_PARSE_SETTINGS`, validated like `load_settings` does: environment only
     (`TOKOKITA_CRON`, `TOKOKITA_TIMEZONE`, `TOKOKITA_START_DATE`, `TOKOKITA_END_DATE`,
     `TOKOKITA_WAIT_WINDOW_HOURS`, `TOKOKITA_DEADLINE_LOCAL_TIME`,
-    `TOKOKITA_DEADLINE_WEBHOOK_URL`), no file read; the defaults equal config/pipeline.yaml.
+    `TOKOKITA_DEADLINE_WEBHOOK_URL`, `TOKOKITA_NOTIFIERS`), no file read; the defaults equal
+    config/pipeline.yaml.
     """
     env = os.environ if env is None else env
     values, sources = {}, {}
@@ -461,4 +478,5 @@ def dag_schedule_from_env(env: Mapping[str, str] | None = None) -> DagSchedule:
         wait_window=timedelta(hours=settings.wait_window_hours),
         deadline_local_time=time.fromisoformat(settings.deadline_local_time),
         deadline_webhook_url=settings.deadline_webhook_url,
+        notifiers=settings.notifiers,
     )

@@ -11,9 +11,17 @@ One place decides both, for the command line and for Airflow alike:
   summary line as the body. A ping that fails is a warning, never a failed run.
 - `run_deadline` is which runs get a deadline and when it is (a scheduled run created before
   `deadline_local_time` on its fire date; the DAG's custom deadline reference asks it when
-  Airflow creates a run); `deadline_missed` is the DAG's deadline alert (`deadline_alert` is
-  the callback Airflow's triggerer runs): it logs the missed deadline and POSTs it as JSON to
-  `deadline_webhook_url`.
+  Airflow creates a run); `deadline_missed` is the DAG's deadline alert (the callback Airflow's
+  triggerer runs is `tokokita_airflow.notifiers.deadline_alert`, which then calls the
+  notifiers; `deadline_alert` here is the same without them): it logs the missed deadline
+  and POSTs it as JSON to `deadline_webhook_url`.
+
+- the alerts (`NOTIFIER_EVENTS`) go to the notifiers of the `notifiers` setting
+  (`parse_notifiers`): on Airflow each is a `BaseNotifier` class named by its import path
+  with its arguments, called with the task's context and a `tokokita_alert` entry
+  (`alert_context`); `ping_url` is one of them (`tokokita_airflow.notifiers.PingNotifier`).
+  `recovered_from` decides whether a success is a recovery (the date's previous outcome,
+  before this run, was a failure).
 
 Nothing here imports Airflow; `urllib` is imported when a request is sent, so the DAG file
 can import this module at parse time.
@@ -24,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import date, datetime, time, timedelta
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -124,6 +132,101 @@ def ping(ping_url: str, kind: str, body: str = "", *, warn: Warn | None = None,
         (warn or logger.warning)(f"ping {kind} to {url} failed ({exc}); the run goes on")
         return False
     return True
+
+
+# -- notifiers ---------------------------------------------------------------------------
+
+#: what a notifier can be told: a run started processing its date, succeeded, failed for
+#: good (or was blocked), succeeded a date whose previous outcome was a failure, or a
+#: scheduled run missed its deadline
+NOTIFIER_EVENTS = ("start", "success", "failure", "recovered", "deadline")
+#: the events a configured notifier gets unless its `on` says otherwise
+DEFAULT_NOTIFIER_EVENTS = ("failure", "recovered", "deadline")
+#: the events `ping_url` is pinged for (healthchecks' start, success and fail)
+PING_EVENTS = {"start": "start", "success": "success", "failure": "fail"}
+#: manifest statuses that are a date's outcome (a skipped or missing run is none)
+_OUTCOMES = {"success": "success", "failed": "failure", "blocked": "failure"}
+
+
+def parse_notifiers(text: str) -> list[dict[str, Any]]:
+    """The `notifiers` setting: a JSON list of `{"class": "package.module.Class", "kwargs":
+    {...}, "on": [events]}` (`kwargs` and `on` optional; `on` defaults to
+    `DEFAULT_NOTIFIER_EVENTS`), each normalised to all three keys. ValueError names the entry
+    and field that is wrong. Nothing is imported: the classes are resolved when alerting."""
+    if not text.strip():
+        return []
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"is not JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); "
+                         'expected a list like [{"class": "package.module.Notifier", '
+                         '"kwargs": {}}]') from None
+    if not isinstance(data, list):
+        raise ValueError(f"must be a JSON list of notifiers, got {type(data).__name__}")
+    specs = []
+    for index, item in enumerate(data):
+        where = f"notifier [{index}]"
+        if not isinstance(item, dict):
+            raise ValueError(f"{where} must be an object, got {json.dumps(item)}")
+        if unknown := sorted(set(item) - {"class", "kwargs", "on"}):
+            raise ValueError(f"{where} has unknown field(s) {', '.join(unknown)}; fields: "
+                             "class, kwargs, on")
+        path = item.get("class")
+        if not isinstance(path, str) or "." not in path or not all(
+                part.isidentifier() for part in path.split(".")):
+            raise ValueError(f"{where} class must be an import path like "
+                             f"package.module.Notifier, got {json.dumps(path)}")
+        kwargs = item.get("kwargs", {})
+        if not isinstance(kwargs, dict):
+            raise ValueError(f"{where} kwargs must be an object, got {json.dumps(kwargs)}")
+        events = item.get("on", list(DEFAULT_NOTIFIER_EVENTS))
+        if not isinstance(events, list) or not events or any(
+                event not in NOTIFIER_EVENTS for event in events):
+            raise ValueError(f"{where} on must be a non-empty list of "
+                             f"{', '.join(NOTIFIER_EVENTS)}, got {json.dumps(events)}")
+        specs.append({"class": path, "kwargs": kwargs, "on": list(events)})
+    return specs
+
+
+def recovered_from(manifests: Iterable[Mapping[str, Any]], trigger: str
+                   ) -> dict[str, Any] | None:
+    """The summary of the failure a success of `trigger` recovers from, or None.
+
+    `manifests` are a date's manifests, newest first. The previous outcome is the newest
+    manifest of another run that succeeded, failed or was blocked (skipped and missing runs
+    are no outcome; this run's own failed tries, retried inside it, were never alerted).
+    """
+    for body in manifests:
+        summary = body.get("summary")
+        if not isinstance(summary, Mapping) or summary.get("trigger") == trigger:
+            continue
+        outcome = _OUTCOMES.get(str(body.get("status")))
+        if outcome is not None:
+            return dict(summary) if outcome == "failure" else None
+    return None
+
+
+def alert_subject(event: str, pipeline: str, partition_date: Any, status: Any = None) -> str:
+    """One line saying what happened, as a mail subject or a chat message's first line."""
+    what = {"start": "started", "success": "succeeded",
+            "failure": f"failed ({status})" if status and status != "failed" else "failed",
+            "recovered": "recovered: succeeded after a failure",
+            "deadline": "missed its deadline"}[event]
+    return f"[{pipeline}] {partition_date} {what}"
+
+
+def alert_context(event: str, line: str, *, pipeline: str, partition_date: Any,
+                  status: Any = None, summary: Mapping[str, Any] | None = None,
+                  previous: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The `tokokita_alert` entry a notifier's templates see: `event`, `subject`, `line` (the
+    summary, start line or deadline message as one JSON line), `partition_date`, `status`,
+    `summary` (a dict) and, for `recovered`, `previous` (the failure's summary)."""
+    if event not in NOTIFIER_EVENTS:
+        raise ValueError(f"unknown alert event {event!r}; expected one of "
+                         f"{', '.join(NOTIFIER_EVENTS)}")
+    return {"event": event, "subject": alert_subject(event, pipeline, partition_date, status),
+            "line": line, "pipeline": pipeline, "partition_date": partition_date,
+            "status": status, "summary": dict(summary or {}), "previous": dict(previous or {})}
 
 
 # -- the deadline alert --------------------------------------------------------------------

@@ -85,23 +85,41 @@ class WatermarkGateOperator(BaseOperator):
                                      status=BLOCKED, started=now, now=datetime.now(UTC),
                                      trigger=owner)
             self.log.error("Blocked: %s", decision.message)
-            _end_of_run(self.log, settings, "fail", outcome.summary)
+            _end_of_run(self.log, settings, "fail", outcome.summary, context)
             raise AirflowFailException(decision.message)
         self.log.info("Decision: %s", decision.message)
-        from tokokita_etl.notify import ping, start_line
+        from tokokita_airflow.notifiers import alert
+        from tokokita_etl.notify import start_line
 
-        ping(settings.ping_url, "start", start_line(settings.pipeline, day, now, owner),
-             warn=self.log.warning)
+        alert(settings, "start", context, start_line(settings.pipeline, day, now, owner),
+              partition_date=day.isoformat(), warn=self.log.warning)
         return {"partition_date": day.isoformat(), "attempts_before": decision.attempt}
 
 
-def _end_of_run(log: Any, settings: Any, kind: str, summary: dict[str, Any]) -> None:
-    """The task that ends a run logs its summary line and pings success or fail with it."""
-    from tokokita_etl.notify import ping, summary_line
+def _end_of_run(log: Any, settings: Any, kind: str, summary: dict[str, Any],
+                context: Any) -> None:
+    """The task that ends a run logs its summary line and alerts its notifiers with it
+    (`tokokita_airflow.notifiers`): `success`, plus `recovered` when the date's previous
+    outcome was a failure, or `failure` (kind `fail`); `ping_url` is one of them."""
+    from tokokita_airflow.notifiers import alert, configured
+    from tokokita_etl.notify import recovered_from, summary_line
 
     line = summary_line(summary)
     log.info("%s", line)
-    ping(settings.ping_url, kind, line, warn=log.warning)
+    day, status = summary.get("partition_date"), summary.get("status")
+    event = "success" if kind == "success" else "failure"
+    alert(settings, event, context, line, partition_date=day, status=status, summary=summary,
+          warn=log.warning)
+    if event == "success" and configured(settings, "recovered"):
+        from tokokita_etl.state import state_store
+
+        previous = recovered_from(state_store(settings).manifests(date.fromisoformat(day)),
+                                  summary.get("trigger"))
+        if previous is not None:
+            log.info("%s recovered: its previous outcome was %s (%s)", day,
+                     previous.get("status"), previous.get("run_id"))
+            alert(settings, "recovered", context, line, partition_date=day, status=status,
+                  summary=summary, previous=previous, warn=log.warning)
 
 
 def _release_claim(context: Context) -> None:
@@ -116,7 +134,7 @@ def _release_claim(context: Context) -> None:
         "status": "failed", "error": "the stage failed before its outcome was recorded"}
     task = context.get("task")
     _end_of_run(task.log if task is not None else logging.getLogger(__name__), settings, "fail",
-                summary)
+                summary, context)
 
 
 def _callbacks(value: Any) -> list[Any]:
@@ -172,6 +190,7 @@ class EtlStageOperator(BaseOperator):
 
         settings = pipeline_settings()
         day = partition_date(context)
+        self._lineage = (settings, day, None)
         owner = run_owner(context)
         now = datetime.now(UTC)
         try:
@@ -194,6 +213,7 @@ class EtlStageOperator(BaseOperator):
             self.log.info("Stage %s of partition %s (%s)", self.stage, day, decision.reason)
             started = claim_started(settings, day, owner, now)
             result = self._run_stage(settings, day, owner, started)
+            self._lineage = (settings, day, result)
             meta = {"partition_date": day.isoformat(), "stage": self.stage,
                     "duration_ms": result.get("duration_ms")}
             if self.stage == "publish_gold":
@@ -209,12 +229,27 @@ class EtlStageOperator(BaseOperator):
                     self.log.warning("%s succeeded with a warning: %s", day, warning)
                 self.log.info("%s succeeded (attempt %d); manifest %s", day, outcome.attempt,
                               outcome.manifest)
-                _end_of_run(self.log, settings, "success", outcome.summary)
+                _end_of_run(self.log, settings, "success", outcome.summary, context)
+                self._lineage = (settings, day, {**result, "rows": outcome.entry["rows"]["summary"]})
                 meta.update(gold=result["gold"], attempt=outcome.attempt,
                             checksums=outcome.entry["checksums"])
             return meta
         finally:
             release_working_copy(settings, day)
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """OpenLineage inputs and outputs of this stage's run of D, with row counts and the
+        validate checks (`tokokita_airflow.lineage`); called by the OpenLineage provider's
+        listener, only when lineage is on. A stage that did not finish (failed, skipped)
+        reports its datasets without counts."""
+        from tokokita_airflow.lineage import operator_lineage
+
+        settings, day, result = getattr(self, "_lineage", (None, None, None))
+        if settings is None:
+            from airflow.providers.openlineage.extractors import OperatorLineage
+
+            return OperatorLineage()
+        return operator_lineage(settings, day, self.stage, result)
 
     def _run_stage(self, settings: Any, day: date, owner: str,
                    started: datetime) -> dict[str, Any]:

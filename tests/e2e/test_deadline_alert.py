@@ -18,7 +18,9 @@ A's and B's deadline is the same: `deadline_local_time` on their fire date. Only
 throw-away stack, and not from docker-compose.yaml (set after airflow-init, as they depend on
 when the services start): `TOKOKITA_CRON` (two fires a minute apart), `TOKOKITA_START_DATE`
 (yesterday) and `TOKOKITA_DEADLINE_LOCAL_TIME`; the webhook URL is the compose variable
-`TOKOKITA_DEADLINE_WEBHOOK_URL`, and everything else is the compose environment.
+`TOKOKITA_DEADLINE_WEBHOOK_URL` and the notifiers `TOKOKITA_NOTIFIERS` (an SMTP notifier to a
+local aiosmtpd server, whose Airflow connection is set for this stack alone), and everything
+else is the compose environment.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import pytest
 from stack.ephemeral import DAG_ID, E2E_REPORT, JKT, EphemeralStack, db_url
 from stack.rest import wait_for
 from tests.ping_server import PingServer
+from tests.smtp_server import SmtpServer
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 
@@ -43,6 +46,10 @@ STARTUP_S = 40
 #: `deadline_local_time` after A's fire time: B, firing a minute after A, has two minutes
 AFTER_A = timedelta(minutes=3)
 HOOK = "/deadline"
+MAIL = {"class": "airflow.providers.smtp.notifications.smtp.SmtpNotifier",
+        "kwargs": {"smtp_conn_id": "tokokita_smtp", "to": "data-team@tokokita.test",
+                   "subject": "{{ tokokita_alert.subject }}",
+                   "html_content": "{{ tokokita_alert.line }}"}}
 
 
 def _fires(now: datetime) -> tuple[datetime, datetime]:
@@ -98,8 +105,12 @@ def deadline_stack(tmp_path_factory):
     """The running stack, the webhook server, and A's and B's fire times and partition."""
     started = time.monotonic()
     server = PingServer().start()
+    smtp = SmtpServer().start()
     stack = EphemeralStack(tmp_path_factory.mktemp("deadline"), start_date="", end_date=None,
-                           tokokita_env={"TOKOKITA_DEADLINE_WEBHOOK_URL": f"{server.url}{HOOK}"})
+                           tokokita_env={"TOKOKITA_DEADLINE_WEBHOOK_URL": f"{server.url}{HOOK}",
+                                         "TOKOKITA_NOTIFIERS": json.dumps([MAIL])})
+    # the SMTP connection (not from the compose file: the receiver is this test's)
+    stack.target.extra_env["AIRFLOW_CONN_TOKOKITA_SMTP"] = smtp.connection_uri()
     waited = 0.0
     try:
         stack.prepare()  # airflow-init does not parse the DAG: its schedule is set after it
@@ -115,11 +126,13 @@ def deadline_stack(tmp_path_factory):
         E2E_REPORT["deadline_stack_healthy_s"] = stack.timings["healthy_s"]
         E2E_REPORT["deadline_dag_parsed_s_before_first_fire"] = (
             fire_a - datetime.now(UTC)).total_seconds()
-        yield {"stack": stack, "server": server, "fire_a": fire_a, "fire_b": fire_b,
+        yield {"stack": stack, "server": server, "smtp": smtp, "fire_a": fire_a,
+               "fire_b": fire_b,
                "day": fire_a.date() - timedelta(days=1), "deadline_local": deadline_local}
     finally:
         stack.close()
         server.stop()
+        smtp.stop()
         E2E_REPORT["deadline_e2e_wall_s"] = time.monotonic() - started - waited
 
 
@@ -168,6 +181,10 @@ def test_a_run_that_misses_its_deadline_is_posted_one_that_succeeds_before_it_is
     assert post["state"] == "running"
     (call,) = [r for r in server.received if r.path == HOOK]
     assert call.method == "POST" and call.content_type == "application/json"
+    # the configured notifier (the SMTP provider's, through an Airflow connection) mailed it
+    (mail,) = deadline_stack["smtp"].wait_for(1, 30)
+    assert mail.subject == f"[etl-pesanan-tokokita] {day} missed its deadline"
+    assert json.loads(mail.text) == post
 
     # a manual run with a logical date (the trigger form's default), after B did D: skipped
     manual = stack.api.request("POST", f"/dags/{DAG_ID}/dagRuns", json={
@@ -176,6 +193,7 @@ def test_a_run_that_misses_its_deadline_is_posted_one_that_succeeds_before_it_is
     # past B's deadline (and a few scheduler loops and triggerer polls): still only A's POST
     time.sleep(max(0.0, (deadline_b - datetime.now(UTC)).total_seconds()) + 15)
     assert [p["run_id"] for p in _posts(server)] == [run_a["dag_run_id"]]
+    assert len(deadline_stack["smtp"].mails()) == 1  # B's first success is no recovery
     # yesterday's two runs, created by the catch-up long after their deadline, finished
     yesterday = [r for r in stack.api.dag_runs(DAG_ID, run_type="scheduled")
                  if r["partition_key"] == str(day - timedelta(days=1))]

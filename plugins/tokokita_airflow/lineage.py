@@ -1,0 +1,51 @@
+"""The stage operators' OpenLineage facets (`apache-airflow-providers-openlineage`).
+
+`EtlStageOperator.get_openlineage_facets_on_complete` returns `operator_lineage` of its
+stage: the datasets of `tokokita_etl.lineage.stage_lineage` with their row counts
+(`inputStatistics`, `outputStatistics`) and the validate checks as data-quality assertions
+(`dataQualityAssertions`). The provider's listener calls it only when lineage is on (a
+transport is configured, `[openlineage] transport`); with none it never runs.
+"""
+
+from __future__ import annotations
+
+from datetime import date
+from typing import Any
+
+
+def operator_lineage(settings: Any, day: date, stage: str, result: dict[str, Any] | None):
+    """The `OperatorLineage` of `stage` for `day` (`result`: the stage's record or None)."""
+    from airflow.providers.openlineage.extractors import OperatorLineage
+    from openlineage.client.event_v2 import InputDataset, OutputDataset
+    from openlineage.client.facet_v2 import (
+        data_quality_assertions_dataset,
+        input_statistics_input_dataset,
+        output_statistics_output_dataset,
+    )
+
+    from tokokita_etl.lineage import stage_lineage
+
+    inputs, outputs = stage_lineage(settings, day, stage, result)
+
+    def input_dataset(ref) -> InputDataset:
+        facets: dict[str, Any] = {}
+        if ref.rows is not None:
+            facets["inputStatistics"] = input_statistics_input_dataset.\
+                InputStatisticsInputDatasetFacet(rowCount=ref.rows, size=ref.size)
+        if ref.checks:
+            facets["dataQualityAssertions"] = data_quality_assertions_dataset.\
+                DataQualityAssertionsDatasetFacet(assertions=[
+                    data_quality_assertions_dataset.Assertion(
+                        assertion=check.name, success=check.ok, description=check.detail)
+                    for check in ref.checks])
+        return InputDataset(namespace=ref.namespace, name=ref.name, inputFacets=facets)
+
+    def output_dataset(ref) -> OutputDataset:
+        facets: dict[str, Any] = {}
+        if ref.rows is not None:
+            facets["outputStatistics"] = output_statistics_output_dataset.\
+                OutputStatisticsOutputDatasetFacet(rowCount=ref.rows, size=ref.size)
+        return OutputDataset(namespace=ref.namespace, name=ref.name, outputFacets=facets)
+
+    return OperatorLineage(inputs=[input_dataset(ref) for ref in inputs],
+                           outputs=[output_dataset(ref) for ref in outputs])
