@@ -186,6 +186,37 @@ def test_clearing_a_done_run_over_a_corrected_partition_loads_and_publishes_the_
     assert gold_bytes(stack, dates.done) != gold
 
 
+def test_a_date_reprocessed_many_times_then_failing_once_is_not_blocked(gestures):
+    """Regression: `attempt` counted successes too, so a date cleared or forced twice was
+    blocked 3/3 by its first failure; blocking counts the failures since the last success."""
+    from devtools.samples import generate_partition
+
+    stack, dates = gestures
+    run = scheduled_run(stack, dates.done)
+    forced = trigger(stack, partition_date=dates.done, force=True)
+    assert forced["state"] == "success"
+    before = entry(stack, dates.done)
+    assert before["attempt"] >= 4 and before["failures"] == 0  # the clears and the force
+    raw = stack.data / "raw" / f"pesanan_{dates.done}.csv"
+    raw.write_text(NO_KOTA.format(day=dates.done))
+    failed = clear(stack, run["dag_run_id"], ["wait_for_raw_partition"], downstream=True)
+    assert failed["state"] == "failed"
+    tries = stack.api.tries(DAG_ID, run["dag_run_id"], "extract")
+    assert tries[-1]["state"] == "failed"  # the partition's fault: not retried by Airflow
+    after = entry(stack, dates.done)
+    assert (after["status"], after["attempt"], after["failures"]) == (
+        "failed", before["attempt"] + 1, 1)
+    from tokokita_etl.status import date_states
+
+    [row] = date_states(stack.settings(), datetime.now(UTC), dates=[dates.done])
+    assert (row["state"], row["failures"]) == ("failed", 1)  # not blocked
+    generate_partition(raw, dates.done, 60, seed=11)
+    fixed = clear(stack, run["dag_run_id"], ["wait_for_raw_partition"], downstream=True)
+    assert fixed["state"] == "success"  # not blocked: the next run processes it
+    assert (entry(stack, dates.done)["status"], entry(stack, dates.done)["failures"]) == (
+        "success", 0)
+
+
 def test_trigger_with_the_forms_defaults_processes_yesterday_in_jakarta(gestures):
     """Regression: the form's default logical date ("now") made a task-less green run."""
     stack, dates = gestures
