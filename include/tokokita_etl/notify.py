@@ -23,7 +23,7 @@ One place decides both, for the command line and for Airflow alike:
   `recovered_from` decides whether a success is a recovery (the date's previous outcome,
   before this run, was a failure).
 
-Nothing here imports Airflow; `urllib` is imported when a request is sent, so the DAG file
+Nothing here imports Airflow; `httpx` is imported when a request is sent, so the DAG file
 can import this module at parse time.
 """
 
@@ -102,16 +102,15 @@ def ping_target(base_url: str, kind: str) -> str:
 
 
 def _post(url: str, body: bytes, content_type: str, timeout: float) -> int:
-    import urllib.request
+    """POST `body` to an http(s) `url`; an error status raises (httpx.HTTPStatusError)."""
+    import httpx
 
     if urlsplit(url).scheme not in ("http", "https"):
         raise ValueError(f"not an http(s) URL: {url!r}")
-    request = urllib.request.Request(  # noqa: S310 (http(s) only, checked above)
-        url, data=body, method="POST",
-        headers={"Content-Type": content_type, "User-Agent": "tokokita-etl"})
-    with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
-        response.read(4096)
-        return response.status
+    response = httpx.post(url, content=body, timeout=timeout,
+                          headers={"Content-Type": content_type, "User-Agent": "tokokita-etl"})
+    response.raise_for_status()
+    return response.status_code
 
 
 def ping(ping_url: str, kind: str, body: str = "", *, warn: Warn | None = None,

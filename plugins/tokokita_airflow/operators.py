@@ -111,7 +111,7 @@ def _end_of_run(log: Any, settings: Any, kind: str, summary: dict[str, Any],
     alert(settings, event, context, line, partition_date=day, status=status, summary=summary,
           warn=log.warning)
     if event == "success" and configured(settings, "recovered"):
-        from tokokita_etl.state import state_store
+        from tokokita_etl.stores import state_store
 
         previous = recovered_from(state_store(settings).manifests(date.fromisoformat(day)),
                                   summary.get("trigger"))
