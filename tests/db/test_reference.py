@@ -233,9 +233,7 @@ def _pg_admin(url: str) -> str:
 
 @pytest.fixture
 def reference_pg_url():
-    url = os.environ.get("TOKOKITA_TEST_PG_URL")
-    if not url:
-        pytest.skip("TOKOKITA_TEST_PG_URL is not set")
+    url = os.environ["TOKOKITA_TEST_PG_URL"]  # set by tests/conftest.py for every run
     import psycopg
 
     schema = f"reference_{uuid.uuid4().hex[:12]}"
