@@ -65,6 +65,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -202,19 +203,16 @@ class Killed:
     ended: int | None  # its exit code when it ended before the kill; None when killed
 
 
-def _kill_forced_rerun(ws: Workspace, moment: Moment, delay: float = 0.0) -> Killed:
-    """Start a forced re-run, kill -9 it `delay` seconds after `moment`."""
-    gold_inode = ws.gold_file(DAY).stat().st_ino
-    # the records of a run killed after its success record (a skip does not clear them)
-    # would make the moment come at once
-    shutil.rmtree(ws.staging / DAY.isoformat(), ignore_errors=True)
+def _forced_run_killed_when(root: Path, env: dict[str, str], ready: Callable[[], bool],
+                            delay: float) -> Killed:
+    """Start `run --date D --force` in `root`, kill -9 it `delay` seconds after `ready()`
+    (or report how it ended when it finished first)."""
     process = subprocess.Popen(
         [sys.executable, "-m", "tokokita_etl", "run", "--date", DAY.isoformat(), "--force"],
-        cwd=ws.root, env=clean_env(**ws.env()), stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL)
+        cwd=root, env=clean_env(**env), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 600
-        while not moment(ws, gold_inode):
+        while not ready():
             if process.poll() is not None or time.monotonic() > deadline:
                 break
             time.sleep(0.001)
@@ -229,6 +227,15 @@ def _kill_forced_rerun(ws: Workspace, moment: Moment, delay: float = 0.0) -> Kil
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+def _kill_forced_rerun(ws: Workspace, moment: Moment, delay: float = 0.0) -> Killed:
+    """Start a forced re-run, kill -9 it `delay` seconds after `moment`."""
+    gold_inode = ws.gold_file(DAY).stat().st_ino
+    # the records of a run killed after its success record (a skip does not clear them)
+    # would make the moment come at once
+    shutil.rmtree(ws.staging / DAY.isoformat(), ignore_errors=True)
+    return _forced_run_killed_when(ws.root, ws.env(), lambda: moment(ws, gold_inode), delay)
 
 
 def _landed(ws: Workspace) -> str:
@@ -537,27 +544,7 @@ def _kill_forced(s: Stores, after: str, delay: float) -> Killed:
     """Start `run --date D --force`, kill -9 it `delay` s after stage `after` recorded."""
     staged = s.ws.staging / DAY.isoformat()
     shutil.rmtree(staged, ignore_errors=True)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tokokita_etl", "run", "--date", DAY.isoformat(), "--force"],
-        cwd=s.ws.root, env=clean_env(**s.env), stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 600
-        while not (staged / f"{after}.json").exists():
-            if process.poll() is not None or time.monotonic() > deadline:
-                break
-            time.sleep(0.001)
-        if delay:
-            time.sleep(delay)
-        if process.poll() is not None:
-            return Killed(process.pid, process.returncode)
-        os.kill(process.pid, signal.SIGKILL)
-        process.wait(timeout=60)
-        return Killed(process.pid, None)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+    return _forced_run_killed_when(s.ws.root, s.env, (staged / f"{after}.json").exists, delay)
 
 
 def _aim_after(stage: str, version: Version, share: float) -> tuple[str, float]:
