@@ -326,13 +326,18 @@ def _gold_and_checksums(project) -> tuple[bytes, dict]:
     return project.gold(D02).read_bytes(), entry(D02)["checksums"]
 
 
-def test_clearing_load_with_downstream_of_a_done_date_reprocesses_it_with_identical_results(
-        project, holders_alive):
+def _done_by_a_run(project) -> tuple[bytes, dict]:
+    """D02 processed by the gate and every stage of one run; its gold bytes and checksums."""
     ctx = context()
     gate().execute(ctx)
     for name in STAGES:
         stage(name).execute(ctx)
-    gold_before, checksums_before = _gold_and_checksums(project)
+    return _gold_and_checksums(project)
+
+
+def test_clearing_load_with_downstream_of_a_done_date_reprocesses_it_with_identical_results(
+        project, holders_alive):
+    gold_before, checksums_before = _done_by_a_run(project)
     cleared = context(clear_number=1)
     stage("load").execute(cleared)  # its staged inputs were dropped with the success
     intent = entry(D02)["in_progress"]
@@ -350,11 +355,7 @@ def test_clearing_load_with_downstream_of_a_done_date_reprocesses_it_with_identi
 
 def test_clearing_publish_gold_alone_of_a_done_date_rebuilds_every_stage_before_it(
         project, holders_alive):
-    ctx = context()
-    gate().execute(ctx)
-    for name in STAGES:
-        stage(name).execute(ctx)
-    gold_before, checksums_before = _gold_and_checksums(project)
+    gold_before, checksums_before = _done_by_a_run(project)
     stage("publish_gold").execute(context(clear_number=1))
     assert (entry(D02)["status"], entry(D02)["attempt"]) == ("success", 2)
     assert _gold_and_checksums(project) == (gold_before, checksums_before)
@@ -362,11 +363,7 @@ def test_clearing_publish_gold_alone_of_a_done_date_rebuilds_every_stage_before_
 
 def test_clearing_a_done_date_over_a_corrected_partition_loads_and_publishes_the_new_result(
         project, holders_alive):
-    ctx = context()
-    gate().execute(ctx)
-    for name in STAGES:
-        stage(name).execute(ctx)
-    gold_before, checksums_before = _gold_and_checksums(project)
+    gold_before, checksums_before = _done_by_a_run(project)
     raw = project.raw / f"pesanan_{D02}.csv"
     lines = raw.read_text().splitlines()
     raw.write_text("\n".join(lines[:-1]) + "\n")  # the corrected file drops one order
