@@ -51,17 +51,10 @@ def _child(mode: str) -> None:
     from airflow.dag_processing.dagbag import DagBag
     from airflow.models.deadline_alert import DeadlineAlert
 
-    lookup = DeadlineAlert.get_by_id
+    from devtools.dag_test import deadline_alert_lookup_for_dag_test
 
-    def get_by_id(cls, deadline_alert_id, **kwargs):
-        # dag.test() of a DAG with a DeadlineAlert in Airflow 3.3.2 (apache/airflow#73428)
-        if isinstance(deadline_alert_id, dict):
-            encoded = deadline_alert_id.get("__var", deadline_alert_id)
-            return cls(reference=encoded["reference"], interval=encoded["interval"],
-                       callback_def=encoded["callback"], name=encoded.get("name"))
-        return lookup(deadline_alert_id, **kwargs)
-
-    DeadlineAlert.get_by_id = classmethod(get_by_id)
+    # dag.test() of a DAG with a DeadlineAlert in Airflow 3.3.2 (apache/airflow#73428)
+    DeadlineAlert.get_by_id = deadline_alert_lookup_for_dag_test()
     started = time.perf_counter()
     dag = DagBag(str(REPO / "dags")).dags["tokokita_orders_daily"]
     dr = dag.test(run_conf={"partition_date": DAY})

@@ -50,23 +50,10 @@ def fire_time(day: str):
 
 
 def allow_deadline_alerts_in_dag_test(monkeypatch) -> None:
-    """Let `dag.test()` finish a successful run of a DAG that has a `DeadlineAlert`.
-
-    Airflow 3.3.2's `dag.test()` serializes the DAG in memory, so its `dag.deadline` holds the
-    encoded alerts where `DagRun.update_state` expects `deadline_alert` ids, and a run that
-    succeeds crashes (apache/airflow#73428, fix proposed in apache/airflow#73430). Only an
-    encoded alert is answered with the unsaved alert it encodes, as that fix does; an id is
-    looked up as before, as the scheduler's DAG always has them.
-    """
+    """Let `dag.test()` finish a successful run of a DAG that has a `DeadlineAlert`
+    (`devtools.dag_test.deadline_alert_lookup_for_dag_test`), for the test's duration."""
     from airflow.models.deadline_alert import DeadlineAlert
 
-    lookup = DeadlineAlert.get_by_id
+    from devtools.dag_test import deadline_alert_lookup_for_dag_test
 
-    def get_by_id(cls, deadline_alert_id, **kwargs):
-        if isinstance(deadline_alert_id, dict):
-            encoded = deadline_alert_id.get("__var", deadline_alert_id)
-            return cls(reference=encoded["reference"], interval=encoded["interval"],
-                       callback_def=encoded["callback"], name=encoded.get("name"))
-        return lookup(deadline_alert_id, **kwargs)
-
-    monkeypatch.setattr(DeadlineAlert, "get_by_id", classmethod(get_by_id))
+    monkeypatch.setattr(DeadlineAlert, "get_by_id", deadline_alert_lookup_for_dag_test())
