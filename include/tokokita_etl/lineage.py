@@ -24,8 +24,10 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-#: the warehouse tables a run writes
-FACT, SUMMARY, KARANTINA = "fact_pesanan", "summary_harian", "karantina"
+from tokokita_etl.warehouse import fact_pesanan, karantina, summary_harian
+
+#: the warehouse tables a run writes, as the warehouse declares them
+FACT, SUMMARY, KARANTINA = (table.name for table in (fact_pesanan, summary_harian, karantina))
 
 
 @dataclass(frozen=True)
