@@ -327,6 +327,23 @@ def test_the_trigger_form_with_a_partition_date_processes_that_date(ui):
     expect_gate_log(ui, run_id, FORM_DAY)
 
 
+def wait_for_the_clear(ui: Ui, run_id: str, first: str, tries_before: int,
+                       tasks: tuple[str, ...]) -> dict[str, Any]:
+    """The run once the clear has run `first` again (a try after `tries_before`) and the run
+    and every one of `tasks` have finished."""
+    unfinished = (None, "queued", "scheduled", "running", "up_for_reschedule")
+
+    def cleared_and_done():
+        tis = ui.stack.api.task_instances(DAG_ID, run_id)
+        finished = ui.stack.api.dag_run(DAG_ID, run_id)
+        if tis[first]["try_number"] > tries_before and finished["state"] in TERMINAL and \
+                all(tis[t]["state"] not in unfinished for t in tasks):
+            return finished
+        return None
+
+    return wait_for(cleared_and_done, RUN_TIMEOUT_S, 1.0, f"the cleared tasks of {run_id}")
+
+
 def test_clearing_load_of_a_succeeded_run_in_the_ui_re_runs_it_with_identical_results(ui):
     from playwright.sync_api import expect
 
@@ -354,16 +371,7 @@ def test_clearing_load_of_a_succeeded_run_in_the_ui_re_runs_it_with_identical_re
     dialog.get_by_role("button", name="Confirm").click()
     expect(dialog).to_be_hidden()
 
-    def cleared_and_done():
-        tis = ui.stack.api.task_instances(DAG_ID, run_id)
-        finished = ui.stack.api.dag_run(DAG_ID, run_id)
-        if tis["load"]["try_number"] >= 2 and finished["state"] in TERMINAL and \
-                all(tis[t]["state"] not in (None, "queued", "scheduled", "running")
-                    for t in CLEARED):
-            return finished
-        return None
-
-    finished = wait_for(cleared_and_done, RUN_TIMEOUT_S, 1.0, f"the cleared tasks of {run_id}")
+    finished = wait_for_the_clear(ui, run_id, "load", 1, CLEARED)
     assert finished["state"] == "success"
     states = ui.states(run_id)
     assert {t: states[t] for t in CLEARED} == dict.fromkeys(CLEARED, "success")
@@ -398,17 +406,8 @@ def test_clearing_the_whole_succeeded_run_in_the_ui_reprocesses_the_date(ui):
     dialog.get_by_role("button", name="Confirm").click()
     expect(dialog).to_be_hidden()
 
-    def cleared_and_done():
-        tis = ui.stack.api.task_instances(DAG_ID, run_id)
-        finished = ui.stack.api.dag_run(DAG_ID, run_id)
-        if tis["check_watermark"]["try_number"] > gate_tries and \
-                finished["state"] in TERMINAL and \
-                all(ti["state"] not in (None, "queued", "scheduled", "running", "up_for_reschedule")
-                    for ti in tis.values()):
-            return finished
-        return None
-
-    finished = wait_for(cleared_and_done, RUN_TIMEOUT_S, 1.0, f"the cleared run {run_id}")
+    finished = wait_for_the_clear(ui, run_id, "check_watermark", gate_tries,
+                                  tuple(ui.states(run_id)))
     assert finished["state"] == "success"
     assert set(ui.states(run_id).values()) == {"success"}  # the gate reprocessed the date
     after = ui.entry(SCHEDULED_DAY)
