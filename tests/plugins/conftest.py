@@ -104,3 +104,14 @@ def run_dag(daily_dag, monkeypatch) -> Callable:
         return dr, states
 
     return run
+
+
+@pytest.fixture
+def pings(monkeypatch):
+    """A local ping server (tests/ping_server.py) that `ping_url` points at."""
+    from tests.ping_server import PingServer
+
+    server = PingServer().start()
+    monkeypatch.setenv("TOKOKITA_PING_URL", f"{server.url}/ping/abc")
+    yield server
+    server.stop()

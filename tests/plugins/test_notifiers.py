@@ -33,14 +33,6 @@ def smtp(monkeypatch):
     server.stop()
 
 
-@pytest.fixture
-def pings(monkeypatch):
-    server = PingServer().start()
-    monkeypatch.setenv("TOKOKITA_PING_URL", f"{server.url}/ping/abc")
-    yield server
-    server.stop()
-
-
 def notifiers(monkeypatch, *specs) -> None:
     monkeypatch.setenv("TOKOKITA_NOTIFIERS", json.dumps(list(specs)))
 

@@ -9,18 +9,10 @@ import json
 import pytest
 
 from tests.airflow_support import fire_time
-from tests.ping_server import PingServer, closed_port_url
+from tests.ping_server import closed_port_url
 
 pytestmark = pytest.mark.airflow
 
-
-
-@pytest.fixture
-def server(monkeypatch):
-    srv = PingServer().start()
-    monkeypatch.setenv("TOKOKITA_PING_URL", f"{srv.url}/ping/abc")
-    yield srv
-    srv.stop()
 
 
 def manifest(project, day: str) -> dict:
@@ -28,14 +20,14 @@ def manifest(project, day: str) -> dict:
 
 
 def test_a_dag_run_pings_start_from_the_gate_and_success_from_publish_gold(
-        project, run_dag, server):
+        project, run_dag, pings):
     dr, states = run_dag(fire_time("2026-11-02"))
     assert dr.state == "success", states
-    assert server.paths() == ["/ping/abc/start", "/ping/abc"]
-    start = json.loads(server.received[0].body)
+    assert pings.paths() == ["/ping/abc/start", "/ping/abc"]
+    start = json.loads(pings.received[0].body)
     assert start["partition_date"] == "2026-11-02"
     assert dr.run_id in start["trigger"]
-    summary = json.loads(server.received[1].body)
+    summary = json.loads(pings.received[1].body)
     assert summary == manifest(project, "2026-11-02")["summary"]
     assert (summary["status"], summary["partition_date"]) == ("success", "2026-11-02")
     assert dr.run_id in summary["trigger"]
@@ -43,28 +35,28 @@ def test_a_dag_run_pings_start_from_the_gate_and_success_from_publish_gold(
 
 
 def test_a_partition_failure_pings_fail_once_with_the_error_in_its_summary(
-        project, run_dag, server):
+        project, run_dag, pings):
     (project.raw / "pesanan_2026-11-03.csv").write_text(
         "order_id,order_ts,customer_id,produk,qty,harga_satuan,diskon\n"
         "1,2026-11-03T10:00:00+07:00,c1,teh,1,1000,0\n")
     dr, states = run_dag(fire_time("2026-11-03"))
     assert dr.state == "failed", states
-    assert server.paths() == ["/ping/abc/start", "/ping/abc/fail"]
-    summary = json.loads(server.received[1].body)
+    assert pings.paths() == ["/ping/abc/start", "/ping/abc/fail"]
+    summary = json.loads(pings.received[1].body)
     assert summary["status"] == "failed" and "kota" in summary["error"]
     assert summary == manifest(project, "2026-11-03")["summary"]
 
 
-def test_a_blocked_date_pings_fail_from_the_gate_without_a_start(project, run_dag, server,
+def test_a_blocked_date_pings_fail_from_the_gate_without_a_start(project, run_dag, pings,
                                                                  monkeypatch):
     (project.raw / "pesanan_2026-11-04.csv").write_text("not,a,partition\n1,2,3\n")
     monkeypatch.setenv("TOKOKITA_MAX_ATTEMPTS", "1")
     run_dag(fire_time("2026-11-04"))
-    server.received.clear()
+    pings.received.clear()
     _, states = run_dag(None, conf={"partition_date": "2026-11-04"})
     assert states["check_watermark"][0] == "failed", states
-    assert server.paths() == ["/ping/abc/fail"]
-    assert json.loads(server.received[0].body)["status"] == "blocked"
+    assert pings.paths() == ["/ping/abc/fail"]
+    assert json.loads(pings.received[0].body)["status"] == "blocked"
 
 
 def test_with_the_ping_server_down_the_dag_run_still_succeeds(project, run_dag, monkeypatch):
