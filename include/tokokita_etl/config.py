@@ -108,6 +108,15 @@ class Settings:
     #: `state_dir`; a `postgresql://` URL, or `warehouse` for the warehouse's own PostgreSQL
     #: database (schema `tokokita_state`), for workers on several machines
     state_url: str = field(default="", metadata={"problem": _state_url_problem, "empty": True})
+    #: inside Airflow: the Airflow connection the warehouse is read from (its URL then
+    #: replaces `warehouse_url`); empty: `warehouse_url` inside Airflow too
+    warehouse_conn_id: str = field(default="tokokita_warehouse", metadata={"empty": True})
+    #: inside Airflow: the connection of a separate PostgreSQL state database; empty: the
+    #: state follows `state_url` (`warehouse`: the warehouse's connection)
+    state_conn_id: str = field(default="", metadata={"empty": True})
+    #: inside Airflow: the connection the object-storage folders (s3:// URLs) are reached
+    #: with (key, secret; the endpoint in its extras, as the Amazon provider reads it)
+    object_storage_conn_id: str = field(default="aws_default", metadata={"empty": True})
     #: DuckDB's own memory in transform; beyond it its temp tables spill to the staging folder
     #: (with the rest of the process this bounds a large partition's peak RSS)
     duckdb_memory_limit: str = field(default="400MB", metadata={"problem": _duckdb_size_problem})
