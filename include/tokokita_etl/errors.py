@@ -51,7 +51,12 @@ class WarehouseError(EtlError):
 
 
 class ValidationError(EtlError):
-    """A validation check failed; no gold file is published."""
+    """A validation check failed; no gold file is published. `result`: the validate record
+    with every check, the failed ones included (None when the checks did not run)."""
+
+    def __init__(self, message: str, *, result: dict | None = None) -> None:
+        super().__init__(message)
+        self.result = result
 
 
 class BlockedError(EtlError):

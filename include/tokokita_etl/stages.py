@@ -122,8 +122,9 @@ def _validate(settings: Settings, day: date) -> dict[str, Any]:
     warnings = volume_warnings(state_store(settings).read(), day, result["fact_rows"],
                                settings.volume_min_share)
     if warnings and settings.volume_check == "fail":
+        result["checks"].append({"name": "volume", "ok": False, "detail": "; ".join(warnings)})
         raise ValidationError(f"validation failed for {day}: {'; '.join(warnings)} "
-                              "(volume_check=fail)")
+                              "(volume_check=fail)", result={**result, "warnings": []})
     result["warnings"] = warnings
     return result
 

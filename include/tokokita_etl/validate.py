@@ -133,7 +133,7 @@ def validate(warehouse: Warehouse, day: date, staging: Path, gold_dir: Path,
     if not result.ok:
         staged.unlink(missing_ok=True)
         failed = "; ".join(f"{c.name}: {c.detail}" for c in checks if not c.ok)
-        raise ValidationError(f"validation failed for {day}: {failed}")
+        raise ValidationError(f"validation failed for {day}: {failed}", result=result.to_dict())
     return result
 
 

@@ -240,8 +240,9 @@ class EtlStageOperator(BaseOperator):
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         """OpenLineage inputs and outputs of this stage's run of D, with row counts and the
         validate checks (`tokokita_airflow.lineage`); called by the OpenLineage provider's
-        listener, only when lineage is on. A stage that did not finish (failed, skipped)
-        reports its datasets without counts."""
+        listener, only when lineage is on, also for a failed task. A stage that did not finish
+        (failed, skipped) reports its datasets without counts; a failed validate reports its
+        checks, the failed ones as unsuccessful assertions."""
         from tokokita_airflow.lineage import operator_lineage
 
         settings, day, result = getattr(self, "_lineage", (None, None, None))
@@ -258,7 +259,7 @@ class EtlStageOperator(BaseOperator):
         see it: skipped for a missing partition, failed without retry
         (`AirflowFailException`) for a partition error or a failure that is no attempt,
         re-raised otherwise (the retry policy decides)."""
-        from tokokita_etl.errors import MissingPartitionError
+        from tokokita_etl.errors import MissingPartitionError, ValidationError
         from tokokita_etl.policy import ErrorKind, classify, failures_since_success
         from tokokita_etl.runs import finish_failure, release_date
         from tokokita_etl.stages import WARNING_PREFIX, fetch_inputs, run_stage
@@ -279,6 +280,8 @@ class EtlStageOperator(BaseOperator):
                         self.log.info("%s", line)
             return result
         except Exception as exc:
+            if isinstance(exc, ValidationError) and exc.result is not None:
+                self._lineage = (settings, day, exc.result)  # the failed checks too
             kind = classify(exc)
             outcome = finish_failure(settings, day, exc, stage=stage, started=started,
                                      now=datetime.now(UTC), trigger=owner)

@@ -20,9 +20,9 @@ pytestmark = pytest.mark.airflow
 DAY = "2026-11-02"  # data/raw/EXPECTED.md: 8 rows, 771 bytes, 8 valid, 4 kota, 0 karantina
 
 
-def run_dag_with_lineage(project, transport: dict | None) -> dict:
+def run_dag_with_lineage(project, transport: dict | None, **settings: str) -> dict:
     ensure_metadata_db()
-    env = {**os.environ, "TOKOKITA_HOME": str(project.root),
+    env = {**os.environ, **settings, "TOKOKITA_HOME": str(project.root),
            "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "plugins")]),
            "AIRFLOW__OPENLINEAGE__NAMESPACE": "tokokita"}
     env = {k: v for k, v in env.items() if not k.startswith(("OPENLINEAGE", "AIRFLOW__OPENLINEAGE__T"))}
@@ -100,3 +100,27 @@ def test_with_no_transport_lineage_is_off_and_the_run_emits_nothing(project, tmp
     assert run["state"] == "success", run
     assert not list(tmp_path.rglob("*.jsonl"))
     assert not list(REPO.glob("openlineage*.json*"))
+
+
+def test_a_failed_validate_reports_its_failed_check_as_an_unsuccessful_assertion(
+        project, tmp_path):
+    """A zero-row partition with `volume_check: fail`: validate fails, and its FAIL event
+    carries every check, the volume check with success false."""
+    partition = project.raw / f"pesanan_{DAY}.csv"
+    partition.write_text(partition.read_text().splitlines()[0] + "\n")
+    log = tmp_path / "openlineage.jsonl"
+    run = run_dag_with_lineage(project, {"type": "file", "log_file_path": str(log),
+                                         "append": True}, TOKOKITA_VOLUME_CHECK="fail")
+    assert run["state"] == "failed", run
+    assert run["states"]["validate"] == "failed", run
+    got = events(log)
+    failed = got[("tokokita_orders_daily.validate", "FAIL")]
+    assert ("tokokita_orders_daily.publish_gold", "COMPLETE") not in got
+    for dataset in failed["inputs"]:
+        facets = dataset["inputFacets"]
+        assert facets["inputStatistics"]["rowCount"] == 0
+        assertions = facets["dataQualityAssertions"]["assertions"]
+        assert [(a["assertion"], a["success"]) for a in assertions] == [
+            ("reconcile kota", True), ("daily aggregates", True), ("gold csv", True),
+            ("volume", False)]
+        assert "0 valid rows" in assertions[-1]["description"]
