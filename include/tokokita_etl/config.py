@@ -157,6 +157,14 @@ class Settings:
     #: seconds to wait for a warehouse lock (PostgreSQL lock_timeout, SQLite busy timeout)
     db_lock_timeout_s: int = 60
 
+    def replace(self, **changes: Any) -> Settings:
+        """A copy with `changes` (setting name -> value), validated like any other source."""
+        values = {name: _coerce(name, value, f"replace({name}=...)")
+                  for name, value in changes.items()}
+        settings = replace(self, **values)
+        _check_together(settings, {name: f"replace({name}=...)" for name in changes})
+        return settings
+
     @property
     def tz(self) -> ZoneInfo:
         """The pipeline's time zone."""
