@@ -111,10 +111,25 @@ print(json.dumps({{"heavy": [m for m in {list(HEAVY_MODULES)!r} if m in sys.modu
     assert [p for p in result["opened"] if "tokokita" in p or "/data/" in p] == []
 
 
-def test_schedule_defaults_match_the_config_file():
-    from tokokita_etl.config import dag_schedule_from_env, load_settings
-
-    settings = load_settings(cwd=REPO, env={})
-    schedule = dag_schedule_from_env({})
-    assert (schedule.cron, schedule.timezone) == (settings.cron, settings.timezone)
-    assert dag_schedule_from_env({"TOKOKITA_CRON": "0 3 * * *"}).cron == "0 3 * * *"
+def test_the_dag_reads_the_config_file_and_the_environment_when_it_is_parsed(tmp_path):
+    """Regression: the DAG file read its schedule from the environment only, so cron,
+    timezone or the catch-up window written in config/pipeline.yaml did not reach Airflow."""
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "pipeline.yaml").write_text(
+        "cron: 0 4 * * *\ntimezone: UTC\nstart_date: 2026-10-01\ndeadline_local_time: '07:30'\n",
+        encoding="utf-8")
+    probe = f"""
+import json, sys
+sys.path[:0] = [{str(REPO / 'plugins')!r}, {str(REPO / 'include')!r}]
+import runpy
+dag = runpy.run_path({str(REPO / 'dags' / 'tokokita_orders_daily.py')!r})["dag"]
+fields = dag.timetable.serialize()
+print(json.dumps([fields["expression"], fields["timezone"], dag.start_date.isoformat(),
+                  dag.get_task("wait_for_raw_partition").wait_window.total_seconds()]))
+"""
+    env = {**AIRFLOW_ENV, "PATH": "/usr/bin:/bin", "TOKOKITA_HOME": str(tmp_path),
+           "TOKOKITA_WAIT_WINDOW_HOURS": "2"}
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         check=True, env=env)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == [
+        "0 4 * * *", "UTC", "2026-10-01T00:00:00+00:00", 7200.0]

@@ -67,7 +67,7 @@ def test_timeouts_reach_postgresql_as_server_settings(pg_url):
     the options the URL already carries (the tests' search_path)."""
     from sqlalchemy import text
 
-    warehouse = Warehouse(pg_url, statement_timeout_s=7, lock_timeout_s=3)
+    warehouse = Warehouse(pg_url, "Asia/Jakarta", statement_timeout_s=7, lock_timeout_s=3)
     with warehouse.begin() as conn:
         assert conn.execute(text("SHOW statement_timeout")).scalar() == "7s"
         assert conn.execute(text("SHOW lock_timeout")).scalar() == "3s"
@@ -79,7 +79,7 @@ def test_a_statement_over_the_timeout_is_a_transient_warehouse_error(pg_url):
     the client) is cancelled and reported as transient, not waited on forever."""
     from sqlalchemy import text
 
-    warehouse = Warehouse(pg_url, statement_timeout_s=1)
+    warehouse = Warehouse(pg_url, "Asia/Jakarta", statement_timeout_s=1)
     with pytest.raises(WarehouseError) as err, warehouse.begin() as conn:
         conn.execute(text("SELECT pg_sleep(5)"))
     assert err.value.transient
@@ -104,7 +104,7 @@ def test_the_answer_deadline_is_a_setting_of_its_own_not_the_statement_timeout(p
     than it fails however long statement_timeout allows; a shorter one is answered."""
     from sqlalchemy import text
 
-    warehouse = Warehouse(pg_url, statement_timeout_s=600, answer_timeout_s=2)
+    warehouse = Warehouse(pg_url, "Asia/Jakarta", statement_timeout_s=600, answer_timeout_s=2)
     with warehouse.begin() as conn:
         assert conn.execute(text("SELECT pg_sleep(1), 7")).all()[0][1] == 7
     started = time.monotonic()
