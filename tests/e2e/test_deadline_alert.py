@@ -228,6 +228,7 @@ def test_the_alert_is_for_scheduled_runs_created_before_their_deadline():
     server = PingServer().start()
     try:
         deadline = {"id": "x", "deadline_time": "2026-11-03T23:00:00+00:00"}
+        zone = {"tz": "Asia/Jakarta", "deadline_local_time": "06:00"}
         base = {"dag_id": DAG_ID, "logical_date": "2026-11-03T19:30:00Z", "state": "running",
                 "partition_key": "2026-11-03", "run_type": "scheduled",
                 "dag_run_id": "scheduled__2026-11-03__2026-11-03T19:30:00+00:00"}
@@ -238,12 +239,12 @@ def test_the_alert_is_for_scheduled_runs_created_before_their_deadline():
             "catch-up": {**base, "queued_at": "2026-11-04T02:00:00.123456Z"},
         }
         for name, dag_run in cases.items():
-            output = asyncio.run(deadline_alert(webhook_url=f"{server.url}{HOOK}",
+            output = asyncio.run(deadline_alert(webhook_url=f"{server.url}{HOOK}", **zone,
                                                 context={"dag_run": dag_run, "deadline": deadline}))
             assert json.loads(output)["not_alerted"], name
         assert server.received == []
         on_time = {**base, "queued_at": "2026-11-03T19:30:01Z"}
-        output = asyncio.run(deadline_alert(webhook_url=f"{server.url}{HOOK}",
+        output = asyncio.run(deadline_alert(webhook_url=f"{server.url}{HOOK}", **zone,
                                             context={"dag_run": on_time, "deadline": deadline}))
         assert isinstance(output, str)  # Airflow stores it as the callback's text output
         assert _posts(server) == [json.loads(output)]
