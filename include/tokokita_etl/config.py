@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
+from functools import cache
 from pathlib import Path
 from typing import Annotated, Any, ClassVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -580,28 +581,51 @@ def load_settings(
     return settings
 
 
+#: path -> ((mtime, size), its settings): a file read again unchanged is not parsed again (the
+#: DAG processor parses the DAG file, and so reads the settings, over and over)
+_FILE_CACHE: dict[Path, tuple[tuple[int, int], dict[str, Any]]] = {}
+
+
 def _read_yaml(path: Path) -> dict[str, Any]:
     """The YAML file's settings; dates and date-times stay text, so that their setting's
     validator reads them and a bad one is an error naming its setting."""
+    try:
+        stat = path.stat()
+        version = (stat.st_mtime_ns, stat.st_size)
+        if (cached := _FILE_CACHE.get(path)) and cached[0] == version:
+            return dict(cached[1])
+        content = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read config: {exc}") from None
     import yaml
 
-    class TextDatesLoader(yaml.SafeLoader):
-        yaml_implicit_resolvers: ClassVar[dict] = {
-            first: [(tag, pattern) for tag, pattern in resolvers
-                    if tag != "tag:yaml.org,2002:timestamp"]
-            for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
-
     try:
-        content = path.read_text(encoding="utf-8")
-        loaded = yaml.load(content, Loader=TextDatesLoader) or {}  # noqa: S506 (a SafeLoader)
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        loaded = yaml.load(content, Loader=_text_dates_loader()) or {}  # noqa: S506 (safe)
+    except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: cannot read config: {exc}") from None
     if not isinstance(loaded, dict):
         raise ConfigError(f"{path}: config must be a mapping of settings")
     for key in loaded:
         if key not in SETTINGS:
             raise ConfigError(f"{path}: unknown setting {key!r}; known: {sorted(SETTINGS)}")
-    return loaded
+    _FILE_CACHE[path] = (version, loaded)
+    return dict(loaded)
+
+
+@cache
+def _text_dates_loader() -> type:
+    """PyYAML's safe loader (libyaml's when installed) without its timestamp resolver."""
+    import yaml
+
+    base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+    class TextDatesLoader(base):
+        yaml_implicit_resolvers: ClassVar[dict] = {
+            first: [(tag, pattern) for tag, pattern in resolvers
+                    if tag != "tag:yaml.org,2002:timestamp"]
+            for first, resolvers in base.yaml_implicit_resolvers.items()}
+
+    return TextDatesLoader
 
 
 def _absolute(path: Location, cwd: Path) -> Location:

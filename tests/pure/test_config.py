@@ -369,3 +369,14 @@ def test_cli_uses_yaml_then_env_then_flags_and_resolves_relative_paths_against_c
     assert due("--raw-dir", str(tmp_path / "env_raw"), "--lookback-days", "5") == ["2026-11-02"]
     monkeypatch.chdir(tmp_path / "yaml_raw")  # a different cwd: no config file, relative paths move
     assert due("--raw-dir", ".", "--lookback-days", "5") == ["2026-11-01"]
+
+
+def test_an_edited_config_file_is_read_again(tmp_path):
+    """The file's settings are kept while the file is unchanged (the DAG processor reads them
+    at every parse); an edit, even one that keeps its size, is read."""
+    config = write_yaml(tmp_path / "config" / "pipeline.yaml", "lookback_days: 5\n")
+    assert load_settings(env={}, cwd=tmp_path).lookback_days == 5
+    stat = config.stat()
+    config.write_text("lookback_days: 6\n", encoding="utf-8")
+    os.utime(config, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    assert load_settings(env={}, cwd=tmp_path).lookback_days == 6
