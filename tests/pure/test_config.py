@@ -380,3 +380,29 @@ def test_an_edited_config_file_is_read_again(tmp_path):
     config.write_text("lookback_days: 6\n", encoding="utf-8")
     os.utime(config, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
     assert load_settings(env={}, cwd=tmp_path).lookback_days == 6
+
+
+def test_the_settings_table_of_the_docs_is_the_class():
+    """docs/configuration.md's table lists exactly the class's settings, in its order, with
+    their defaults, variables and the flags the command line has."""
+    import argparse
+
+    text = (REPO / "docs" / "configuration.md").read_text(encoding="utf-8")
+    table = text.split("## Pipeline settings", 1)[1].split("\n\n", 2)[1]
+    rows = [[cell.strip() for cell in line.strip("|").split("|")]
+            for line in table.splitlines()[2:]]
+    assert [row[0] for row in rows] == [f"`{name}`" for name in SETTINGS]
+    parser = cli._parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    flags = {option for command in commands.choices.values() for action in command._actions
+             for option in action.option_strings}
+    for row in rows:
+        name = row[0].strip("`")
+        value = default(name)
+        if value is None or value == "":
+            shown = "none" if value is None else "empty"
+        else:
+            shown = f"`{value.isoformat() if isinstance(value, date) else value}`"
+        assert (row[1], row[2]) == (shown, f"`TOKOKITA_{name.upper()}`"), name
+        flag = f"--{name.replace('_', '-')}"
+        assert row[3].startswith(f"`{flag}`") == (flag in flags), name
