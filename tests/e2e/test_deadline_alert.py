@@ -32,7 +32,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from stack.ephemeral import DAG_ID, E2E_REPORT, JKT, EphemeralStack, db_url
+from stack.ephemeral import DAG_ID, E2E_REPORT, EphemeralStack, db_url
 from stack.rest import wait_for
 from tests.ping_server import PingServer
 from tests.smtp_server import SmtpServer
@@ -42,6 +42,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 #: from `start()` until the scheduler can create run A (services healthy, DAG parsed, Y1 and
 #: Y2 created), about what it takes on a busy machine: A may be created late, but it must
 #: have looked for its file before B fires a minute later
+#: the zone of the stacks' DAG: the pipeline's default time zone (the stacks set none)
+JKT = "Asia/Jakarta"
 STARTUP_S = 40
 #: `deadline_local_time` after A's fire time: B, firing a minute after A, has two minutes
 AFTER_A = timedelta(minutes=3)
