@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 import pytest
 
 from tests.conftest import SAMPLE_DATES, Workspace, in_process_cli
-from tokokita_etl.config import Settings
+from tokokita_etl.config import default
 from tokokita_etl.errors import ConfigError, WarehouseError
 from tokokita_etl.warehouse import Warehouse
 
@@ -54,7 +54,7 @@ def test_cli_run_against_a_silent_warehouse_fails_and_releases_its_claim(
     call = in_process_cli(ws, monkeypatch, capsys, CLOCK)
     started = time.monotonic()
     code, _, err = call("run", "--date", D02.isoformat())
-    assert time.monotonic() - started < Settings.db_connect_timeout_s + 15
+    assert time.monotonic() - started < default("db_connect_timeout_s") + 15
     assert code == 1 and "Traceback" not in err
     entry = json.loads(ws.state_file.read_text(encoding="utf-8"))["runs"][D02.isoformat()]
     assert (entry["status"], entry["failed_stage"]) == ("failed", "load")
