@@ -438,8 +438,8 @@ def default(name: str) -> Any:
 
 
 def env_var(name: str) -> str:
-    """The environment variable of setting `name`: `TOKOKITA_<NAME>`."""
-    return f"{ENV_PREFIX}{name.upper()}"
+    """The environment variable of setting `name`: `TOKOKITA_<NAME>` (the class's prefix)."""
+    return f"{Settings.model_config['env_prefix']}{name.upper()}"
 
 
 def flag(name: str) -> str:
