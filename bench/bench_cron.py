@@ -14,16 +14,19 @@ from zoneinfo import ZoneInfo
 
 from croniter import croniter
 
+from tokokita_etl.config import default
 from tokokita_etl.cron import CronSchedule, next_runs, parse
 
 RUNS = 100
+#: the pipeline's default time zone
+PIPELINE_ZONE = default("timezone")
 AFTER = datetime(2026, 11, 5, 0, 10)
 CASES = (
-    ("30 2 * * *", "Asia/Jakarta"),
-    ("*/5 * * * *", "Asia/Jakarta"),
-    ("0 0 1 * 0", "Asia/Jakarta"),
-    ("0 9-17 * * 1-5", "Asia/Jakarta"),
-    ("0 0 29 2 *", "Asia/Jakarta"),
+    ("30 2 * * *", PIPELINE_ZONE),
+    ("*/5 * * * *", PIPELINE_ZONE),
+    ("0 0 1 * 0", PIPELINE_ZONE),
+    ("0 9-17 * * 1-5", PIPELINE_ZONE),
+    ("0 0 29 2 *", PIPELINE_ZONE),
     ("30 2 * * *", "America/New_York"),
     ("*/15 * * * *", "Europe/Berlin"),
 )

@@ -21,8 +21,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from tokokita_etl.config import default
+
 REPO = Path(__file__).resolve().parents[1]
 DAG_FILE = REPO / "dags" / "tokokita_orders_daily.py"
+#: the yardsticks' zone: the pipeline's default time zone
+PIPELINE_ZONE = default("timezone")
 EMPTY_DAG = '''"""An empty DAG: the yardstick for parse time."""
 from __future__ import annotations
 
@@ -30,9 +34,9 @@ import pendulum
 from airflow.sdk import DAG
 
 with DAG(dag_id="empty_yardstick", schedule=None,
-         start_date=pendulum.datetime(2026, 11, 1, tz="Asia/Jakarta"), catchup=False):
+         start_date=pendulum.datetime(2026, 11, 1, tz=@ZONE@), catchup=False):
     pass
-'''
+'''.replace("@ZONE@", repr(PIPELINE_ZONE))
 
 # the same shape built from Airflow's own parts: 7 EmptyOperators, 3 Params, default_args,
 # a cron timetable; what any DAG like this one costs Airflow to parse, without project code
@@ -47,15 +51,15 @@ from airflow.sdk import DAG, Param, chain
 from airflow.timetables.trigger import CronTriggerTimetable
 
 with DAG(dag_id="same_shape_yardstick",
-         schedule=CronTriggerTimetable("30 2 * * *", timezone="Asia/Jakarta"),
-         start_date=pendulum.datetime(2026, 11, 1, tz="Asia/Jakarta"), catchup=True,
+         schedule=CronTriggerTimetable("30 2 * * *", timezone=@ZONE@),
+         start_date=pendulum.datetime(2026, 11, 1, tz=@ZONE@), catchup=True,
          max_active_runs=3, tags=["yardstick"],
          default_args={"owner": "x", "retries": 2, "retry_delay": timedelta(minutes=5)},
          params={"force": Param(False, type="boolean"),
                  "reset_attempts": Param(False, type="boolean"),
                  "partition_date": Param(None, type=["null", "string"])}):
     chain(*[EmptyOperator(task_id=f"t{i}") for i in range(7)])
-'''
+'''.replace("@ZONE@", repr(PIPELINE_ZONE))
 
 
 def _airflow_env(home: Path) -> None:

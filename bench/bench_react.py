@@ -57,7 +57,6 @@ import time
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
-from zoneinfo import ZoneInfo
 
 from bench.harness import REPO
 from tokokita_etl.config import partition_path
@@ -131,11 +130,11 @@ def deferrable_variant(source: str, *, start_date: str, end_date: str) -> str:
     paused at creation (the bench unpauses it). Each change must apply exactly once."""
     changes = [
         ('dag_id="tokokita_orders_daily",', f'dag_id="{VARIANT_DAG_ID}",'),
-        ("SCHEDULE = dag_schedule_from_env()",
-         "SCHEDULE = dag_schedule_from_env({**__import__('os').environ, "
-         f"'TOKOKITA_START_DATE': {start_date!r}, 'TOKOKITA_END_DATE': {end_date!r}}})"),
-        ('RawPartitionSensor(task_id="wait_for_raw_partition", wait_window=SCHEDULE.wait_window)',
-         'RawPartitionSensor(task_id="wait_for_raw_partition", wait_window=SCHEDULE.wait_window,'
+        ("SETTINGS = pipeline_settings()",
+         f"SETTINGS = pipeline_settings().replace(start_date={start_date!r}, "
+         f"end_date={end_date!r})"),
+        ('RawPartitionSensor(task_id="wait_for_raw_partition", wait_window=SETTINGS.wait_window)',
+         'RawPartitionSensor(task_id="wait_for_raw_partition", wait_window=SETTINGS.wait_window,'
          " deferrable=True)"),
         ("is_paused_upon_creation=False,", "is_paused_upon_creation=True,"),
     ]
@@ -167,12 +166,12 @@ def sensor_setup(stack, dag_file: Path) -> dict[str, Any]:
 def react(reps: int = 3, rows: int = 2000, shift_s: float = 45.0) -> dict[str, Any]:
     """Landing -> processing (reschedule and deferrable sensor), bad partition -> failure."""
     from devtools.samples import generate_partition
-    from stack.ephemeral import JKT, EphemeralStack, fire_time, last_fired_day
+    from stack.ephemeral import EphemeralStack, dag_settings, fire_time, last_fired_day
 
     started = time.monotonic()
     report: dict[str, Any] = {"machine": machine(), "reps": reps, "rows_per_partition": rows}
     now = datetime.now(UTC)
-    today = now.astimezone(ZoneInfo(JKT)).date()
+    today = now.astimezone(dag_settings().tz).date()
     last = last_fired_day(now)
     days = {"reschedule": [last - timedelta(days=reps - 1 - i) for i in range(reps)]}
     days["deferrable"] = [days["reschedule"][0] - timedelta(days=reps - i) for i in range(reps)]

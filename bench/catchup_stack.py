@@ -23,9 +23,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
-from zoneinfo import ZoneInfo
 
-from stack.ephemeral import DAG_ID, JKT, EphemeralStack, fire_time, last_fired_day, partition_day
+from stack.ephemeral import (
+    DAG_ID,
+    EphemeralStack,
+    dag_settings,
+    fire_time,
+    last_fired_day,
+    partition_day,
+)
 from tokokita_etl.config import partition_path
 
 
@@ -63,7 +69,7 @@ def catchup(days: int, rows: int, *, celery: bool = False, timeout: float = 1800
     from stack.rest import wait_for
 
     now = datetime.now(UTC)
-    today = now.astimezone(ZoneInfo(JKT)).date()
+    today = now.astimezone(dag_settings().tz).date()
     last_day = last_fired_day(now)
     first = last_day - timedelta(days=days - 1)
     dates = [first + timedelta(days=i) for i in range(days)]

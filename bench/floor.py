@@ -197,19 +197,19 @@ def validate_floor(warehouse, day: date) -> tuple[float, str]:
 
 def run_floor(spec: dict) -> dict:
     """Every stage's floor for one partition; seconds per stage and what was ingested."""
-    from tokokita_etl.config import Settings, partition_path
+    from tokokita_etl.config import default, partition_path
     from tokokita_etl.warehouse import Warehouse
 
     day = date.fromisoformat(spec["date"])
     work = Path(spec["work"])
-    warehouse = Warehouse(spec["warehouse_url"])  # the pipeline's default zone, as its side
+    warehouse = Warehouse(spec["warehouse_url"], default("timezone"))  # as the pipeline's side
     warehouse.ensure_schema()
     warehouse.engine.dispose()
     stages: dict[str, float] = {}
     stages["extract"], table = extract_floor(
         partition_path(Path(spec["raw_dir"]), day))
     parsed_rows = table.num_rows
-    stages["transform"] = transform_floor(table, work / "floor", Settings.duckdb_memory_limit)
+    stages["transform"] = transform_floor(table, work / "floor", default("duckdb_memory_limit"))
     del table
     stages["load"], counts = load_floor(warehouse, spec["source_url"], day)
     stages["validate"], checksum = validate_floor(warehouse, day)

@@ -1,11 +1,11 @@
 """
 # TokoKita orders, daily
 
-Processes one raw partition `pesanan_D.csv` per run: the run that fires at **D+1 02:30
-Asia/Jakarta** processes **D** (yesterday). Every run shows D as its **Partition Key** (run
-header, runs list); a scheduled run's id names it too. Catch-up is on; the watermark gate
-makes Airflow's catch-ups, retries, backfills, triggers and clears process exactly the dates
-the pipeline's `due_runs` would.
+Processes one raw partition `pesanan_D.csv` per run: the run that fires at **D+1 02:30**
+(the default `cron`, in the pipeline's time zone `timezone`) processes **D** (yesterday).
+Every run shows D as its **Partition Key** (run header, runs list); a scheduled run's id names
+it too. Catch-up is on; the watermark gate makes Airflow's catch-ups, retries, backfills,
+triggers and clears process exactly the dates the pipeline's `due_runs` would.
 
 | task | what it does |
 |---|---|
@@ -13,18 +13,21 @@ the pipeline's `due_runs` would.
 | `check_watermark` | skips D if done (unless cleared) or held, fails if blocked, claims D |
 | `extract` ... `publish_gold` | one pipeline stage each, same functions as `tokokita-etl run` |
 
-**Trigger** with the form's defaults to process yesterday (Asia/Jakarta); set
+**Trigger** with the form's defaults to process yesterday (in the pipeline's zone); set
 `partition_date` (YYYY-MM-DD) for another date, `force` to reprocess a date that succeeded,
 `reset_attempts` to unblock a date that reached max attempts. **Clear** re-runs: clearing a
 stage (with downstream) or the whole run of a date that succeeded reprocesses it, as `force`
 does. A backfill processes each run's own date: leave `partition_date` empty there. See the
 operations guide for every gesture.
 
-**Deadline**: a scheduled run must have succeeded by 06:00 Asia/Jakarta on the fire date
-(`deadline_local_time`), else it alerts (logged by the triggerer, POSTed to
+**Deadline**: a scheduled run must have succeeded by `deadline_local_time` (in the pipeline's
+zone) on the fire date, else it alerts (logged by the triggerer, POSTed to
 `deadline_webhook_url`, sent to the configured `notifiers`). Only scheduled runs created
 before their deadline get one: a catch-up of past nights, a backfill and a manual run have
 no deadline.
+
+The schedule, zone, catch-up window, wait window and deadline are the pipeline's settings
+(config/pipeline.yaml and the TOKOKITA_* environment, read here when the file is parsed).
 """
 
 from __future__ import annotations
@@ -36,29 +39,28 @@ from airflow.sdk import DAG, Asset, AsyncCallback, DeadlineAlert, Param, chain
 from tokokita_airflow.deadlines import ScheduledRunDeadline
 from tokokita_airflow.notifiers import deadline_alert
 from tokokita_airflow.operators import EtlStageOperator, WatermarkGateOperator
+from tokokita_airflow.runtime import pipeline_settings
 from tokokita_airflow.sensors import RawPartitionSensor
 from tokokita_airflow.timetable import PartitionDateTimetable
 from tokokita_etl import notify
-from tokokita_etl.config import dag_schedule_from_env
 from tokokita_etl.stages import STAGE_NAMES
 
-SCHEDULE = dag_schedule_from_env()
-DEADLINE_LOCAL_TIME = SCHEDULE.deadline_local_time.strftime("%H:%M")
-# a scheduled run created before its deadline (06:00 on its fire date) gets it; a catch-up run
-# created after it, a backfill or a manual run gets none (notify.run_deadline). The reference
-# is the midnight before the deadline, the interval the local time after it: Airflow's UI says
-# "Must complete within 6 hours of midnight Asia/Jakarta (succeeded by 06:00 ...)"
+SETTINGS = pipeline_settings()
+# a scheduled run created before its deadline (deadline_local_time on its fire date) gets it;
+# a catch-up run created after it, a backfill or a manual run gets none (notify.run_deadline).
+# The reference is the midnight before the deadline, the interval the local time after it:
+# Airflow's UI says "Must complete within 6 hours of midnight <zone> (succeeded by 06:00 ...)"
 DEADLINE = DeadlineAlert(
-    reference=ScheduledRunDeadline(deadline_local_time=DEADLINE_LOCAL_TIME,
-                                   tz=SCHEDULE.timezone),
-    interval=notify.deadline_offset(SCHEDULE.deadline_local_time),
+    reference=ScheduledRunDeadline(deadline_local_time=SETTINGS.deadline_local_time,
+                                   tz=SETTINGS.timezone),
+    interval=notify.deadline_offset(SETTINGS.deadline_time),
     # logged, POSTed to deadline_webhook_url and sent to the `notifiers` (imported when sent)
     callback=AsyncCallback(deadline_alert, kwargs={
-        "dag_id": "tokokita_orders_daily", "webhook_url": SCHEDULE.deadline_webhook_url,
-        "tz": SCHEDULE.timezone, "deadline_local_time": DEADLINE_LOCAL_TIME,
-        "notifiers": SCHEDULE.notifiers}),
-    name=notify.deadline_wording(SCHEDULE.cron, SCHEDULE.timezone, SCHEDULE.start_date,
-                                 SCHEDULE.deadline_local_time),
+        "dag_id": "tokokita_orders_daily", "webhook_url": SETTINGS.deadline_webhook_url,
+        "tz": SETTINGS.timezone, "deadline_local_time": SETTINGS.deadline_local_time,
+        "notifiers": SETTINGS.notifiers, "pipeline": SETTINGS.pipeline}),
+    name=notify.deadline_wording(SETTINGS.cron, SETTINGS.timezone, SETTINGS.catchup_start,
+                                 SETTINGS.deadline_time),
 )
 GOLD_ASSET = Asset(name="tokokita_summary_harian", uri="tokokita://gold/summary_harian",
                    group="tokokita")
@@ -69,9 +71,9 @@ with DAG(
     doc_md=__doc__,
     # the logical date is the fire time, so D = local date of the logical date - 1 day;
     # the catch-up's end is the timetable's, not the DAG's: a manual run after it has tasks
-    schedule=PartitionDateTimetable(SCHEDULE.cron, timezone=SCHEDULE.timezone,
-                                    last_fire=SCHEDULE.end_date),
-    start_date=SCHEDULE.start_date,
+    schedule=PartitionDateTimetable(SETTINGS.cron, timezone=SETTINGS.timezone,
+                                    last_fire=SETTINGS.catchup_end),
+    start_date=SETTINGS.catchup_start,
     catchup=True,
     # a backfill of a paused DAG never starts: the DAG is active from its first parse
     is_paused_upon_creation=False,
@@ -94,10 +96,10 @@ with DAG(
         "partition_date": Param(None, type=["null", "string"], pattern=r"^\d{4}-\d{2}-\d{2}$",
                                 title="Partition date (YYYY-MM-DD)",
                                 description="The date to process, e.g. 2026-11-02; empty: "
-                                            "yesterday in Asia/Jakarta (a scheduled run: the "
-                                            "day before its fire time). Leave it empty in a "
-                                            "backfill: each of its runs processes its own "
-                                            "date"),
+                                            f"yesterday in {SETTINGS.timezone} (a scheduled "
+                                            "run: the day before its fire time). Leave it "
+                                            "empty in a backfill: each of its runs processes "
+                                            "its own date"),
         "force": Param(False, type=["boolean", "null"], title="Force",
                        description="Reprocess the date even if it already succeeded"),
         "reset_attempts": Param(False, type=["boolean", "null"], title="Reset attempts",
@@ -105,7 +107,7 @@ with DAG(
                                             "(recorded in the watermark)"),
     },
 ) as dag:
-    wait = RawPartitionSensor(task_id="wait_for_raw_partition", wait_window=SCHEDULE.wait_window)
+    wait = RawPartitionSensor(task_id="wait_for_raw_partition", wait_window=SETTINGS.wait_window)
     gate = WatermarkGateOperator(task_id="check_watermark")
     stages = [
         EtlStageOperator(task_id=stage, stage=stage,

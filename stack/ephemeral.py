@@ -32,7 +32,6 @@ from stack.local import LocalStack, LocalTarget, Proc, free_port, stop_procs
 from stack.rest import AirflowApi
 
 DAG_ID = "tokokita_orders_daily"
-JKT = "Asia/Jakarta"
 USERNAME = "airflow"  # the compose file's default _AIRFLOW_WWW_USER_USERNAME / _PASSWORD
 PASSWORD = "airflow"  # noqa: S105
 
@@ -371,20 +370,25 @@ def _answers(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
+def dag_settings():
+    """The settings the DAG file reads when it is parsed (the repository's config file and
+    this process's environment), for its schedule and zone."""
+    from tokokita_etl.config import load_settings
+
+    return load_settings(cwd=REPO)
+
+
 def partition_day(run: dict[str, Any]) -> date:
     """D of a scheduled or backfill run: the package's rule on its fire time, in the DAG's zone."""
-    from tokokita_etl.config import dag_schedule_from_env
     from tokokita_etl.schedule import partition_date_for_run
 
     logical = datetime.fromisoformat(run["logical_date"].replace("Z", "+00:00"))
-    return partition_date_for_run(logical, dag_schedule_from_env().timezone)
+    return partition_date_for_run(logical, dag_settings().timezone)
 
 
 def last_fired_day(now: datetime) -> date:
     """D of the latest scheduled run that has fired at `now`."""
-    from zoneinfo import ZoneInfo
-
-    local = now.astimezone(ZoneInfo(JKT))
+    local = now.astimezone(dag_settings().tz)
     today = local.date()
     # the run of T-1 fires at T 02:30; leave the scheduler two minutes of slack around it
     fired = local >= fire_time(today - timedelta(days=1)) + timedelta(minutes=2)
@@ -392,9 +396,8 @@ def last_fired_day(now: datetime) -> date:
 
 
 def fire_time(day: date) -> datetime:
-    """The scheduled fire time of partition `day` (D+1 02:30 Jakarta), as the DAG's schedule."""
-    from tokokita_etl.config import dag_schedule_from_env
+    """The scheduled fire time of partition `day` (D+1 02:30 by default), as the DAG's schedule."""
     from tokokita_etl.schedule import fire_time_for_partition
 
-    schedule = dag_schedule_from_env()
-    return fire_time_for_partition(day, schedule.cron, schedule.timezone)
+    settings = dag_settings()
+    return fire_time_for_partition(day, settings.cron, settings.timezone)

@@ -171,10 +171,10 @@ def prepare_warehouse(env: Mapping[str, str]) -> str | None:
             if not exists:
                 conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(url.database)))
                 say(f"created warehouse database {url.database!r}")
-    from tokokita_etl.config import DEFAULT_TIMEZONE
+    from tokokita_etl.config import default
     from tokokita_etl.warehouse import Warehouse
 
-    warehouse = Warehouse(url_text, env.get("TOKOKITA_TIMEZONE") or DEFAULT_TIMEZONE)
+    warehouse = Warehouse(url_text, env.get("TOKOKITA_TIMEZONE") or default("timezone"))
     warehouse.ensure_schema()
     say(f"warehouse tables ready in {warehouse.display_url}")
     return warehouse.display_url

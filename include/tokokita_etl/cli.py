@@ -1,4 +1,4 @@
-"""Command line: `tokokita-etl run|due|status|state|cron` (also `python -m tokokita_etl`)."""
+"""Command line: `tokokita-etl run|due|status|state|config|cron` (also `python -m tokokita_etl`)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,11 @@ from datetime import datetime
 from pathlib import Path
 
 from tokokita_etl.config import (
-    DEFAULT_TIMEZONE,
     STACK_SETTINGS_FILE,
     Settings,
+    default,
     load_settings,
+    shown,
     stack_environment,
 )
 from tokokita_etl.errors import EXIT_USAGE, EtlError, StateError
@@ -83,6 +84,14 @@ def _parser() -> argparse.ArgumentParser:
                                    "imported, when a date already has an entry)")
     imports.add_argument("file", help="a state.json file")
 
+    config = sub.add_parser("config", parents=[common], help="print every effective setting "
+                            "and where its value came from (default, the YAML file, a "
+                            "TOKOKITA_* variable, the local stack's file or a flag); "
+                            "credentials masked")
+    config.add_argument("--lookback-days", type=int)
+    config.add_argument("--max-attempts", type=int)
+    config.add_argument("--json", action="store_true")
+
     sub.add_parser("cron", add_help=False, help="validate, explain and preview a cron expression")
     return parser
 
@@ -98,7 +107,7 @@ def _settings(args: argparse.Namespace) -> Settings:
                           for name, value in sorted(stack.items()))
         print(f"[settings] as the local Airflow stack's services ({STACK_SETTINGS_FILE}): "
               f"{given}; the environment and flags override them", file=sys.stderr)
-    return load_settings(args.config, env={**stack, **os.environ},
+    return load_settings(args.config, stack=stack,
                          overrides={n: getattr(args, n, None) for n in names})
 
 
@@ -185,6 +194,20 @@ def cmd_state(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_config(args: argparse.Namespace) -> int:
+    """`config [--json]`: each setting, its value (credentials masked) and its source."""
+    rows = shown(_settings(args))
+    if args.json:
+        print(json.dumps([{"setting": name, "value": value, "source": source}
+                          for name, value, source in rows], indent=2))
+        return 0
+    width = max(len(name) for name, _, _ in rows)
+    value_width = min(48, max(len(value) for _, value, _ in rows))
+    for name, value, source in rows:
+        print(f"{name:<{width}}  {value:<{value_width}}  {source}".rstrip())
+    return 0
+
+
 def _to_devnull(stream) -> None:
     """Point `stream`'s file descriptor at /dev/null: what is still buffered for a reader
     that has gone, and the flush at exit, go nowhere instead of raising BrokenPipeError."""
@@ -230,7 +253,7 @@ def _main(argv: list[str] | None, *, now: Callable[[], datetime]) -> int:
         try:
             zone = load_settings().timezone
         except EtlError:
-            zone = DEFAULT_TIMEZONE
+            zone = default("timezone")
         return cron.main(argv[1:], default_tz=zone)
     parser = _parser()
     try:
@@ -244,6 +267,8 @@ def _main(argv: list[str] | None, *, now: Callable[[], datetime]) -> int:
             return cmd_due(args)
         if args.command == "state":
             return cmd_state(args)
+        if args.command == "config":
+            return cmd_config(args)
         return cmd_status(args, now)
     except EtlError as exc:
         print(f"error: {exc}", file=sys.stderr)

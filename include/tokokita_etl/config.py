@@ -1,7 +1,12 @@
-"""Settings: built-in defaults < YAML file < environment variables < explicit overrides.
+"""Settings: one pydantic-settings class, `Settings`, with its sources in order of precedence:
+explicit values (command-line flags) > `TOKOKITA_<NAME>` environment variables > (the command
+line only) the local Airflow stack's `airflow_home/tokokita.env` > the YAML file
+(config/pipeline.yaml or $TOKOKITA_CONFIG) > the class defaults.
 
-Every setting is a field of `Settings`; its environment variable is `TOKOKITA_<NAME>`. Each
-value is checked where it is read (`_coerce`), so an error names the setting and its source.
+The command line, the tasks and the DAG file (when it is parsed) all read them through
+`load_settings`. Each value is checked by its field's validator, and an error names the setting
+and the source it came from (the file, the variable or the flag); every loaded `Settings`
+records where each of its values came from (`Settings.source`, `tokokita-etl config`).
 """
 
 from __future__ import annotations
@@ -9,15 +14,21 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields, replace
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
+from functools import cache
 from pathlib import Path
-from typing import Any, ClassVar
-from urllib.parse import urlsplit
+from typing import Annotated, Any, ClassVar
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from tokokita_etl.contract import DEFAULT_TIMEZONE
+from pydantic import PlainValidator, PrivateAttr, ValidationError, model_validator
+from pydantic_core import PydanticCustomError
+from pydantic_settings import BaseSettings, InitSettingsSource, SettingsConfigDict
+
 from tokokita_etl.cron import CronError, parse
 from tokokita_etl.errors import ConfigError
 from tokokita_etl.storage import Location, file_size, is_url
@@ -28,6 +39,100 @@ DEFAULT_CONFIG_PATH = Path("config/pipeline.yaml")
 #: beneath the environment, so that both see one set of settings
 STACK_SETTINGS_FILE = Path("airflow_home/tokokita.env")
 ENV_PREFIX = "TOKOKITA_"
+#: the source of a value nobody set
+DEFAULT_SOURCE = "default"
+#: the source of a value given to `Settings.replace`
+REPLACE_SOURCE = "Settings.replace"
+
+
+# -- the value rules: each raises `_rule` ("<name> <text>") or `_problem` ("<name>: <text>") --
+
+def _rule(text: str) -> PydanticCustomError:
+    return PydanticCustomError("tokokita_rule", "{text}", {"text": text})
+
+
+def _problem(text: str) -> PydanticCustomError:
+    return PydanticCustomError("tokokita_problem", "{text}", {"text": text})
+
+
+def _count(value: Any) -> int:
+    """A whole number >= 1 (a YAML true or 2.5 is not one)."""
+    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+        raise _rule(f"must be an integer, got {value!r}")
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise _rule(f"must be an integer, got {value!r}") from None
+    if number < 1:
+        raise _rule(f"must be >= 1, got {number}")
+    return number
+
+
+def _share(value: Any) -> float:
+    """A number from 0 to 1."""
+    try:
+        if isinstance(value, bool):
+            raise ValueError
+        number = float(value)
+    except (TypeError, ValueError):
+        raise _rule(f"must be a number from 0 to 1, got {value!r}") from None
+    if not (math.isfinite(number) and 0.0 <= number <= 1.0):
+        raise _rule(f"must be from 0 to 1, got {value!r}")
+    return number
+
+
+def _catchup_date(value: Any, *, optional: bool = False) -> date | None:
+    """A date, or a date-time for a bound inside a day (naive: wall time in `timezone`)."""
+    if optional and value in (None, ""):
+        return None
+    if isinstance(value, date):
+        return value
+    if isinstance(value, str):
+        for parse_iso in (date.fromisoformat, datetime.fromisoformat):
+            try:
+                return parse_iso(value.strip())
+            except ValueError:
+                pass
+    expected = "an ISO 8601 date or date-time" + (" (or empty)" if optional else "")
+    raise _rule(f"must be {expected}, got {value!r}")
+
+
+def _url_folder_problem(url: str) -> str | None:
+    import fsspec
+
+    scheme = url.split("://", 1)[0]
+    if scheme not in fsspec.available_protocols():
+        return f"unknown storage scheme {scheme!r} in {url!r}"
+    return None
+
+
+def _folder(value: Any, *, urls: bool = True) -> Location:
+    """A local folder (a Path) or, when `urls`, an object-storage URL (a str, no trailing /)."""
+    if not isinstance(value, str | os.PathLike) or not str(value):
+        raise _rule(f"must be a non-empty path, got {value!r}")
+    if isinstance(value, str) and "://" in value:
+        if not urls:
+            raise _rule(f"must be a local folder, got the URL {value!r}")
+        if problem := _url_folder_problem(value):
+            raise _rule(problem)
+        return value.rstrip("/")
+    return Path(value)
+
+
+def _text(*, empty: bool = False, choices: tuple[str, ...] = (),
+          problem: Callable[[str], str | None] | None = None) -> PlainValidator:
+    """A string setting: non-empty unless `empty`, one of `choices`, no `problem`."""
+
+    def check(value: Any) -> str:
+        if not isinstance(value, str) or not (value or empty):
+            raise _rule(f"must be a non-empty string, got {value!r}")
+        if value and choices and value not in choices:
+            raise _rule(f"must be one of {', '.join(choices)}, got {value!r}")
+        if value and problem and (found := problem(value)):
+            raise _problem(found)
+        return value
+
+    return PlainValidator(check)
 
 
 def _cron_problem(expr: str) -> str | None:
@@ -87,80 +192,198 @@ def _state_url_problem(url: str) -> str | None:
     return f"expected empty, 'warehouse' or a postgresql:// URL, got {url!r}"
 
 
-@dataclass(frozen=True)
-class Settings:
-    """Resolved pipeline settings; paths are absolute."""
+Count = Annotated[int, PlainValidator(_count)]
+Share = Annotated[float, PlainValidator(_share)]
+CatchupDate = Annotated[date, PlainValidator(_catchup_date)]
+OptionalCatchupDate = Annotated[date | None, PlainValidator(
+    lambda value: _catchup_date(value, optional=True))]
+Folder = Annotated[Location, PlainValidator(_folder)]
+LocalFolder = Annotated[Path, PlainValidator(lambda value: _folder(value, urls=False))]
+Text = Annotated[str, _text()]
+OptionalText = Annotated[str, _text(empty=True)]
+HttpUrl = Annotated[str, _text(empty=True, problem=_url_problem)]
 
-    pipeline: str = "etl-pesanan-tokokita"
-    cron: str = field(default="30 2 * * *", metadata={"problem": _cron_problem})
-    timezone: str = field(default=DEFAULT_TIMEZONE, metadata={"problem": _timezone_problem})
-    lookback_days: int = 7
-    max_attempts: int = 3
-    raw_dir: Location = Path("data/raw")
-    gold_dir: Location = Path("data/gold")
-    quarantine_dir: Location = Path("data/quarantine")
-    state_dir: Path = Path("data/state")
-    staging_dir: Location = Path("data/staging")
+
+# -- the sources ------------------------------------------------------------------------------
+
+class _Layer(InitSettingsSource):
+    """One source of settings values (`values`: setting name -> raw value), and the label each
+    value's errors and `Settings.source` name: `origin(name)`."""
+
+    def __init__(self, settings_cls: type[BaseSettings], values: Mapping[str, Any],
+                 origin: Callable[[str], str]) -> None:
+        super().__init__(settings_cls, dict(values))
+        self.values = dict(values)
+        self.origin = origin
+
+
+@dataclass(frozen=True)
+class _Load:
+    """What one `load_settings` (or `replace`) call reads, while it validates."""
+
+    #: the sources below the explicit values, highest precedence first
+    layers: tuple[_Layer, ...]
+    #: setting name -> where its value comes from (absent: the default)
+    origins: Mapping[str, str]
+
+
+_LOADING: ContextVar[_Load | None] = ContextVar("tokokita_settings_loading", default=None)
+
+
+@contextmanager
+def _loading(load: _Load) -> Iterator[None]:
+    token = _LOADING.set(load)
+    try:
+        yield
+    finally:
+        _LOADING.reset(token)
+
+
+def _origin(name: str) -> str:
+    load = _LOADING.get()
+    return (load.origins if load else {}).get(name, DEFAULT_SOURCE)
+
+
+class Settings(BaseSettings):
+    """The pipeline's settings; `load_settings` resolves the paths (absolute) and records the
+    source of each value. Immutable: `replace` makes a validated copy."""
+
+    model_config = SettingsConfigDict(frozen=True, extra="forbid", env_prefix=ENV_PREFIX)
+
+    pipeline: Text = "etl-pesanan-tokokita"
+    cron: Annotated[str, _text(problem=_cron_problem)] = "30 2 * * *"
+    #: the pipeline's time zone: partition dates are its dates
+    timezone: Annotated[str, _text(problem=_timezone_problem)] = "Asia/Jakarta"
+    lookback_days: Count = 7
+    max_attempts: Count = 3
+    raw_dir: Folder = Path("data/raw")
+    gold_dir: Folder = Path("data/gold")
+    quarantine_dir: Folder = Path("data/quarantine")
+    state_dir: LocalFolder = Path("data/state")
+    staging_dir: Folder = Path("data/staging")
     #: this machine's working copies of the object-storage folders (a local folder)
-    work_dir: Path = Path("data/work")
-    warehouse_url: str = "sqlite:///data/warehouse/tokokita.db"
+    work_dir: LocalFolder = Path("data/work")
+    warehouse_url: Text = "sqlite:///data/warehouse/tokokita.db"
     #: where the watermark, the claims and the manifests live: empty for files in
     #: `state_dir`; a `postgresql://` URL, or `warehouse` for the warehouse's own PostgreSQL
     #: database (schema `tokokita_state`), for workers on several machines
-    state_url: str = field(default="", metadata={"problem": _state_url_problem, "empty": True})
+    state_url: Annotated[str, _text(empty=True, problem=_state_url_problem)] = ""
     #: inside Airflow: the Airflow connection the warehouse is read from (its URL then
     #: replaces `warehouse_url`); empty: `warehouse_url` inside Airflow too
-    warehouse_conn_id: str = field(default="tokokita_warehouse", metadata={"empty": True})
+    warehouse_conn_id: OptionalText = "tokokita_warehouse"
     #: inside Airflow: the connection of a separate PostgreSQL state database; empty: the
     #: state follows `state_url` (`warehouse`: the warehouse's connection)
-    state_conn_id: str = field(default="", metadata={"empty": True})
+    state_conn_id: OptionalText = ""
     #: inside Airflow: the connection the object-storage folders (s3:// URLs) are reached
     #: with (key, secret; the endpoint in its extras, as the Amazon provider reads it)
-    object_storage_conn_id: str = field(default="aws_default", metadata={"empty": True})
+    object_storage_conn_id: OptionalText = "aws_default"
     #: DuckDB's own memory in transform; beyond it its temp tables spill to the staging folder
     #: (with the rest of the process this bounds a large partition's peak RSS)
-    duckdb_memory_limit: str = field(default="400MB", metadata={"problem": _duckdb_size_problem})
+    duckdb_memory_limit: Annotated[str, _text(problem=_duckdb_size_problem)] = "400MB"
     #: how long after its scheduled fire time a run waits for its partition file
-    wait_window_hours: int = 6
+    wait_window_hours: Count = 6
     #: how long a run's claim on a date holds before another run may take the date over
-    claim_ttl_hours: int = 6
+    claim_ttl_hours: Count = 6
     #: the DAG's catch-up window: an ISO 8601 date (its midnight) or date-time, in `timezone`
     #: unless it has an offset
-    start_date: date = date(2026, 11, 1)
-    end_date: date | None = None
+    start_date: CatchupDate = date(2026, 11, 1)
+    end_date: OptionalCatchupDate = None
     #: a run whose valid rows are below this share of the trailing median is reported
-    volume_min_share: float = field(default=0.5, metadata={"range": (0.0, 1.0)})
+    volume_min_share: Share = 0.5
     #: `warn`, or `fail`: a low-volume or zero-row run fails validation
-    volume_check: str = field(default="warn", metadata={"choices": ("warn", "fail")})
+    volume_check: Annotated[str, _text(choices=("warn", "fail"))] = "warn"
     #: an http(s) URL to ping after each run; empty: none
-    ping_url: str = field(default="", metadata={"problem": _url_problem, "empty": True})
+    ping_url: HttpUrl = ""
     #: the scheduled run for D must have succeeded by this local time (HH:MM, in `timezone`)
     #: on its fire date, else the DAG's deadline alert fires
-    deadline_local_time: str = field(default="06:00",
-                                     metadata={"problem": _local_time_problem})
+    deadline_local_time: Annotated[str, _text(problem=_local_time_problem)] = "06:00"
     #: an http(s) URL the deadline alert POSTs JSON to; empty: the alert is only logged
-    deadline_webhook_url: str = field(default="",
-                                      metadata={"problem": _url_problem, "empty": True})
+    deadline_webhook_url: HttpUrl = ""
     #: Airflow notifiers for the alerts, as JSON: a list of {"class": import path of a
     #: BaseNotifier, "kwargs": {...}, "on": [events]} (`notify.parse_notifiers`); empty: none
     #: besides `ping_url` and `deadline_webhook_url`
-    notifiers: str = field(default="", metadata={"problem": _notifiers_problem, "empty": True})
+    notifiers: Annotated[str, _text(empty=True, problem=_notifiers_problem)] = ""
     #: seconds to wait for the warehouse to accept a connection (PostgreSQL connect_timeout)
-    db_connect_timeout_s: int = 10
+    db_connect_timeout_s: Count = 10
     #: seconds one warehouse statement may run (PostgreSQL statement_timeout): above the
     #: longest legitimate statement (the fact COPY: 21 s at 5M rows, docs/configuration.md)
-    db_statement_timeout_s: int = 600
+    db_statement_timeout_s: Count = 600
     #: seconds the client waits for any answer of the server (a result, room to write, a
     #: fetched batch) before it closes the connection: a frozen or silent server fails the
     #: run after this; above the longest silence of a legitimate run (docs/configuration.md)
-    db_answer_timeout_s: int = 45
+    db_answer_timeout_s: Count = 45
     #: seconds to wait for a warehouse lock (PostgreSQL lock_timeout, SQLite busy timeout)
-    db_lock_timeout_s: int = 60
+    db_lock_timeout_s: Count = 60
+
+    #: setting name -> where its value came from (absent: the default)
+    _origins: dict[str, str] = PrivateAttr(default_factory=dict)
+
+    @classmethod
+    def settings_customise_sources(cls, settings_cls, init_settings, env_settings,
+                                   dotenv_settings, file_secret_settings):
+        """Explicit values, then the sources `load_settings` reads (environment, the stack's
+        file, the YAML file); `Settings(...)` alone reads none: its values and the defaults."""
+        load = _LOADING.get()
+        return (init_settings, *(load.layers if load else ()))
+
+    @model_validator(mode="after")
+    def check_together(self) -> Settings:
+        """The rules that involve more than one setting."""
+        if self.state_url == "warehouse" and not self.warehouse_url.startswith("postgres"):
+            raise _together(
+                f"state_url 'warehouse' ({_origin('state_url')}) needs a PostgreSQL "
+                f"warehouse_url, got {self.warehouse_url!r}; the state of the embedded SQLite "
+                "setup stays in state_dir (leave state_url empty)")
+        if self.end_date is not None and self.catchup_end < self.catchup_start:
+            raise _together(
+                f"end_date {self.end_date.isoformat()} ({_origin('end_date')}) is before "
+                f"start_date {self.start_date.isoformat()} ({_origin('start_date')})")
+        return self
+
+    def __eq__(self, other: object) -> bool:
+        """Equal values (wherever they came from)."""
+        return type(other) is type(self) and self.__dict__ == other.__dict__
+
+    def replace(self, **changes: Any) -> Settings:
+        """A copy with `changes` (setting name -> value), validated as any source is; an error
+        names the setting and `Settings.replace`. Paths are taken as given."""
+        origins = {**self._origins, **dict.fromkeys(changes, REPLACE_SOURCE)}
+        with _loading(_Load(layers=(), origins=origins)):
+            copy = _validated(lambda: type(self).model_validate({**self.__dict__, **changes}))
+        copy._origins = origins
+        return copy
+
+    def source(self, name: str) -> str:
+        """Where the value of setting `name` came from: `default`, the YAML file's path, the
+        environment variable (`TOKOKITA_<NAME>`), the stack's file, or the `--flag`."""
+        if name not in type(self).model_fields:
+            raise KeyError(name)
+        return self._origins.get(name, DEFAULT_SOURCE)
 
     @property
     def tz(self) -> ZoneInfo:
         """The pipeline's time zone."""
         return ZoneInfo(self.timezone)
+
+    @property
+    def catchup_start(self) -> datetime:
+        """`start_date` as an aware datetime in `timezone` (`catchup_bound`)."""
+        return catchup_bound(self.start_date, self.timezone)
+
+    @property
+    def catchup_end(self) -> datetime | None:
+        """`end_date` as an aware datetime in `timezone`, or None for no end."""
+        return None if self.end_date is None else catchup_bound(self.end_date, self.timezone)
+
+    @property
+    def wait_window(self) -> timedelta:
+        """`wait_window_hours` as a duration."""
+        return timedelta(hours=self.wait_window_hours)
+
+    @property
+    def deadline_time(self) -> time:
+        """`deadline_local_time` as a time of day."""
+        return time.fromisoformat(self.deadline_local_time)
 
     @property
     def state_db_url(self) -> str:
@@ -201,21 +424,34 @@ class Settings:
         return join(self.staging_dir, day.isoformat()) if is_url(self.staging_dir) else None
 
 
-_FIELDS = {f.name: f for f in fields(Settings)}
+def _together(text: str) -> PydanticCustomError:
+    return PydanticCustomError("tokokita_together", "{text}", {"text": text})
+
+
+#: setting name -> its field (annotation, default)
+SETTINGS = Settings.model_fields
+
+
+def default(name: str) -> Any:
+    """The class default of setting `name`."""
+    return SETTINGS[name].default
 
 
 def env_var(name: str) -> str:
-    """The environment variable of setting `name`: `TOKOKITA_<NAME>`."""
-    return f"{ENV_PREFIX}{name.upper()}"
+    """The environment variable of setting `name`: `TOKOKITA_<NAME>` (the class's prefix)."""
+    return f"{Settings.model_config['env_prefix']}{name.upper()}"
+
+
+def flag(name: str) -> str:
+    """The command-line flag of setting `name`: `--<name-with-dashes>`."""
+    return f"--{name.replace('_', '-')}"
 
 
 #: environment variable -> setting name
-ENV_VARS = {env_var(name): name for name in _FIELDS}
-PATH_SETTINGS = tuple(name for name, setting in _FIELDS.items()
-                      if setting.type in ("Path", "Location"))
-#: what the DAG file reads, from the environment only, when it is parsed
-DAG_PARSE_SETTINGS = ("cron", "timezone", "start_date", "end_date", "wait_window_hours",
-                      "deadline_local_time", "deadline_webhook_url", "notifiers")
+ENV_VARS = {env_var(name): name for name in SETTINGS}
+#: the folder settings, resolved against the working directory
+PATH_SETTINGS = tuple(name for name, setting in SETTINGS.items()
+                      if setting.annotation in (Path, Location))
 
 
 def join(location: Location, name: str) -> Location:
@@ -252,82 +488,6 @@ def gold_path(gold_dir: Location, day: date) -> Location:
     return join(gold_dir, f"summary_harian_{day.isoformat()}.csv")
 
 
-def _url_folder_problem(url: str) -> str | None:
-    import fsspec
-
-    scheme = url.split("://", 1)[0]
-    if scheme not in fsspec.available_protocols():
-        return f"unknown storage scheme {scheme!r} in {url!r}"
-    return None
-
-
-def _coerce(name: str, value: Any, source: str) -> Any:
-    """`value` of setting `name` read from `source`, as the setting's type; ConfigError if it
-    is not one."""
-    setting = _FIELDS[name]
-    kind, rules = setting.type, setting.metadata
-
-    def bad(problem: str) -> ConfigError:
-        return ConfigError(f"{source}: {name} {problem}")
-
-    if kind == "int":
-        if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-            raise bad(f"must be an integer, got {value!r}")
-        try:
-            number = int(value)
-        except (TypeError, ValueError):
-            raise bad(f"must be an integer, got {value!r}") from None
-        if number < 1:
-            raise bad(f"must be >= 1, got {number}")
-        return number
-    if kind == "float":
-        low, high = rules["range"]
-        try:
-            if isinstance(value, bool):
-                raise ValueError
-            number = float(value)
-        except (TypeError, ValueError):
-            raise bad(f"must be a number from {low:g} to {high:g}, got {value!r}") from None
-        if not (math.isfinite(number) and low <= number <= high):
-            raise bad(f"must be from {low:g} to {high:g}, got {value!r}")
-        return number
-    if kind in ("date", "date | None"):
-        return _coerce_date(value, optional=kind != "date", bad=bad)
-    if kind in ("Path", "Location"):
-        if not isinstance(value, str | os.PathLike) or not str(value):
-            raise bad(f"must be a non-empty path, got {value!r}")
-        if isinstance(value, str) and "://" in value:
-            if kind == "Path":
-                raise bad(f"must be a local folder, got the URL {value!r}")
-            if problem := _url_folder_problem(value):
-                raise bad(problem)
-            return value.rstrip("/")
-        return Path(value)
-    if not isinstance(value, str) or not (value or rules.get("empty")):
-        raise bad(f"must be a non-empty string, got {value!r}")
-    if value and "choices" in rules and value not in rules["choices"]:
-        raise bad(f"must be one of {', '.join(rules['choices'])}, got {value!r}")
-    if value and "problem" in rules and (problem := rules["problem"](value)):
-        raise ConfigError(f"{source}: {name}: {problem}")
-    return value
-
-
-def _coerce_date(value: Any, *, optional: bool, bad: Callable[[str], ConfigError]) -> date | None:
-    """A date, or a date-time for a bound inside a day (naive: wall time in `timezone`)."""
-    if optional and value in (None, ""):
-        return None
-    if isinstance(value, date):  # YAML reads unquoted dates and date-times itself
-        return value
-    if isinstance(value, str):
-        for parse in (date.fromisoformat, datetime.fromisoformat):
-            try:
-                return parse(value.strip())
-            except ValueError:
-                pass
-    expected = "an ISO 8601 date or date-time" + (" (or empty)" if optional else "")
-    raise bad(f"must be {expected}, got {value!r}")
-
-
 def catchup_bound(bound: date, tz: str) -> datetime:
     """A catch-up bound as an aware datetime: a date is its midnight in `tz`, a naive
     date-time is wall time in `tz`, an aware one keeps its instant."""
@@ -337,22 +497,6 @@ def catchup_bound(bound: date, tz: str) -> datetime:
     if bound.tzinfo is None:
         return bound.replace(tzinfo=zone)
     return bound.astimezone(zone)
-
-
-def _check_together(settings: Settings, sources: Mapping[str, str]) -> None:
-    """The rules that involve more than one setting."""
-    if settings.state_url == "warehouse" and not settings.warehouse_url.startswith("postgres"):
-        raise ConfigError(
-            f"state_url 'warehouse' ({sources.get('state_url', 'default')}) needs a PostgreSQL "
-            f"warehouse_url, got {settings.warehouse_url!r}; the state of the embedded SQLite "
-            "setup stays in state_dir (leave state_url empty)")
-    if settings.end_date is not None and (
-            catchup_bound(settings.end_date, settings.timezone)
-            < catchup_bound(settings.start_date, settings.timezone)):
-        raise ConfigError(
-            f"end_date {settings.end_date.isoformat()} ({sources.get('end_date', 'default')}) is "
-            f"before start_date {settings.start_date.isoformat()} "
-            f"({sources.get('start_date', 'default')})")
 
 
 def stack_environment(cwd: Path | None = None) -> dict[str, str]:
@@ -367,68 +511,121 @@ def stack_environment(cwd: Path | None = None) -> dict[str, str]:
             if name.startswith("TOKOKITA_") and value}
 
 
+def _validated(build: Callable[[], Settings]) -> Settings:
+    """`build()`, its ValidationError as one ConfigError naming each setting and its source."""
+    try:
+        return build()
+    except ValidationError as exc:
+        lines = [_error_line(error) for error in exc.errors(include_url=False)]
+        raise ConfigError("; ".join(lines)) from None
+
+
+def _error_line(error: Any) -> str:
+    name = str(error["loc"][0]) if error["loc"] else ""
+    text = error["msg"]
+    if not name:  # a rule across settings: its text names them and their sources
+        return text
+    source = _origin(name)
+    if error["type"] == "extra_forbidden":
+        return f"{source}: unknown setting {name!r}; known: {sorted(SETTINGS)}"
+    if error["type"] == "tokokita_problem":
+        return f"{source}: {name}: {text}"
+    return f"{source}: {name} {text}"
+
+
 def load_settings(
     config_path: Path | str | None = None,
     *,
     env: Mapping[str, str] | None = None,
     overrides: Mapping[str, Any] | None = None,
     cwd: Path | None = None,
+    stack: Mapping[str, str] | None = None,
 ) -> Settings:
-    """Resolve settings from defaults, the YAML file, the environment and overrides."""
+    """The settings from the explicit `overrides` (None: not given), the environment `env`
+    (default: os.environ), the stack's variables `stack` (the command line's
+    `stack_environment`), the YAML file (`config_path`, else $TOKOKITA_CONFIG, else
+    config/pipeline.yaml when it exists) and the defaults; relative paths against `cwd`."""
     env = os.environ if env is None else env
     cwd = Path.cwd() if cwd is None else Path(cwd)
-    values: dict[str, Any] = {}
-    sources: dict[str, str] = {}
-
-    def put(name: str, value: Any, source: str) -> None:
-        values[name] = _coerce(name, value, source)
-        sources[name] = source
-
     explicit = config_path or env.get("TOKOKITA_CONFIG")
     path = Path(explicit) if explicit else DEFAULT_CONFIG_PATH
     if not path.is_absolute():
         path = cwd / path
     if path.exists():
-        loaded = _read_yaml(path)
-        if not isinstance(loaded, dict):
-            raise ConfigError(f"{path}: config must be a mapping of settings")
-        for key, value in loaded.items():
-            if key not in _FIELDS:
-                raise ConfigError(f"{path}: unknown setting {key!r}; known: {sorted(_FIELDS)}")
-            put(key, value, str(path))
+        from_file = _read_yaml(path)
     elif explicit:
         raise ConfigError(f"{path}: config file not found")
+    else:
+        from_file = {}
 
-    for var, name in ENV_VARS.items():
-        if env.get(var):
-            put(name, env[var], var)
-    for name, value in (overrides or {}).items():
-        if value is not None:
-            put(name, value, f"--{name.replace('_', '-')}")
+    def from_vars(variables: Mapping[str, str]) -> dict[str, str]:
+        return {name: variables[var] for var, name in ENV_VARS.items() if variables.get(var)}
 
-    settings = replace(Settings(), **values)
-    _check_together(settings, sources)
+    stack_file = cwd / STACK_SETTINGS_FILE
+    layers = (
+        _Layer(Settings, from_vars(env), env_var),
+        _Layer(Settings, from_vars(stack or {}), lambda name: f"{stack_file} ({env_var(name)})"),
+        _Layer(Settings, from_file, lambda name: str(path)),
+    )
+    given = {name: value for name, value in (overrides or {}).items() if value is not None}
+    origins = {name: flag(name) for name in given}
+    for layer in layers:
+        for name in layer.values:
+            origins.setdefault(name, layer.origin(name))
+    with _loading(_Load(layers=layers, origins=origins)):
+        settings = _validated(lambda: Settings(**given))
     resolved = {name: _absolute(getattr(settings, name), cwd) for name in PATH_SETTINGS}
-    return replace(settings, warehouse_url=_absolute_sqlite_url(settings.warehouse_url, cwd),
-                   **resolved)
+    settings = settings.model_copy(update={
+        **resolved, "warehouse_url": _absolute_sqlite_url(settings.warehouse_url, cwd)})
+    settings._origins = origins
+    return settings
 
 
-def _read_yaml(path: Path) -> Any:
-    """The YAML file's content; dates and date-times stay text, so that `_coerce` reads them
-    and a bad one is an error naming its setting."""
-    import yaml  # only when a file is read: the DAG file imports this module at parse time
+#: path -> ((mtime, size), its settings): a file read again unchanged is not parsed again (the
+#: DAG processor parses the DAG file, and so reads the settings, over and over)
+_FILE_CACHE: dict[Path, tuple[tuple[int, int], dict[str, Any]]] = {}
 
-    class TextDatesLoader(yaml.SafeLoader):
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    """The YAML file's settings; dates and date-times stay text, so that their setting's
+    validator reads them and a bad one is an error naming its setting."""
+    try:
+        stat = path.stat()
+        version = (stat.st_mtime_ns, stat.st_size)
+        if (cached := _FILE_CACHE.get(path)) and cached[0] == version:
+            return dict(cached[1])
+        content = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read config: {exc}") from None
+    import yaml
+
+    try:
+        loaded = yaml.load(content, Loader=_text_dates_loader()) or {}  # noqa: S506 (safe)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: cannot read config: {exc}") from None
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"{path}: config must be a mapping of settings")
+    for key in loaded:
+        if key not in SETTINGS:
+            raise ConfigError(f"{path}: unknown setting {key!r}; known: {sorted(SETTINGS)}")
+    _FILE_CACHE[path] = (version, loaded)
+    return dict(loaded)
+
+
+@cache
+def _text_dates_loader() -> type:
+    """PyYAML's safe loader (libyaml's when installed) without its timestamp resolver."""
+    import yaml
+
+    base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+    class TextDatesLoader(base):
         yaml_implicit_resolvers: ClassVar[dict] = {
             first: [(tag, pattern) for tag, pattern in resolvers
                     if tag != "tag:yaml.org,2002:timestamp"]
-            for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+            for first, resolvers in base.yaml_implicit_resolvers.items()}
 
-    try:
-        content = path.read_text(encoding="utf-8")
-        return yaml.load(content, Loader=TextDatesLoader) or {}  # noqa: S506 (a SafeLoader)
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{path}: cannot read config: {exc}") from None
+    return TextDatesLoader
 
 
 def _absolute(path: Location, cwd: Path) -> Location:
@@ -445,47 +642,58 @@ def _absolute_sqlite_url(url: str, cwd: Path) -> str:
     return url
 
 
-@dataclass(frozen=True)
-class DagSchedule:
-    """What the DAG needs when it is parsed: schedule, zone, catch-up window, wait window."""
+# -- showing the settings ---------------------------------------------------------------------
 
-    cron: str
-    timezone: str
-    #: the catch-up window as aware datetimes in `timezone`
-    start_date: datetime
-    end_date: datetime | None
-    #: how long after its fire time a scheduled run waits for its partition file
-    wait_window: timedelta
-    #: the local time (in `timezone`) by which a scheduled run must have succeeded
-    deadline_local_time: time = time(6, 0)
-    #: where the deadline alert POSTs; empty: log only
-    deadline_webhook_url: str = ""
-    #: the `notifiers` setting (JSON), for the deadline alert
-    notifiers: str = ""
+MASK = "***"
+#: a notifier kwarg whose name contains one of these is a credential
+_SECRET_WORDS = ("password", "passwd", "secret", "token", "key", "auth", "credential")
 
 
-def dag_schedule_from_env(env: Mapping[str, str] | None = None) -> DagSchedule:
-    """The DAG's `DAG_PARSE_SETTINGS`, validated like `load_settings` does: environment only
-    (`TOKOKITA_CRON`, `TOKOKITA_TIMEZONE`, `TOKOKITA_START_DATE`, `TOKOKITA_END_DATE`,
-    `TOKOKITA_WAIT_WINDOW_HOURS`, `TOKOKITA_DEADLINE_LOCAL_TIME`,
-    `TOKOKITA_DEADLINE_WEBHOOK_URL`, `TOKOKITA_NOTIFIERS`), no file read; the defaults equal
-    config/pipeline.yaml.
-    """
-    env = os.environ if env is None else env
-    values, sources = {}, {}
-    for name in DAG_PARSE_SETTINGS:
-        var = env_var(name)
-        if env.get(var):
-            values[name] = _coerce(name, env[var], var)
-            sources[name] = var
-    settings = replace(Settings(), **values)
-    _check_together(settings, sources)
-    return DagSchedule(
-        cron=settings.cron, timezone=settings.timezone,
-        start_date=catchup_bound(settings.start_date, settings.timezone),
-        end_date=catchup_bound(settings.end_date, settings.timezone) if settings.end_date else None,
-        wait_window=timedelta(hours=settings.wait_window_hours),
-        deadline_local_time=time.fromisoformat(settings.deadline_local_time),
-        deadline_webhook_url=settings.deadline_webhook_url,
-        notifiers=settings.notifiers,
-    )
+def mask_url(url: str) -> str:
+    """`url` with its password and the values of its query string masked (unchanged when it
+    has neither)."""
+    if "://" not in url:
+        return url
+    parts = urlsplit(url)
+    if parts.password is None and not parts.query:
+        return url
+    netloc = parts.netloc
+    if parts.password is not None:
+        netloc = netloc.replace(f":{parts.password}@", f":{MASK}@", 1)
+    query = urlencode([(key, MASK) for key, _ in parse_qsl(parts.query, keep_blank_values=True)],
+                      safe="*")
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def _mask_notifiers(text: str) -> str:
+    import json
+
+    try:
+        specs = json.loads(text)
+    except ValueError:
+        return text
+    for spec in specs if isinstance(specs, list) else ():
+        kwargs = spec.get("kwargs") if isinstance(spec, dict) else None
+        for key, value in (kwargs or {}).items() if isinstance(kwargs, dict) else ():
+            if any(word in key.lower() for word in _SECRET_WORDS):
+                kwargs[key] = MASK
+            elif isinstance(value, str):
+                kwargs[key] = mask_url(value)
+    return json.dumps(specs)
+
+
+def shown(settings: Settings) -> list[tuple[str, str, str]]:
+    """Every setting as (name, value as text with credentials masked, source)."""
+    rows = []
+    for name in SETTINGS:
+        value = getattr(settings, name)
+        if name == "notifiers":
+            text = _mask_notifiers(value)
+        elif isinstance(value, str):
+            text = mask_url(value)
+        elif isinstance(value, date):
+            text = value.isoformat()
+        else:
+            text = "" if value is None else str(value)
+        rows.append((name, text, settings.source(name)))
+    return rows

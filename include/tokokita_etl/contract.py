@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-#: the pipeline zone unless the `timezone` setting names another: partition dates are its dates
-DEFAULT_TIMEZONE = "Asia/Jakarta"
-
 REQUIRED_COLUMNS = (
     "order_id", "order_ts", "customer_id", "kota", "produk", "qty", "harga_satuan", "diskon",
 )

@@ -267,7 +267,7 @@ def deadline_offset(deadline_local_time: time) -> timedelta:
 
     The alert's reference (`tokokita_airflow.deadlines.ScheduledRunDeadline`) is the midnight
     before each run's deadline, so Airflow's UI, which prints the interval rounded by
-    dayjs (`Must complete within 6 hours of midnight Asia/Jakarta`), prints it exactly for a
+    dayjs (`Must complete within 6 hours of midnight <zone>`), prints it exactly for a
     whole-hour `deadline_local_time` (06:00: 6 hours); the alert's name carries the exact time.
     """
     return timedelta(hours=deadline_local_time.hour, minutes=deadline_local_time.minute)
@@ -275,7 +275,7 @@ def deadline_offset(deadline_local_time: time) -> timedelta:
 
 def deadline_wording(cron: str, tz: str, start: datetime, deadline_local_time: time) -> str:
     """The deadline in words, as the DAG's alert name, the docs and the alert's log say it:
-    `succeeded by 06:00 Asia/Jakarta on the fire date` (`the day after the fire date` when the
+    `succeeded by 06:00 <zone> on the fire date` (`the day after the fire date` when the
     time is not after the schedule's first fire time at or after `start` on its day)."""
     from tokokita_etl.cron import next_runs
 
@@ -352,8 +352,8 @@ def deadline_message(context: Mapping[str, Any] | None, *, dag_id: str, tz: str,
     }
 
 
-async def deadline_missed(*, dag_id: str = "", webhook_url: str = "", tz: str = "Asia/Jakarta",
-                          deadline_local_time: str = "06:00",
+async def deadline_missed(*, tz: str, deadline_local_time: str, dag_id: str = "",
+                          webhook_url: str = "",
                           context: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The DAG's deadline alert, run by the triggerer (through `deadline_alert`).
 
@@ -378,8 +378,8 @@ async def deadline_missed(*, dag_id: str = "", webhook_url: str = "", tz: str = 
     return message
 
 
-async def deadline_alert(*, dag_id: str = "", webhook_url: str = "", tz: str = "Asia/Jakarta",
-                         deadline_local_time: str = "06:00",
+async def deadline_alert(*, tz: str, deadline_local_time: str, dag_id: str = "",
+                         webhook_url: str = "",
                          context: Mapping[str, Any] | None = None) -> str:
     """The DAG's `AsyncCallback`: `deadline_missed`, returning its message as one JSON line.
 

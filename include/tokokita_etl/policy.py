@@ -18,7 +18,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tokokita_etl.config import DEFAULT_TIMEZONE, partition_exists
+from tokokita_etl.config import partition_exists
 from tokokita_etl.errors import (
     BlockedError,
     ConcurrentRunError,
@@ -133,8 +133,8 @@ def decide(state: Watermark, day: date, *, max_attempts: int, force: bool = Fals
     return Decision(Action.RUN, f"processing {day}: {why}")
 
 
-def due_runs(state: Watermark, now: datetime, raw_dir: Path, lookback_days: int = 7,
-             max_attempts: int = 3, *, tz: str = DEFAULT_TIMEZONE) -> list[date]:
+def due_runs(state: Watermark, now: datetime, raw_dir: Path, lookback_days: int,
+             max_attempts: int, *, tz: str) -> list[date]:
     """Past dates inside the lookback window with a partition that `decide` would run."""
     today = local_today(now, tz)
     due = []
@@ -146,15 +146,14 @@ def due_runs(state: Watermark, now: datetime, raw_dir: Path, lookback_days: int 
     return sorted(due)
 
 
-def outside_lookback(day: date, now: datetime, lookback_days: int, tz: str = DEFAULT_TIMEZONE) -> bool:
+def outside_lookback(day: date, now: datetime, lookback_days: int, tz: str) -> bool:
     """Whether `day` is older than the lookback window at `now` (due_runs would not list it)."""
     return day < local_today(now, tz) - timedelta(days=lookback_days)
 
 
 def gate_decision(state: Watermark, day: date, *, run_type: str, now: datetime,
-                  lookback_days: int, max_attempts: int, force: bool = False,
-                  reset_attempts: bool = False, cleared: bool = False,
-                  tz: str = DEFAULT_TIMEZONE) -> Decision:
+                  lookback_days: int, max_attempts: int, tz: str, force: bool = False,
+                  reset_attempts: bool = False, cleared: bool = False) -> Decision:
     """The gate's rule for one run: the lookback applies to the scheduler's own runs (a
     cleared one is a person's request), then `decide`."""
     if run_type == "scheduled" and not cleared and outside_lookback(day, now, lookback_days, tz):

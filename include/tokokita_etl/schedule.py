@@ -8,18 +8,17 @@ from __future__ import annotations
 from datetime import date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
-from tokokita_etl.config import DEFAULT_TIMEZONE
 from tokokita_etl.errors import ConfigError
 
 
-def local_today(now: datetime, tz: str = DEFAULT_TIMEZONE) -> date:
+def local_today(now: datetime, tz: str) -> date:
     """`now`'s calendar date in `tz` (a naive `now` is taken as wall time in `tz`)."""
     if now.tzinfo is None:
         return now.date()
     return now.astimezone(ZoneInfo(tz)).date()
 
 
-def parse_run_date(text: str, now: datetime, tz: str = DEFAULT_TIMEZONE) -> date:
+def parse_run_date(text: str, now: datetime, tz: str) -> date:
     """`YYYY-MM-DD`, `yesterday` or `today` (relative to `now` in `tz`) to a date."""
     word = text.strip().lower()
     if word == "yesterday":
@@ -33,7 +32,7 @@ def parse_run_date(text: str, now: datetime, tz: str = DEFAULT_TIMEZONE) -> date
             from None
 
 
-def parse_now(text: str, tz: str = DEFAULT_TIMEZONE) -> datetime:
+def parse_now(text: str, tz: str) -> datetime:
     """An ISO 8601 instant; without an offset it is wall time in `tz`."""
     try:
         value = datetime.fromisoformat(text.strip())
@@ -42,7 +41,7 @@ def parse_now(text: str, tz: str = DEFAULT_TIMEZONE) -> datetime:
     return value if value.tzinfo else value.replace(tzinfo=ZoneInfo(tz))
 
 
-def partition_date_for_run(anchor: datetime, tz: str = DEFAULT_TIMEZONE,
+def partition_date_for_run(anchor: datetime, tz: str,
                            override: str | date | None = None) -> date:
     """The partition a run processes: the day before its fire time's local date, unless given.
 
@@ -61,11 +60,10 @@ def partition_date_for_run(anchor: datetime, tz: str = DEFAULT_TIMEZONE,
     return anchor.astimezone(ZoneInfo(tz)).date() - timedelta(days=1)
 
 
-def fire_time_for_partition(day: date, cron: str, tz: str = DEFAULT_TIMEZONE) -> datetime:
+def fire_time_for_partition(day: date, cron: str, tz: str) -> datetime:
     """The scheduled fire time of the run that processes `day`: the first tick on D+1.
 
-    The inverse of `partition_date_for_run` for scheduled runs (`30 2 * * *` in Jakarta:
-    D+1 02:30 +07:00).
+    The inverse of `partition_date_for_run` for scheduled runs (`30 2 * * *`: D+1 02:30 in `tz`).
     """
     from tokokita_etl.cron import next_runs
 

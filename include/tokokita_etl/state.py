@@ -325,7 +325,7 @@ class StateStore(WatermarkRules):
     one claim file per date (`claims/D.json`) and one manifest file per run (`runs/`), all
     beside the watermark."""
 
-    def __init__(self, path: Path, pipeline: str = "etl-pesanan-tokokita") -> None:
+    def __init__(self, path: Path, pipeline: str) -> None:
         self.path = Path(path)
         self.lock_path = self.path.with_name(self.path.name + ".lock")
         self.pipeline = pipeline

@@ -21,7 +21,7 @@ from typing import Any
 
 from sqlalchemy import Connection, text
 
-from tokokita_etl.config import Settings
+from tokokita_etl.config import Settings, default
 from tokokita_etl.errors import StateError, WarehouseError
 from tokokita_etl.state import (
     Claim,
@@ -74,12 +74,13 @@ def _lock_key(pipeline: str, day: date) -> int:
 class DatabaseStateStore(WatermarkRules):
     """The watermark, claims and manifests of one pipeline in a PostgreSQL database."""
 
-    def __init__(self, url: str, pipeline: str = "etl-pesanan-tokokita", *,
-                 connect_timeout_s: int = Settings.db_connect_timeout_s,
-                 statement_timeout_s: int = Settings.db_statement_timeout_s,
-                 lock_timeout_s: int = Settings.db_lock_timeout_s,
-                 answer_timeout_s: int = Settings.db_answer_timeout_s) -> None:
-        self.database = Warehouse(url, connect_timeout_s=connect_timeout_s,
+    def __init__(self, url: str, pipeline: str, *,
+                 connect_timeout_s: int = default("db_connect_timeout_s"),
+                 statement_timeout_s: int = default("db_statement_timeout_s"),
+                 lock_timeout_s: int = default("db_lock_timeout_s"),
+                 answer_timeout_s: int = default("db_answer_timeout_s")) -> None:
+        # the state tables hold instants (UTC), no local times: the connection needs no zone
+        self.database = Warehouse(url, "UTC", connect_timeout_s=connect_timeout_s,
                                   statement_timeout_s=statement_timeout_s,
                                   lock_timeout_s=lock_timeout_s,
                                   answer_timeout_s=answer_timeout_s)

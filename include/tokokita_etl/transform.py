@@ -10,7 +10,7 @@ from pathlib import Path
 import duckdb
 import pyarrow.parquet as pq
 
-from tokokita_etl.config import DEFAULT_TIMEZONE, Settings
+from tokokita_etl.config import default
 from tokokita_etl.contract import (
     ALL_REASONS,
     BAD_DISCOUNT,
@@ -172,8 +172,8 @@ def duckdb_config(staging: Path, memory_limit: str) -> dict[str, str]:
     return {"memory_limit": memory_limit, "temp_directory": str(staging / "duckdb.tmp")}
 
 
-def transform(day: date, staging: Path, *, tz: str = DEFAULT_TIMEZONE,
-              memory_limit: str = Settings.duckdb_memory_limit) -> TransformResult:
+def transform(day: date, staging: Path, *, tz: str,
+              memory_limit: str = default("duckdb_memory_limit")) -> TransformResult:
     """Read `extract.parquet`; write `valid.parquet` (de-duplicated) and `rejected.parquet`."""
     con = duckdb.connect(config=duckdb_config(staging, memory_limit))
     try:

@@ -37,7 +37,7 @@ from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, OperationalError, SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
-from tokokita_etl.config import DEFAULT_TIMEZONE, Settings
+from tokokita_etl.config import Settings, default
 from tokokita_etl.contract import FACT_COLUMNS, REQUIRED_COLUMNS, SUMMARY_COLUMNS
 from tokokita_etl.errors import ConfigError, WarehouseError
 
@@ -164,11 +164,11 @@ class FactTotals(NamedTuple):
 class Warehouse:
     """One warehouse URL: connections, schema and dialect-specific SQL fragments."""
 
-    def __init__(self, url: str, tz: str = DEFAULT_TIMEZONE, *,
-                 connect_timeout_s: int = Settings.db_connect_timeout_s,
-                 statement_timeout_s: int = Settings.db_statement_timeout_s,
-                 lock_timeout_s: int = Settings.db_lock_timeout_s,
-                 answer_timeout_s: int = Settings.db_answer_timeout_s) -> None:
+    def __init__(self, url: str, tz: str, *,
+                 connect_timeout_s: int = default("db_connect_timeout_s"),
+                 statement_timeout_s: int = default("db_statement_timeout_s"),
+                 lock_timeout_s: int = default("db_lock_timeout_s"),
+                 answer_timeout_s: int = default("db_answer_timeout_s")) -> None:
         self.connect_timeout_s = connect_timeout_s
         self.statement_timeout_s = statement_timeout_s
         self.answer_timeout_s = answer_timeout_s

@@ -5,7 +5,7 @@ alert's interval; a reference that evaluates to None creates no deadline. This o
 `tokokita_etl.notify.run_deadline` (which runs get a deadline, and when it is) and answers
 the midnight before that deadline, so that with the interval `notify.deadline_offset`
 (`deadline_local_time` after midnight: 6 hours for 06:00) the deadline is exact and Airflow's
-UI says `Must complete within 6 hours of midnight Asia/Jakarta`.
+UI says `Must complete within 6 hours of midnight <the pipeline's zone>`.
 
 A custom reference must be registered by a plugin (`AirflowPlugin.deadline_references`,
 `plugins/tokokita_plugin.py`): the scheduler, the api-server and the dag-processor find the
@@ -29,8 +29,8 @@ class ScheduledRunDeadline(BaseDeadlineReference):
     """The midnight (in `tz`) before a scheduled run's deadline, `deadline_local_time` on its
     fire date; None (no deadline) for any other run and for a run created after it."""
 
-    deadline_local_time: str = "06:00"
-    tz: str = "Asia/Jakarta"
+    deadline_local_time: str
+    tz: str
     #: what Airflow passes to `_evaluate_with`
     required_kwargs: ClassVar[set[str]] = {"dag_id", "run_id"}
 

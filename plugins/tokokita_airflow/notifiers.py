@@ -143,9 +143,8 @@ class _DeadlineSettings:
         self.notifiers, self.pipeline = notifiers, pipeline
 
 
-async def deadline_alert(*, dag_id: str = "", webhook_url: str = "", tz: str = "Asia/Jakarta",
-                         deadline_local_time: str = "06:00", notifiers: str = "",
-                         pipeline: str = "etl-pesanan-tokokita",
+async def deadline_alert(*, tz: str, deadline_local_time: str, pipeline: str, dag_id: str = "",
+                         webhook_url: str = "", notifiers: str = "",
                          context: Mapping[str, Any] | None = None) -> str:
     """The DAG's deadline `AsyncCallback`, run by the triggerer: `notify.deadline_missed`
     (logged, POSTed to `webhook_url`), then, for a run the alert is for, the `deadline` event

@@ -35,16 +35,15 @@ def run_anchor(context: Context) -> datetime:
     return dag_run.logical_date or dag_run.run_after
 
 
-def partition_date_of(dag_run: Any, params: Mapping[str, Any] | None = None,
-                      tz: str | None = None) -> date:
+def partition_date_of(dag_run: Any, params: Mapping[str, Any] | None, tz: str) -> date:
     """Partition date D of a DAG run: the `partition_date` param, else the run's partition key
-    (set by the timetable, or given when triggered), else from its fire time; `tz`: the
-    pipeline's time zone (default: read from its settings)."""
+    (set by the timetable, or given when triggered), else from its fire time in `tz` (the
+    pipeline's time zone)."""
     from tokokita_etl.schedule import partition_date_for_run
 
     anchor = dag_run.logical_date or dag_run.run_after
     override = (params or {}).get("partition_date") or getattr(dag_run, "partition_key", None)
-    return partition_date_for_run(anchor, tz or pipeline_settings().timezone, override)
+    return partition_date_for_run(anchor, tz, override)
 
 
 def refuse_run_conf(context: Context) -> None:
@@ -60,9 +59,11 @@ def refuse_run_conf(context: Context) -> None:
 
 
 def partition_date(context: Context) -> date:
-    """Partition date D of the running task's DAG run (`refuse_run_conf` first)."""
+    """Partition date D of the running task's DAG run (`refuse_run_conf` first), in the time
+    zone of the pipeline's settings."""
     refuse_run_conf(context)
-    return partition_date_of(context["dag_run"], context.get("params"))
+    return partition_date_of(context["dag_run"], context.get("params"),
+                             pipeline_settings().timezone)
 
 
 def run_cleared(context: Context) -> bool:

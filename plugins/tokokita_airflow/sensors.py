@@ -16,13 +16,13 @@ from tokokita_airflow.runtime import (
     run_anchor,
     run_type,
 )
-from tokokita_etl.config import Settings
+from tokokita_etl.config import default
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
 #: the `wait_window_hours` setting's default (the DAG passes the configured window)
-DEFAULT_WAIT_WINDOW = timedelta(hours=Settings.wait_window_hours)
+DEFAULT_WAIT_WINDOW = timedelta(hours=default("wait_window_hours"))
 
 
 class RawPartitionSensor(BaseSensorOperator):

@@ -41,13 +41,15 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from stack import REPO
-from stack.ephemeral import DAG_ID, JKT, PASSWORD, USERNAME, WORKERS, fire_time, last_fired_day, partition_day
+from stack.ephemeral import DAG_ID, PASSWORD, USERNAME, WORKERS, fire_time, last_fired_day, partition_day
 from stack.local import free_port
 from stack.rest import AirflowApi, wait_for
 from tests.containers.engine import CONTAINER_REPORT
 
 pytestmark = pytest.mark.e2e
 
+#: the zone of the stacks' DAG: the pipeline's default time zone (the stacks set none)
+JKT = "Asia/Jakarta"
 COMPOSE = shutil.which("docker-compose", path="/usr/bin:/bin")
 PROJECT_IMAGE = "tokokita-airflow:3.3.2"
 #: the project's tracked files a clone has, copied for each run (outputs stay in the copy)

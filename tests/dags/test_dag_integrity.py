@@ -83,24 +83,23 @@ def test_gold_asset_is_an_outlet_of_publish_gold(dagbag):
     assert [a.name for a in task.outlets] == ["tokokita_summary_harian"]
 
 
-def test_parsing_the_dag_file_imports_nothing_heavy_and_touches_no_file():
-    """Parse in a fresh interpreter and list which heavy modules and files it opened."""
+def test_parsing_the_dag_file_imports_nothing_heavy_and_reads_only_the_config_file():
+    """Parse in a fresh interpreter and list which heavy modules it imported and which files
+    of the project it opened (every open, through an audit hook): the settings file only."""
     probe = f"""
-import builtins, json, sys
+import json, sys
 opened = []
-real_open = builtins.open
-def spy(file, *a, **k):
-    opened.append(str(file))
-    return real_open(file, *a, **k)
 sys.path[:0] = [{str(REPO / 'plugins')!r}, {str(REPO / 'include')!r}]
 import airflow.sdk  # noqa: F401  (Airflow itself may read its own config)
-builtins.open = spy
+def spy(event, args):
+    if event == "open" and isinstance(args[0], str):
+        opened.append(args[0])
+sys.addaudithook(spy)
 import importlib.util
 dag_file = {str(REPO / 'dags' / 'tokokita_orders_daily.py')!r}
 spec = importlib.util.spec_from_file_location("dag_under_test", dag_file)
 module = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(module)
-builtins.open = real_open
 print(json.dumps({{"heavy": [m for m in {list(HEAVY_MODULES)!r} if m in sys.modules],
                    "opened": opened}}))
 """
@@ -108,13 +107,31 @@ print(json.dumps({{"heavy": [m for m in {list(HEAVY_MODULES)!r} if m in sys.modu
                          check=True, env={**AIRFLOW_ENV, "PATH": "/usr/bin:/bin"})
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result["heavy"] == []
-    assert [p for p in result["opened"] if "tokokita" in p or "/data/" in p] == []
+    project = [path for path in result["opened"]
+               if path.startswith(str(REPO)) and not path.startswith(str(REPO / ".venv"))
+               and not path.endswith((".py", ".pyc")) and "__pycache__" not in path]
+    assert project == [str(REPO / "config" / "pipeline.yaml")]
 
 
-def test_schedule_defaults_match_the_config_file():
-    from tokokita_etl.config import dag_schedule_from_env, load_settings
-
-    settings = load_settings(cwd=REPO, env={})
-    schedule = dag_schedule_from_env({})
-    assert (schedule.cron, schedule.timezone) == (settings.cron, settings.timezone)
-    assert dag_schedule_from_env({"TOKOKITA_CRON": "0 3 * * *"}).cron == "0 3 * * *"
+def test_the_dag_reads_the_config_file_and_the_environment_when_it_is_parsed(tmp_path):
+    """Regression: the DAG file read its schedule from the environment only, so cron,
+    timezone or the catch-up window written in config/pipeline.yaml did not reach Airflow."""
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "pipeline.yaml").write_text(
+        "cron: 0 4 * * *\ntimezone: UTC\nstart_date: 2026-10-01\ndeadline_local_time: '07:30'\n",
+        encoding="utf-8")
+    probe = f"""
+import json, sys
+sys.path[:0] = [{str(REPO / 'plugins')!r}, {str(REPO / 'include')!r}]
+import runpy
+dag = runpy.run_path({str(REPO / 'dags' / 'tokokita_orders_daily.py')!r})["dag"]
+fields = dag.timetable.serialize()
+print(json.dumps([fields["expression"], fields["timezone"], dag.start_date.isoformat(),
+                  dag.get_task("wait_for_raw_partition").wait_window.total_seconds()]))
+"""
+    env = {**AIRFLOW_ENV, "PATH": "/usr/bin:/bin", "TOKOKITA_HOME": str(tmp_path),
+           "TOKOKITA_WAIT_WINDOW_HOURS": "2"}
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         check=True, env=env)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == [
+        "0 4 * * *", "UTC", "2026-10-01T00:00:00+00:00", 7200.0]

@@ -62,7 +62,7 @@ def processed_dates(timetable, store, raw_dir: Path, now: datetime, start: datet
         if seen != "present":
             continue
         decision = gate_decision(store.read(), day, run_type="scheduled", now=now,
-                                 lookback_days=lookback, max_attempts=max_attempts)
+                                 lookback_days=lookback, max_attempts=max_attempts, tz="Asia/Jakarta")
         if decision.action == "run":
             out.append(day)
     return sorted(out)
@@ -103,11 +103,11 @@ def test_catchup_runs_process_exactly_the_due_dates(timetable, day, at, utc_cloc
             if entry:
                 runs[d.isoformat()] = {"status": entry[0], "attempt": entry[1]}
         (Path(tmp) / "state.json").write_text(json.dumps({"pipeline": "p", "runs": runs}))
-        store = StateStore(Path(tmp) / "state.json")
+        store = StateStore(Path(tmp) / "state.json", "etl-pesanan-tokokita")
         start = datetime.combine(day - timedelta(days=20), time(0, 0), tzinfo=JKT)
 
         airflow_dates = processed_dates(timetable, store, raw, now, start, lookback, max_attempts)
-        due = due_runs(store.read(), now, raw, lookback, max_attempts)
+        due = due_runs(store.read(), now, raw, lookback, max_attempts, tz="Asia/Jakarta")
 
     local = now.astimezone(JKT)
     if local.time() < time(2, 30):

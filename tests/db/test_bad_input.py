@@ -40,7 +40,7 @@ def snapshot(ws: Workspace, day: date = D02) -> Snapshot:
     outputs = {str(p.relative_to(ws.root)): p.read_bytes()
                for folder in (ws.gold, ws.quarantine) if folder.exists()
                for p in sorted(folder.iterdir())}
-    wh = Warehouse(ws.warehouse_url)
+    wh = Warehouse(ws.warehouse_url, "Asia/Jakarta")
     with wh.begin() as conn:
         rows = (list(wh.fact_rows(conn, day)), list(wh.summary_rows(conn, day)))
     return Snapshot(ws.state_file.read_bytes(), outputs, rows, [p.name for p in ws.manifests()])
@@ -75,7 +75,7 @@ def assert_untouched_outputs(ws: Workspace, before: Snapshot) -> None:
 
 
 def assert_failed_attempt(ws: Workspace, before: Snapshot, *fragments: str) -> dict:
-    entry = StateStore(ws.state_file).read().entry(D02)
+    entry = StateStore(ws.state_file, "etl-pesanan-tokokita").read().entry(D02)
     assert (entry["status"], entry["attempt"]) == ("failed", 2)
     for fragment in fragments:
         assert fragment in entry["error"]

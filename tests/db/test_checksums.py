@@ -87,7 +87,7 @@ def test_json_numbers_are_the_integer_columns_of_each_table():
 
 
 def test_fact_checksum_equals_rows_checksum_of_the_canonical_rows(workspace):
-    warehouse = Warehouse(workspace.warehouse_url)
+    warehouse = Warehouse(workspace.warehouse_url, "Asia/Jakarta")
     other_day = fact_row("TK-X", "2026-11-22T10:00:00+07:00", day=date(2026, 11, 22))
     insert_facts(warehouse, [*ODD_ROWS, other_day])
     digest, rows = digest_and_rows(warehouse)
@@ -100,7 +100,7 @@ def test_fact_checksum_equals_rows_checksum_of_the_canonical_rows(workspace):
 
 def test_fact_checksum_is_the_same_across_fetch_batches(workspace, monkeypatch):
     """Escaped rows in several fetches (PostgreSQL opens its second cursor mid-way)."""
-    warehouse = Warehouse(workspace.warehouse_url)
+    warehouse = Warehouse(workspace.warehouse_url, "Asia/Jakarta")
     insert_facts(warehouse, ODD_ROWS)
     whole, rows = digest_and_rows(warehouse)
     monkeypatch.setattr(checksums, "FETCH_ROWS", 3)
@@ -110,7 +110,7 @@ def test_fact_checksum_is_the_same_across_fetch_batches(workspace, monkeypatch):
 
 
 def test_a_date_without_rows_has_the_checksum_of_no_lines(workspace):
-    warehouse = Warehouse(workspace.warehouse_url)
+    warehouse = Warehouse(workspace.warehouse_url, "Asia/Jakarta")
     insert_facts(warehouse, ODD_ROWS)
     digest, rows = digest_and_rows(warehouse, date(2026, 11, 20))
     assert (digest.checksum, digest.rows, rows) == (EMPTY_SHA256, 0, [])
@@ -129,8 +129,8 @@ def test_postgresql_renders_timestamps_like_isoformat_in_any_zone(pg_url, tz):
 
 @pytest.mark.postgres
 def test_sqlite_and_postgresql_give_the_same_fact_checksum(tmp_path: Path, pg_url):
-    lite = Warehouse(f"sqlite:///{tmp_path / 'wh.db'}")
-    pg = Warehouse(pg_url)
+    lite = Warehouse(f"sqlite:///{tmp_path / 'wh.db'}", "Asia/Jakarta")
+    pg = Warehouse(pg_url, "Asia/Jakarta")
     for warehouse in (lite, pg):
         insert_facts(warehouse, ODD_ROWS)
     (lite_digest, lite_rows), (pg_digest, pg_rows) = digest_and_rows(lite), digest_and_rows(pg)

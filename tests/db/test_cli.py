@@ -82,11 +82,11 @@ def test_run_twice_skips_with_exit_0_and_force_reprocesses_identically(sqlite_wo
     assert "[skip] 2026-11-02 already succeeded (use force to reprocess)" in out
     assert "status=skipped" in out
     assert ws.state_file.read_bytes() == state
-    checksums = StateStore(ws.state_file).read().entry(D02)["checksums"]
+    checksums = StateStore(ws.state_file, "etl-pesanan-tokokita").read().entry(D02)["checksums"]
     code, out, _ = call("run", "--date", "2026-11-02", "--force")
     assert code == 0
     assert "status=success" in out
-    entry = StateStore(ws.state_file).read().entry(D02)
+    entry = StateStore(ws.state_file, "etl-pesanan-tokokita").read().entry(D02)
     assert (entry["attempt"], entry["checksums"]) == (2, checksums)
     assert len(ws.manifests(D02)) == 3
 
@@ -101,7 +101,7 @@ def test_run_date_yesterday_is_the_day_before_today_in_jakarta(sqlite_workspace,
     code, out, _ = call("run", "--date", "yesterday", now=clock)
     assert code == 0, out
     assert f"run-{expected}-" in out
-    runs = StateStore(sqlite_workspace.state_file).read().runs
+    runs = StateStore(sqlite_workspace.state_file, "etl-pesanan-tokokita").read().runs
     assert list(runs) == [expected]
     assert sqlite_workspace.manifests()[0].name.startswith(f"run-{expected}-")
 
@@ -111,7 +111,7 @@ def test_run_date_yesterday_follows_the_configured_time_zone(sqlite_workspace, c
     code, out, _ = call("run", "--date", "yesterday", now=datetime(2026, 11, 4, 19, 30, tzinfo=UTC),
                         TOKOKITA_TIMEZONE="UTC")
     assert code == 0, out
-    assert list(StateStore(sqlite_workspace.state_file).read().runs) == ["2026-11-03"]
+    assert list(StateStore(sqlite_workspace.state_file, "etl-pesanan-tokokita").read().runs) == ["2026-11-03"]
 
 
 @pytest.mark.parametrize("args", [
@@ -147,7 +147,7 @@ def test_an_unsupported_warehouse_url_exits_2_without_an_attempt_or_outputs(
     assert "warehouse_url" in err
     assert fragment in err
     assert "[extract]" not in out  # rejected before any stage ran
-    assert StateStore(ws.state_file).read().attempts(D02) == 0
+    assert StateStore(ws.state_file, "etl-pesanan-tokokita").read().attempts(D02) == 0
     assert not ws.gold.exists()
     assert not ws.quarantine.exists()
     assert ws.leftovers() == []
@@ -167,7 +167,7 @@ def test_after_max_attempts_the_date_is_blocked_with_exit_3_until_reset_attempts
     for attempt in (1, 2, 3):
         code, out, _ = call("run", "--date", "2026-11-02")
         assert code == 1, out
-        assert StateStore(ws.state_file).read().attempts(D02) == attempt
+        assert StateStore(ws.state_file, "etl-pesanan-tokokita").read().attempts(D02) == attempt
     state_before = ws.state_file.read_bytes()
 
     code, out, _ = call("run", "--date", "2026-11-02")
@@ -190,14 +190,14 @@ def test_after_max_attempts_the_date_is_blocked_with_exit_3_until_reset_attempts
     # --reset-attempts alone does not help while the partition is still broken: one more attempt
     code, out, _ = call("run", "--date", "2026-11-02", "--reset-attempts")
     assert code == 1
-    entry = StateStore(ws.state_file).read().entry(D02)
+    entry = StateStore(ws.state_file, "etl-pesanan-tokokita").read().entry(D02)
     assert (entry["attempt"], entry["failures"]) == (4, 1)  # the total is kept
     assert [(r["by"], r["previous_failures"]) for r in entry["resets"]] == [("cli", 3)]
 
     ws.copy_samples(D02)  # fix the partition; the date still has attempts left
     code, out, _ = call("run", "--date", "2026-11-02")
     assert code == 0, out
-    entry = StateStore(ws.state_file).read().entry(D02)
+    entry = StateStore(ws.state_file, "etl-pesanan-tokokita").read().entry(D02)
     assert (entry["status"], entry["attempt"], entry["failures"]) == ("success", 5, 0)
     assert entry["resets"][0]["previous_attempt"] == 3
     assert entry["resets"][0]["at"]
@@ -216,7 +216,7 @@ def test_reset_attempts_unblocks_a_blocked_date_and_is_recorded_in_the_watermark
                         now=datetime(2026, 11, 5, 1, 2, 3, tzinfo=UTC))
     assert code == 0, out
     assert "failures of 2026-11-02 reset from 3 to 0 (attempt 3 kept)" in out
-    entry = StateStore(ws.state_file).read().entry(D02)
+    entry = StateStore(ws.state_file, "etl-pesanan-tokokita").read().entry(D02)
     # the failures were reset; the total of recorded outcomes counts on (3 failures, 1 success)
     assert (entry["status"], entry["attempt"], entry["failures"]) == ("success", 4, 0)
     assert entry["resets"] == [{"at": "2026-11-05T01:02:03+00:00", "by": "cli",
@@ -264,3 +264,56 @@ def test_cli_run_writes_relative_outputs_under_cwd(tmp_path, monkeypatch, capsys
     assert (tmp_path / "data" / "warehouse" / "tokokita.db").is_file()
     state = json.loads((tmp_path / "data" / "state" / "state.json").read_text())
     assert state["runs"]["2026-11-02"]["gold"] == "data/gold/summary_harian_2026-11-02.csv"
+
+
+def test_config_prints_every_setting_with_its_source_and_masks_credentials(tmp_path):
+    """`tokokita-etl config` through the real command line: one row per setting of the class,
+    the value's source (default, the YAML file, a variable, the stack's file, a flag), and no
+    password, token or secret of a URL or a notifier in what it prints."""
+    from tokokita_etl.config import SETTINGS
+
+    config = tmp_path / "config" / "pipeline.yaml"
+    config.parent.mkdir()
+    config.write_text("lookback_days: 5\ncron: 0 4 * * *\n"
+                      "deadline_webhook_url: https://hooks.example/alert?sig=rahasia-sig\n",
+                      encoding="utf-8")
+    (tmp_path / "airflow_home").mkdir()
+    (tmp_path / "airflow_home" / "tokokita.env").write_text("TOKOKITA_CLAIM_TTL_HOURS=2\n")
+    notifiers = json.dumps([{"class": "airflow.providers.smtp.notifications.smtp.SmtpNotifier",
+                             "kwargs": {"to": "ops@tokokita.test", "password": "rahasia-smtp",
+                                        "webhook": "https://chat.example/x?token=rahasia-tok"}}])
+    env = {"TOKOKITA_WAREHOUSE_URL": "postgresql+psycopg://etl:rahasia-db@db.example:5432/tk",
+           "TOKOKITA_NOTIFIERS": notifiers, "TOKOKITA_CRON": "0 5 * * *"}
+    done = run_cli(["config", "--json", "--raw-dir", "flag/raw", "--max-attempts", "4"],
+                   cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "rahasia" not in done.stdout and "rahasia" not in done.stderr
+    rows = {row["setting"]: (row["value"], row["source"]) for row in json.loads(done.stdout)}
+    assert list(rows) == list(SETTINGS)
+    assert rows["lookback_days"] == ("5", str(config))
+    assert rows["cron"] == ("0 5 * * *", "TOKOKITA_CRON")
+    assert rows["raw_dir"] == (str(tmp_path / "flag" / "raw"), "--raw-dir")
+    assert rows["max_attempts"] == ("4", "--max-attempts")
+    assert rows["claim_ttl_hours"] == (
+        "2", f"{tmp_path / 'airflow_home' / 'tokokita.env'} (TOKOKITA_CLAIM_TTL_HOURS)")
+    assert rows["timezone"] == ("Asia/Jakarta", "default")
+    assert rows["warehouse_url"] == ("postgresql+psycopg://etl:***@db.example:5432/tk",
+                                     "TOKOKITA_WAREHOUSE_URL")
+    assert rows["deadline_webhook_url"][0] == "https://hooks.example/alert?sig=***"
+    assert json.loads(rows["notifiers"][0])[0]["kwargs"] == {
+        "to": "ops@tokokita.test", "password": "***", "webhook": "https://chat.example/x?token=***"}
+
+    table = run_cli(["config"], cwd=tmp_path, env=env)
+    assert table.returncode == 0 and "rahasia" not in table.stdout
+    lines = table.stdout.splitlines()
+    assert len(lines) == len(SETTINGS)
+    assert lines[list(SETTINGS).index("cron")].split() == [
+        "cron", "0", "5", "*", "*", "*", "TOKOKITA_CRON"]
+
+
+def test_config_names_the_setting_and_source_of_a_bad_value(tmp_path):
+    done = run_cli(["config"], cwd=tmp_path, env={"TOKOKITA_MAX_ATTEMPTS": "tiga"})
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == "error: TOKOKITA_MAX_ATTEMPTS: max_attempts must be an integer, " \
+                          "got 'tiga'\n"
+

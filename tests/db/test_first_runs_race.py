@@ -39,7 +39,7 @@ def _create_schema(url: str, barrier, results) -> None:
     from tokokita_etl.errors import WarehouseError
     from tokokita_etl.warehouse import Warehouse
 
-    warehouse = Warehouse(url)
+    warehouse = Warehouse(url, "Asia/Jakarta")
     with warehouse.engine.connect():
         pass  # connected before the barrier: the creates start together
     barrier.wait(timeout=60)

@@ -36,30 +36,30 @@ def staged(ws: Workspace, day: date) -> Path:
     """Extract and transform partition `day` of the workspace; the staging folder."""
     staging = ws.staging / day.isoformat()
     extract(ws.raw, day, staging)
-    transform(day, staging)
+    transform(day, staging, tz="Asia/Jakarta")
     return staging
 
 
 def load_day(ws: Workspace, day: date):
-    return load(Warehouse(ws.warehouse_url), day, staged(ws, day), ws.quarantine_file(day))
+    return load(Warehouse(ws.warehouse_url, "Asia/Jakarta"), day, staged(ws, day), ws.quarantine_file(day))
 
 
 def facts(ws: Workspace, day: date) -> list[tuple]:
     """(order_id, kota, qty) of the fact rows of `day`."""
-    warehouse = Warehouse(ws.warehouse_url)
+    warehouse = Warehouse(ws.warehouse_url, "Asia/Jakarta")
     with warehouse.begin() as conn:
         return [(r[0], r[4], r[6]) for r in warehouse.fact_rows(conn, day)]
 
 
 def summary(ws: Workspace, day: date) -> list[list]:
-    warehouse = Warehouse(ws.warehouse_url)
+    warehouse = Warehouse(ws.warehouse_url, "Asia/Jakarta")
     with warehouse.begin() as conn:
         return list(warehouse.summary_rows(conn, day))
 
 
 def karantina(ws: Workspace, day: date) -> list[tuple]:
     """(line, reason, order_id) of the karantina table rows of `day`."""
-    warehouse = Warehouse(ws.warehouse_url)
+    warehouse = Warehouse(ws.warehouse_url, "Asia/Jakarta")
     with warehouse.begin() as conn:
         return [tuple(r) for r in conn.execute(text(
             "SELECT line, reason, order_id FROM karantina WHERE order_date = :d ORDER BY line"),
@@ -127,7 +127,7 @@ def test_a_failed_load_changes_nothing_and_publishes_no_quarantine_file(workspac
     staging = staged(workspace, D1)
     (staging / REJECTED_ROWS).unlink()
     with pytest.raises(OSError):
-        load(Warehouse(workspace.warehouse_url), D1, staging, workspace.quarantine_file(D1))
+        load(Warehouse(workspace.warehouse_url, "Asia/Jakarta"), D1, staging, workspace.quarantine_file(D1))
     assert facts(workspace, D1) == []
     assert summary(workspace, D1) == []
     assert not workspace.quarantine_file(D1).exists()

@@ -174,12 +174,14 @@ def test_the_deadline_callback_posts_json_to_the_webhook_and_survives_it_being_d
                            "partition_key": None},
                "deadline": {"id": "x", "deadline_time": "2026-11-03T23:00:00+00:00"}}
     sent = asyncio.run(deadline_missed(dag_id="tokokita_orders_daily",
-                                       webhook_url=f"{server.url}/hook", context=context))
+                                       webhook_url=f"{server.url}/hook", context=context,
+                                       tz="Asia/Jakarta", deadline_local_time="06:00"))
     (got,) = server.received
     assert (got.path, got.content_type) == ("/hook", "application/json")
     body = json.loads(got.body)
     assert body == sent
     assert (body["event"], body["partition_date"], body["deadline_local_time"]) == (
         "tokokita_deadline_missed", "2026-11-03", "06:00 Asia/Jakarta")
-    down = asyncio.run(deadline_missed(webhook_url=closed_port_url(), context=context))
+    down = asyncio.run(deadline_missed(webhook_url=closed_port_url(), context=context,
+                                       tz="Asia/Jakarta", deadline_local_time="06:00"))
     assert "webhook_error" in down

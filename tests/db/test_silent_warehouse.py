@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 import pytest
 
 from tests.conftest import SAMPLE_DATES, Workspace, in_process_cli
-from tokokita_etl.config import Settings
+from tokokita_etl.config import default
 from tokokita_etl.errors import ConfigError, WarehouseError
 from tokokita_etl.warehouse import Warehouse
 
@@ -54,7 +54,7 @@ def test_cli_run_against_a_silent_warehouse_fails_and_releases_its_claim(
     call = in_process_cli(ws, monkeypatch, capsys, CLOCK)
     started = time.monotonic()
     code, _, err = call("run", "--date", D02.isoformat())
-    assert time.monotonic() - started < Settings.db_connect_timeout_s + 15
+    assert time.monotonic() - started < default("db_connect_timeout_s") + 15
     assert code == 1 and "Traceback" not in err
     entry = json.loads(ws.state_file.read_text(encoding="utf-8"))["runs"][D02.isoformat()]
     assert (entry["status"], entry["failed_stage"]) == ("failed", "load")
@@ -67,7 +67,7 @@ def test_timeouts_reach_postgresql_as_server_settings(pg_url):
     the options the URL already carries (the tests' search_path)."""
     from sqlalchemy import text
 
-    warehouse = Warehouse(pg_url, statement_timeout_s=7, lock_timeout_s=3)
+    warehouse = Warehouse(pg_url, "Asia/Jakarta", statement_timeout_s=7, lock_timeout_s=3)
     with warehouse.begin() as conn:
         assert conn.execute(text("SHOW statement_timeout")).scalar() == "7s"
         assert conn.execute(text("SHOW lock_timeout")).scalar() == "3s"
@@ -79,7 +79,7 @@ def test_a_statement_over_the_timeout_is_a_transient_warehouse_error(pg_url):
     the client) is cancelled and reported as transient, not waited on forever."""
     from sqlalchemy import text
 
-    warehouse = Warehouse(pg_url, statement_timeout_s=1)
+    warehouse = Warehouse(pg_url, "Asia/Jakarta", statement_timeout_s=1)
     with pytest.raises(WarehouseError) as err, warehouse.begin() as conn:
         conn.execute(text("SELECT pg_sleep(5)"))
     assert err.value.transient
@@ -104,7 +104,7 @@ def test_the_answer_deadline_is_a_setting_of_its_own_not_the_statement_timeout(p
     than it fails however long statement_timeout allows; a shorter one is answered."""
     from sqlalchemy import text
 
-    warehouse = Warehouse(pg_url, statement_timeout_s=600, answer_timeout_s=2)
+    warehouse = Warehouse(pg_url, "Asia/Jakarta", statement_timeout_s=600, answer_timeout_s=2)
     with warehouse.begin() as conn:
         assert conn.execute(text("SELECT pg_sleep(1), 7")).all()[0][1] == 7
     started = time.monotonic()

@@ -26,7 +26,7 @@ D03 = SAMPLE_DATES[1]  # quarantined rows and duplicates: the interesting sample
 
 
 def warehouse_rows(ws: Workspace, day: date) -> tuple[list, list]:
-    wh = Warehouse(ws.warehouse_url)
+    wh = Warehouse(ws.warehouse_url, "Asia/Jakarta")
     with wh.begin() as conn:
         return list(wh.fact_rows(conn, day)), list(wh.summary_rows(conn, day))
 

@@ -278,7 +278,8 @@ def test_a_run_with_its_state_in_the_warehouse_database_writes_no_state_files(
     files.copy_samples(SAMPLE_DATES[1])
     assert run_cli(["run", "--date", day, "--force"], cwd=files.root,
                    env=files.env()).returncode == 0
-    assert StateStore(files.state_file).read().entry(day)["checksums"] == entry["checksums"]
+    file_entry = StateStore(files.state_file, "etl-pesanan-tokokita").read().entry(day)
+    assert file_entry["checksums"] == entry["checksums"]
 
 
 def test_state_url_warehouse_with_an_sqlite_warehouse_is_a_configuration_error(tmp_path):

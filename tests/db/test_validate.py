@@ -35,18 +35,18 @@ def loaded(ws: Workspace, day: date) -> tuple[Path, list[int]]:
     """Extract, transform and load sample `day`: its staging folder and the conflict lines."""
     staging = ws.staging / day.isoformat()
     extract(ws.raw, day, staging)
-    transform(day, staging)
-    result = load(Warehouse(ws.warehouse_url), day, staging, ws.quarantine_file(day))
+    transform(day, staging, tz="Asia/Jakarta")
+    result = load(Warehouse(ws.warehouse_url, "Asia/Jakarta"), day, staging, ws.quarantine_file(day))
     return staging, [c["line"] for c in result.conflicts]
 
 
 def validated(ws: Workspace, day: date):
     staging, excluded = loaded(ws, day)
-    return validate(Warehouse(ws.warehouse_url), day, staging, ws.gold, excluded)
+    return validate(Warehouse(ws.warehouse_url, "Asia/Jakarta"), day, staging, ws.gold, excluded)
 
 
 def execute(ws: Workspace, sql: str, day: date) -> None:
-    warehouse = Warehouse(ws.warehouse_url)
+    warehouse = Warehouse(ws.warehouse_url, "Asia/Jakarta")
     with warehouse.begin() as conn:
         conn.execute(text(sql), {"d": warehouse.day_param(day)})
 
@@ -87,7 +87,7 @@ def test_a_summary_that_disagrees_with_the_facts_fails_and_leaves_no_gold(worksp
     execute(workspace, "UPDATE summary_harian SET jumlah_pesanan = jumlah_pesanan + 1 "
                        "WHERE order_date = :d AND kota = 'Medan'", D02)
     with pytest.raises(ValidationError) as err:
-        validate(Warehouse(workspace.warehouse_url), D02, staging, workspace.gold, excluded)
+        validate(Warehouse(workspace.warehouse_url, "Asia/Jakarta"), D02, staging, workspace.gold, excluded)
     assert "daily aggregates" in str(err.value)
     assert "reconcile kota" not in str(err.value)
     assert not staged_gold_path(workspace.gold, D02).exists()
@@ -99,7 +99,7 @@ def test_facts_that_differ_from_the_source_per_kota_fail_naming_the_kota(workspa
     execute(workspace, "DELETE FROM fact_pesanan WHERE order_date = :d "
                        "AND order_id = 'TK-20261102-0005'", D02)
     with pytest.raises(ValidationError) as err:
-        validate(Warehouse(workspace.warehouse_url), D02, staging, workspace.gold, excluded)
+        validate(Warehouse(workspace.warehouse_url, "Asia/Jakarta"), D02, staging, workspace.gold, excluded)
     assert "per-kota counts differ: Medan: source 2 vs fact 1" in str(err.value)
 
 

@@ -49,12 +49,12 @@ def loaded(warehouse: Warehouse, rows: list[tuple]) -> Warehouse:
 ])
 def test_a_bad_url_is_a_configuration_error_naming_the_setting(url, fragment):
     with pytest.raises(ConfigError) as err:
-        Warehouse(url)
+        Warehouse(url, "Asia/Jakarta")
     assert "warehouse_url" in str(err.value) and fragment in str(err.value)
 
 
 def test_an_unreachable_server_is_a_warehouse_error_naming_the_url_without_its_password():
-    warehouse = Warehouse("postgresql+psycopg://etl:rahasia@127.0.0.1:1/tokokita")
+    warehouse = Warehouse("postgresql+psycopg://etl:rahasia@127.0.0.1:1/tokokita", "Asia/Jakarta")
     with pytest.raises(WarehouseError) as err, warehouse.begin():
         pass
     assert "127.0.0.1:1/tokokita" in str(err.value)
@@ -62,7 +62,7 @@ def test_an_unreachable_server_is_a_warehouse_error_naming_the_url_without_its_p
 
 
 def test_ensure_schema_creates_the_tables_once(workspace):
-    warehouse = Warehouse(workspace.warehouse_url)
+    warehouse = Warehouse(workspace.warehouse_url, "Asia/Jakarta")
     warehouse.ensure_schema()
     warehouse.ensure_schema()
     with warehouse.begin() as conn:
@@ -71,7 +71,7 @@ def test_ensure_schema_creates_the_tables_once(workspace):
 
 
 def test_key_order_is_the_key_within_a_date_in_code_point_order(workspace):
-    warehouse = Warehouse(workspace.warehouse_url)
+    warehouse = Warehouse(workspace.warehouse_url, "Asia/Jakarta")
     collate = "" if warehouse.is_sqlite else ' COLLATE "C"'
     assert warehouse.key_order(fact_pesanan) == f"order_id{collate}"
     assert warehouse.key_order(summary_harian, "s.") == f"s.kota{collate}"
@@ -79,7 +79,7 @@ def test_key_order_is_the_key_within_a_date_in_code_point_order(workspace):
 
 
 def test_staged_text_is_cast_to_the_column_types_where_the_backend_has_them(workspace):
-    warehouse = Warehouse(workspace.warehouse_url)
+    warehouse = Warehouse(workspace.warehouse_url, "Asia/Jakarta")
     casts = {c: warehouse.from_stage(fact_pesanan, c) for c in FACT_COLUMNS}
     if warehouse.is_sqlite:
         assert casts == {c: c for c in FACT_COLUMNS}
@@ -92,7 +92,7 @@ def test_staged_text_is_cast_to_the_column_types_where_the_backend_has_them(work
 
 
 def test_bulk_insert_and_fact_rows_round_trip_canonical_values_in_code_point_order(workspace):
-    warehouse = loaded(Warehouse(workspace.warehouse_url), [
+    warehouse = loaded(Warehouse(workspace.warehouse_url, "Asia/Jakarta"), [
         fact("TK-É", "10.50"), fact("TK-a", "20.00"), fact("TK-Z", "0.05"),
         fact("TK-B", "1.00", day=date(2026, 11, 22)),
     ])
@@ -103,7 +103,7 @@ def test_bulk_insert_and_fact_rows_round_trip_canonical_values_in_code_point_ord
 
 
 def test_summary_rows_are_canonical_in_kota_order(workspace):
-    warehouse = Warehouse(workspace.warehouse_url)
+    warehouse = Warehouse(workspace.warehouse_url, "Asia/Jakarta")
     warehouse.ensure_schema()
     day = warehouse.day_param(DAY)
     money = str if warehouse.is_sqlite else Decimal
@@ -120,7 +120,7 @@ def test_fact_totals_are_exact_beyond_binary_floating_point(workspace):
     """Cents that float sums get wrong, and amounts whose cents overflow a double's 2**53."""
     big = "9999999999999999.99"
     amounts = ["0.10", "0.20", "0.70", big, big, big]
-    warehouse = loaded(Warehouse(workspace.warehouse_url),
+    warehouse = loaded(Warehouse(workspace.warehouse_url, "Asia/Jakarta"),
                        [fact(f"TK-{i}", bruto) for i, bruto in enumerate(amounts)])
     with warehouse.begin() as conn:
         rows, bruto, bersih, _ = warehouse.fact_totals(conn, DAY)
@@ -132,7 +132,7 @@ def test_fact_totals_are_exact_beyond_binary_floating_point(workspace):
 
 
 def test_fact_totals_sum_every_kota_and_count_the_rows_of_each(workspace):
-    warehouse = loaded(Warehouse(workspace.warehouse_url),
+    warehouse = loaded(Warehouse(workspace.warehouse_url, "Asia/Jakarta"),
                        [fact("TK-1", "1.10"), fact("TK-2", "2.20", kota="Band\x1fung"),
                         fact("TK-3", "3.35", kota="medan"), fact("TK-4", "0.05"),
                         fact("TK-5", "9.00", day=date(2026, 11, 22))])
@@ -145,7 +145,7 @@ def test_fact_totals_sum_every_kota_and_count_the_rows_of_each(workspace):
 def test_a_read_only_transaction_reads_beside_an_open_write_transaction(workspace):
     """validate reads its totals on a second connection while its first one holds a
     transaction: on SQLite a second `BEGIN IMMEDIATE` would wait for the first to end."""
-    warehouse = loaded(Warehouse(workspace.warehouse_url, lock_timeout_s=1),
+    warehouse = loaded(Warehouse(workspace.warehouse_url, "Asia/Jakarta", lock_timeout_s=1),
                        [fact("TK-1", "1.10")])
     with warehouse.begin() as writer, warehouse.begin(read_only=True) as reader:
         writer.execute(text("SELECT COUNT(*) FROM fact_pesanan")).one()
@@ -154,7 +154,7 @@ def test_a_read_only_transaction_reads_beside_an_open_write_transaction(workspac
 
 @pytest.mark.parametrize("backend", [pytest.param("postgresql", marks=pytest.mark.postgres)])
 def test_postgresql_refuses_a_write_in_a_read_only_transaction(workspace):
-    warehouse = loaded(Warehouse(workspace.warehouse_url), [fact("TK-1", "1.10")])
+    warehouse = loaded(Warehouse(workspace.warehouse_url, "Asia/Jakarta"), [fact("TK-1", "1.10")])
     with pytest.raises(WarehouseError, match="read-only transaction"), \
             warehouse.begin(read_only=True) as conn:
         conn.execute(text("DELETE FROM fact_pesanan"))
@@ -163,7 +163,7 @@ def test_postgresql_refuses_a_write_in_a_read_only_transaction(workspace):
 
 
 def test_a_failed_transaction_leaves_nothing_behind(workspace):
-    warehouse = loaded(Warehouse(workspace.warehouse_url), [fact("TK-1", "1.00")])
+    warehouse = loaded(Warehouse(workspace.warehouse_url, "Asia/Jakarta"), [fact("TK-1", "1.00")])
     with pytest.raises(WarehouseError), warehouse.begin() as conn:
         warehouse.bulk_insert(conn, "fact_pesanan", list(FACT_COLUMNS),
                               [fact_batch([fact("TK-2", "2.00")])])

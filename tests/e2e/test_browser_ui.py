@@ -39,7 +39,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from stack.ephemeral import DAG_ID, JKT, PASSWORD, USERNAME, EphemeralStack, fire_time
+from stack.ephemeral import DAG_ID, PASSWORD, USERNAME, EphemeralStack, fire_time
 from stack.rest import TERMINAL, wait_for
 from tests.browser import chromium
 
@@ -48,6 +48,8 @@ if TYPE_CHECKING:
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.browser]
 
+#: the zone of the stacks' DAG: the pipeline's default time zone (the stacks set none)
+JKT = "Asia/Jakarta"
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE_RAW = REPO / "data" / "raw"
 DOCS_SCREENSHOTS = REPO / "docs" / "screenshots"

@@ -32,7 +32,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from stack.ephemeral import DAG_ID, E2E_REPORT, JKT, EphemeralStack, db_url
+from stack.ephemeral import DAG_ID, E2E_REPORT, EphemeralStack, db_url
 from stack.rest import wait_for
 from tests.ping_server import PingServer
 from tests.smtp_server import SmtpServer
@@ -42,6 +42,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 #: from `start()` until the scheduler can create run A (services healthy, DAG parsed, Y1 and
 #: Y2 created), about what it takes on a busy machine: A may be created late, but it must
 #: have looked for its file before B fires a minute later
+#: the zone of the stacks' DAG: the pipeline's default time zone (the stacks set none)
+JKT = "Asia/Jakarta"
 STARTUP_S = 40
 #: `deadline_local_time` after A's fire time: B, firing a minute after A, has two minutes
 AFTER_A = timedelta(minutes=3)
@@ -228,6 +230,7 @@ def test_the_alert_is_for_scheduled_runs_created_before_their_deadline():
     server = PingServer().start()
     try:
         deadline = {"id": "x", "deadline_time": "2026-11-03T23:00:00+00:00"}
+        zone = {"tz": "Asia/Jakarta", "deadline_local_time": "06:00"}
         base = {"dag_id": DAG_ID, "logical_date": "2026-11-03T19:30:00Z", "state": "running",
                 "partition_key": "2026-11-03", "run_type": "scheduled",
                 "dag_run_id": "scheduled__2026-11-03__2026-11-03T19:30:00+00:00"}
@@ -238,12 +241,12 @@ def test_the_alert_is_for_scheduled_runs_created_before_their_deadline():
             "catch-up": {**base, "queued_at": "2026-11-04T02:00:00.123456Z"},
         }
         for name, dag_run in cases.items():
-            output = asyncio.run(deadline_alert(webhook_url=f"{server.url}{HOOK}",
+            output = asyncio.run(deadline_alert(webhook_url=f"{server.url}{HOOK}", **zone,
                                                 context={"dag_run": dag_run, "deadline": deadline}))
             assert json.loads(output)["not_alerted"], name
         assert server.received == []
         on_time = {**base, "queued_at": "2026-11-03T19:30:01Z"}
-        output = asyncio.run(deadline_alert(webhook_url=f"{server.url}{HOOK}",
+        output = asyncio.run(deadline_alert(webhook_url=f"{server.url}{HOOK}", **zone,
                                             context={"dag_run": on_time, "deadline": deadline}))
         assert isinstance(output, str)  # Airflow stores it as the callback's text output
         assert _posts(server) == [json.loads(output)]

@@ -52,7 +52,6 @@ import pytest
 from stack.ephemeral import (
     DAG_ID,
     E2E_REPORT,
-    JKT,
     PASSWORD,
     USERNAME,
     WORKERS,
@@ -64,6 +63,8 @@ from stack.ephemeral import (
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 
+#: the zone of the stacks' DAG: the pipeline's default time zone (the stacks set none)
+JKT = "Asia/Jakarta"
 BAD_PARTITION = ("order_id,order_ts,customer_id,kota,produk,qty,harga_satuan\n"
                  "TK-1,{day} 10:00:00,C1,Bandung,Teh,1,1000\n")
 STAGES = ("extract", "transform", "load", "validate", "publish_gold")

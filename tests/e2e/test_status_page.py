@@ -30,11 +30,13 @@ from zoneinfo import ZoneInfo
 import httpx
 import pytest
 
-from stack.ephemeral import DAG_ID, JKT, PASSWORD, USERNAME, EphemeralStack, fire_time
+from stack.ephemeral import DAG_ID, PASSWORD, USERNAME, EphemeralStack, fire_time
 from stack.rest import AirflowApi, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 
+#: the zone of the stacks' DAG: the pipeline's default time zone (the stacks set none)
+JKT = "Asia/Jakarta"
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 NO_KOTA = ("order_id,order_ts,customer_id,produk,qty,harga_satuan,diskon\n"
            "TK-1,{day} 10:00:00,C1,Teh,1,1000,0\n")

@@ -27,10 +27,12 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from stack.ephemeral import DAG_ID, JKT, EphemeralStack, fire_time
+from stack.ephemeral import DAG_ID, EphemeralStack, fire_time
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 
+#: the zone of the stacks' DAG: the pipeline's default time zone (the stacks set none)
+JKT = "Asia/Jakarta"
 STAGES = ("extract", "transform", "load", "validate", "publish_gold")
 NO_KOTA = ("order_id,order_ts,customer_id,produk,qty,harga_satuan,diskon\n"
            "TK-1,{day} 10:00:00,C1,Teh,1,1000,0\n")

@@ -69,14 +69,14 @@ def test_eight_dates_at_once_for_several_rounds_lose_no_update_and_no_row(worksp
         counts = generate_partition(ws.raw / f"pesanan_{day.isoformat()}.csv", day, ROWS,
                                     seed=day.day)
         expected[day.isoformat()] = counts["fact"]
-    warehouse = Warehouse(ws.warehouse_url)
+    warehouse = Warehouse(ws.warehouse_url, "Asia/Jakarta")
     first_checksums: dict[str, dict] = {}
     for number in range(1, ROUNDS + 1):
         results = _round(ws, force=number > 1)
         failed = [(day, code, err[-800:]) for day, code, _, err in results if code != 0]
         assert not failed, f"round {number}: {failed}"
 
-        runs = StateStore(ws.state_file).read().runs
+        runs = StateStore(ws.state_file, "etl-pesanan-tokokita").read().runs
         assert sorted(runs) == sorted(expected), f"round {number}: entries lost: {sorted(runs)}"
         for day, entry in runs.items():
             assert entry["status"] == "success", (number, day, entry)

@@ -61,7 +61,7 @@ MOMENTS = [("transform", 0.4), ("load", 0.0), ("transform", 0.0), ("load", 0.2),
 
 
 def _entry(ws: Workspace) -> dict:
-    return StateStore(ws.state_file).read().entry(DAY)
+    return StateStore(ws.state_file, "etl-pesanan-tokokita").read().entry(DAY)
 
 
 @pytest.mark.parametrize("wait", ["statement", "streamed_checksum"])
@@ -70,7 +70,7 @@ def test_a_frozen_backend_fails_the_wait_within_the_client_deadline(controlled_p
     cannot fire); it now fails after db_answer_timeout_s as a transient
     error naming the warehouse, including the streamed fact checksum, whose cursor cleanup
     on the closed connection used to hide the cause."""
-    warehouse = Warehouse(controlled_pg.create_database(),
+    warehouse = Warehouse(controlled_pg.create_database(), "Asia/Jakarta",
                           answer_timeout_s=ANSWER_TIMEOUT_S,
                           connect_timeout_s=CONNECT_TIMEOUT_S)
     warehouse.ensure_schema()
@@ -107,10 +107,10 @@ def test_with_the_shipped_deadlines_a_frozen_backend_fails_the_wait_within_a_min
     """Regression: with the shipped settings a frozen warehouse held a run for up to ten
     minutes (the answer deadline was db_statement_timeout_s=600 plus the connect timeout); with
     the defaults (db_answer_timeout_s) it fails within a minute."""
-    from tokokita_etl.config import Settings
+    from tokokita_etl.config import default
 
-    warehouse = Warehouse(controlled_pg.create_database())  # the shipped deadlines
-    assert Settings.db_answer_timeout_s < 60 <= Settings.db_statement_timeout_s
+    warehouse = Warehouse(controlled_pg.create_database(), "Asia/Jakarta")  # the shipped deadlines
+    assert default("db_answer_timeout_s") < 60 <= default("db_statement_timeout_s")
     backend = None
     try:
         with pytest.raises(WarehouseError) as err, warehouse.begin() as conn:
@@ -123,7 +123,7 @@ def test_with_the_shipped_deadlines_a_frozen_backend_fails_the_wait_within_a_min
         if backend is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(backend, signal.SIGCONT)
-    assert Settings.db_answer_timeout_s - 0.5 < took < 60, took
+    assert default("db_answer_timeout_s") - 0.5 < took < 60, took
     assert err.value.transient and "(db_answer_timeout_s)" in str(err.value)
 
 
@@ -156,7 +156,7 @@ def test_frozen_warehouse_fails_the_run_in_bounded_time_and_a_rerun_restores_it(
     the client deadline as a recorded, transient attempt, and after SIGCONT a re-run
     restores the clean checksums."""
     ws = Workspace(tmp_path, controlled_pg.create_database())
-    display = Warehouse(ws.warehouse_url).display_url
+    display = Warehouse(ws.warehouse_url, "Asia/Jakarta").display_url
     generate_partition(ws.raw / f"pesanan_{DAY.isoformat()}.csv", DAY, ROWS, seed=5)
     clean = run_cli(["run", "--date", DAY.isoformat()], cwd=ws.root, env=ws.env(),
                     module=True, timeout=600)

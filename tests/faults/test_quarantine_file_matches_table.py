@@ -136,7 +136,7 @@ def test_quarantine_file_holds_the_rows_of_the_quarantine_table(
     the database or the CSV writer changed, a file left from an earlier run of the date."""
     ws = workspace
     rng = random.Random(f"{SEED}:{ws.warehouse_url.split(':')[0]}")
-    warehouse = Warehouse(ws.warehouse_url)
+    warehouse = Warehouse(ws.warehouse_url, "Asia/Jakarta")
     warehouse.ensure_schema()  # a date whose first run fails before load has an empty table
     call = in_process_cli(ws, monkeypatch, capsys, CLOCK)
     problems: list[str] = []
@@ -178,7 +178,7 @@ def test_a_quarantined_field_with_a_lone_carriage_return_is_one_row_of_the_file(
     ws.write_partition(date(2026, 11, 10), LONE_CR)
     code, _, err = in_process_cli(ws, monkeypatch, capsys, CLOCK)("run", "--date", "2026-11-10")
     assert code == 0, err
-    table_rows = _table_rows(Warehouse(ws.warehouse_url), date(2026, 11, 10))
+    table_rows = _table_rows(Warehouse(ws.warehouse_url, "Asia/Jakarta"), date(2026, 11, 10))
     assert [(row[1], row[2], row[6]) for row in table_rows] == [
         ("2", "bad_price", "Jakarta Timur\rBarat")]
     assert _file_rows(ws.quarantine_file(date(2026, 11, 10))) == table_rows

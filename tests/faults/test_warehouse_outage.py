@@ -47,11 +47,11 @@ def _run(ws: Workspace, *args: str) -> subprocess.CompletedProcess:
 
 
 def _entry(ws: Workspace) -> dict:
-    return StateStore(ws.state_file).read().entry(DAY)
+    return StateStore(ws.state_file, "etl-pesanan-tokokita").read().entry(DAY)
 
 
 def _fact_rows(ws: Workspace) -> int:
-    with Warehouse(ws.warehouse_url).begin() as conn:
+    with Warehouse(ws.warehouse_url, "Asia/Jakarta").begin() as conn:
         return conn.execute(text("SELECT COUNT(*) FROM fact_pesanan WHERE order_date = :d"),
                             {"d": DAY}).scalar_one()
 
@@ -74,7 +74,7 @@ def _forced_run_with_outage(ws: Workspace, cluster, after: str, delay: float,
 
 def _check_failure(ws: Workspace, code: int, err: str, attempts_before: int) -> str:
     """The run failed cleanly and the watermark says so; returns the failed stage."""
-    display = Warehouse(ws.warehouse_url).display_url
+    display = Warehouse(ws.warehouse_url, "Asia/Jakarta").display_url
     assert code == 1, err
     assert "Traceback" not in err, err
     errors = [line for line in err.splitlines() if line.startswith("[error]")]
@@ -136,7 +136,7 @@ def test_warehouse_stopped_during_a_run_fails_it_cleanly_and_a_rerun_restores_it
                     run_stage(settings, DAY, stage)
                 except WarehouseError as exc:
                     assert exc.transient and classify(exc) is ErrorKind.TRANSIENT
-                    state = StateStore(ws.state_file).read()
+                    state = StateStore(ws.state_file, "etl-pesanan-tokokita").read()
                     assert retry_decision(exc, state, DAY, 1000).action is Action.RUN
                 else:
                     raise AssertionError(f"{stage} succeeded with the warehouse down")

@@ -122,20 +122,26 @@ def triggerer_context(run_type: str, queued_at: str) -> dict:
             "deadline": {"deadline_time": "2026-11-03T23:00:00+00:00"}}
 
 
+#: what the DAG file gives the deadline callback from the settings (the defaults here)
+DEADLINE_SETTINGS = {"tz": "Asia/Jakarta", "deadline_local_time": "06:00",
+                     "pipeline": "etl-pesanan-tokokita"}
+
+
 def test_the_deadline_alert_posts_the_webhook_and_mails_the_notifiers(smtp, monkeypatch):
     from tokokita_airflow.notifiers import deadline_alert
 
     hook = PingServer().start()
     try:
         line = asyncio.run(deadline_alert(
-            dag_id="tokokita_orders_daily", webhook_url=f"{hook.url}/deadline",
+            **DEADLINE_SETTINGS, dag_id="tokokita_orders_daily", webhook_url=f"{hook.url}/deadline",
             notifiers=json.dumps([MAIL]),
             context=triggerer_context("scheduled", "2026-11-03T19:30:02+00:00")))
         broken = asyncio.run(deadline_alert(
-            dag_id="tokokita_orders_daily", notifiers='[{"class": "tokokita_airflow.nothing.N"}]',
+            **DEADLINE_SETTINGS, dag_id="tokokita_orders_daily",
+            notifiers='[{"class": "tokokita_airflow.nothing.N"}]',
             context=triggerer_context("scheduled", "2026-11-03T19:30:02+00:00")))
         skipped = asyncio.run(deadline_alert(
-            dag_id="tokokita_orders_daily", webhook_url=f"{hook.url}/deadline",
+            **DEADLINE_SETTINGS, dag_id="tokokita_orders_daily", webhook_url=f"{hook.url}/deadline",
             notifiers=json.dumps([MAIL]),
             context=triggerer_context("backfill", "2026-11-03T19:30:02+00:00")))
     finally:

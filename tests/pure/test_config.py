@@ -6,22 +6,19 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import fields
 from datetime import date, datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
-import yaml
 
 from tests.conftest import HEADER, REPO
 from tokokita_etl import cli
 from tokokita_etl.config import (
-    DAG_PARSE_SETTINGS,
-    DEFAULT_TIMEZONE,
     ENV_VARS,
+    SETTINGS,
     Settings,
-    dag_schedule_from_env,
+    default,
     gold_path,
     load_settings,
     partition_exists,
@@ -51,10 +48,9 @@ def test_without_a_config_file_the_defaults_apply_resolved_against_cwd(tmp_path)
 def test_the_repository_config_file_matches_the_documented_defaults():
     s = load_settings(env={}, cwd=REPO)
     assert s == load_settings(env={}, cwd=REPO, config_path=REPO / "config" / "pipeline.yaml")
-    plain = [f.name for f in fields(Settings)
-             if f.type not in ("Path", "Location") and f.name != "warehouse_url"]
-    assert {name: getattr(s, name) for name in plain} == \
-        {name: getattr(Settings, name) for name in plain}
+    plain = [name for name, setting in SETTINGS.items()
+             if not isinstance(setting.default, Path) and name != "warehouse_url"]
+    assert {name: getattr(s, name) for name in plain} == {name: default(name) for name in plain}
     assert s.raw_dir == REPO / "data" / "raw"
 
 
@@ -133,7 +129,7 @@ def test_an_explicit_config_file_that_does_not_exist_is_an_error(tmp_path):
 # -- the settings beyond folders and the schedule ----------------------------------------------
 
 def test_every_setting_has_a_tokokita_environment_variable():
-    assert {f"TOKOKITA_{f.name.upper()}": f.name for f in fields(Settings)} == ENV_VARS
+    assert {f"TOKOKITA_{name.upper()}": name for name in Settings.model_fields} == ENV_VARS
     for var in ("TOKOKITA_DUCKDB_MEMORY_LIMIT", "TOKOKITA_START_DATE", "TOKOKITA_END_DATE",
                 "TOKOKITA_WAIT_WINDOW_HOURS", "TOKOKITA_CLAIM_TTL_HOURS", "TOKOKITA_CRON",
                 "TOKOKITA_VOLUME_MIN_SHARE", "TOKOKITA_VOLUME_CHECK", "TOKOKITA_PING_URL"):
@@ -145,7 +141,7 @@ def test_the_new_settings_have_their_documented_defaults(tmp_path):
     assert (s.duckdb_memory_limit, s.wait_window_hours, s.claim_ttl_hours) == ("400MB", 6, 6)
     assert (s.start_date, s.end_date) == (date(2026, 11, 1), None)
     assert (s.volume_min_share, s.volume_check, s.ping_url) == (0.5, "warn", "")
-    assert s.timezone == DEFAULT_TIMEZONE
+    assert s.timezone == "Asia/Jakarta"
 
 
 def test_the_new_settings_are_read_from_yaml_and_environment(tmp_path):
@@ -218,38 +214,38 @@ def test_an_end_date_before_the_start_date_is_an_error_naming_both(tmp_path):
     assert load_settings(env={"TOKOKITA_END_DATE": "2026-11-01"}, cwd=tmp_path).end_date
 
 
-# -- what the DAG reads when it is parsed -------------------------------------------------------
+# -- what the DAG reads when it is parsed: the same settings ----------------------------------
 
-def test_the_dag_schedule_defaults_are_the_settings_defaults():
-    jakarta = ZoneInfo(DEFAULT_TIMEZONE)
-    schedule = dag_schedule_from_env({})
-    assert (schedule.cron, schedule.timezone) == (Settings.cron, Settings.timezone)
-    assert schedule.start_date == datetime(2026, 11, 1, tzinfo=jakarta)
-    assert schedule.start_date.tzinfo == jakarta
-    assert (schedule.end_date, schedule.wait_window) == (None, timedelta(hours=6))
-
-
-def test_the_settings_the_dag_reads_agree_with_the_repository_config_file():
-    """The DAG reads only the environment: a value in the YAML file must be the default."""
-    written = yaml.safe_load((REPO / "config" / "pipeline.yaml").read_text(encoding="utf-8"))
-    for name in DAG_PARSE_SETTINGS:
-        if name in written:
-            assert written[name] == getattr(Settings, name), name
-
-
-def test_the_dag_schedule_comes_from_the_environment_as_aware_datetimes():
-    schedule = dag_schedule_from_env({
+def test_the_catchup_window_is_aware_datetimes_in_the_pipeline_zone(tmp_path):
+    s = load_settings(env={}, cwd=tmp_path)
+    jakarta = ZoneInfo("Asia/Jakarta")
+    assert s.catchup_start == datetime(2026, 11, 1, tzinfo=jakarta)
+    assert (s.catchup_end, s.wait_window) == (None, timedelta(hours=6))
+    s = load_settings(env={
         "TOKOKITA_CRON": "0 3 * * *", "TOKOKITA_TIMEZONE": "UTC",
         "TOKOKITA_START_DATE": "2026-11-02", "TOKOKITA_END_DATE": "2026-11-08T12:00:00",
-        "TOKOKITA_WAIT_WINDOW_HOURS": "2"})
+        "TOKOKITA_WAIT_WINDOW_HOURS": "2"}, cwd=tmp_path)
     utc = ZoneInfo("UTC")
-    assert (schedule.cron, schedule.timezone) == ("0 3 * * *", "UTC")
-    assert (schedule.start_date, schedule.end_date) == (
+    assert (s.catchup_start, s.catchup_end) == (
         datetime(2026, 11, 2, tzinfo=utc), datetime(2026, 11, 8, 12, tzinfo=utc))
-    assert schedule.wait_window == timedelta(hours=2)
+    assert s.wait_window == timedelta(hours=2)
     # an offset keeps its instant
-    end = dag_schedule_from_env({"TOKOKITA_END_DATE": "2026-11-08T02:30:00+00:00"}).end_date
+    end = load_settings(env={"TOKOKITA_END_DATE": "2026-11-08T02:30:00+00:00"},
+                        cwd=tmp_path).catchup_end
     assert end.isoformat() == "2026-11-08T09:30:00+07:00"
+
+
+def test_the_dag_settings_come_from_the_yaml_file_too(tmp_path):
+    """Regression: the DAG file read only the environment, so a schedule written in
+    config/pipeline.yaml was ignored by Airflow (the file had to repeat the defaults)."""
+    write_yaml(tmp_path / "config" / "pipeline.yaml",
+               "cron: 0 4 * * *\ntimezone: UTC\nstart_date: 2026-10-01\nwait_window_hours: 3\n"
+               "deadline_local_time: '07:30'\n")
+    s = load_settings(env={}, cwd=tmp_path)
+    assert (s.cron, s.timezone, s.wait_window, s.deadline_time.isoformat()) == (
+        "0 4 * * *", "UTC", timedelta(hours=3), "07:30:00")
+    assert s.catchup_start == datetime(2026, 10, 1, tzinfo=ZoneInfo("UTC"))
+    assert load_settings(env={"TOKOKITA_CRON": "0 5 * * *"}, cwd=tmp_path).cron == "0 5 * * *"
 
 
 @pytest.mark.parametrize(("env", "fragment"), [
@@ -261,21 +257,65 @@ def test_the_dag_schedule_comes_from_the_environment_as_aware_datetimes():
      "end_date 2026-11-08 (TOKOKITA_END_DATE) is before start_date"),
     ({"TOKOKITA_WAIT_WINDOW_HOURS": "-1"}, "TOKOKITA_WAIT_WINDOW_HOURS: wait_window_hours"),
 ])
-def test_a_bad_dag_schedule_fails_at_parse_time_naming_the_variable(env, fragment):
+def test_a_bad_schedule_setting_is_an_error_naming_the_variable(tmp_path, env, fragment):
     with pytest.raises(ConfigError) as err:
-        dag_schedule_from_env(env)
+        load_settings(env=env, cwd=tmp_path)
     assert fragment in str(err.value)
 
 
-def test_the_dag_schedule_reads_no_file_and_imports_nothing_heavy(tmp_path):
-    probe = ("import sys; from tokokita_etl.config import dag_schedule_from_env; "
-             "dag_schedule_from_env(); print(sorted(m for m in ('pyarrow', 'duckdb', "
-             "'sqlalchemy', 'yaml', 'psycopg') if m in sys.modules))")
+def test_reading_the_settings_imports_nothing_heavy(tmp_path):
+    probe = ("import sys; from tokokita_etl.config import load_settings; "
+             "load_settings(); print(sorted(m for m in ('pyarrow', 'duckdb', "
+             "'sqlalchemy', 'psycopg', 'fsspec') if m in sys.modules))")
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOKOKITA_")}
-    env["TOKOKITA_CONFIG"] = str(tmp_path / "unreadable.yaml")  # would fail if it were read
+    write_yaml(tmp_path / "config" / "pipeline.yaml", "cron: 0 4 * * *\n")
     done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=env,
                           capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+# -- Settings.replace and where each value came from -------------------------------------------
+
+def test_replace_returns_a_validated_copy_and_keeps_the_original(tmp_path):
+    s = load_settings(env={}, cwd=tmp_path)
+    url = "postgresql+psycopg://etl:rahasia@db.example:5432/tokokita"
+    changed = s.replace(warehouse_url=url, state_url="warehouse")
+    assert (changed.warehouse_url, changed.state_db_url) == (url, url)
+    assert s.warehouse_url == f"sqlite:///{tmp_path}/data/warehouse/tokokita.db"
+    assert changed.raw_dir == s.raw_dir and changed != s and hash(changed) != hash(s)
+    assert changed.source("warehouse_url") == "Settings.replace"
+    assert changed.source("raw_dir") == s.source("raw_dir") == "default"
+    with pytest.raises(ConfigError, match=r"^Settings.replace: max_attempts must be >= 1, got 0$"):
+        s.replace(max_attempts=0)
+    with pytest.raises(ConfigError, match=r"state_url 'warehouse' \(Settings.replace\) needs a "
+                                          "PostgreSQL warehouse_url"):
+        s.replace(state_url="warehouse")
+    with pytest.raises(ConfigError, match=r"Settings\.replace: unknown setting 'warehouse'"):
+        s.replace(warehouse="x")
+
+
+def test_settings_are_immutable_and_equal_by_value(tmp_path):
+    s = load_settings(env={}, cwd=tmp_path)
+    with pytest.raises(ValueError, match="frozen"):
+        s.lookback_days = 2
+    assert s == load_settings(env={"TOKOKITA_LOOKBACK_DAYS": "7"}, cwd=tmp_path)
+    assert len({s, load_settings(env={}, cwd=tmp_path)}) == 1
+
+
+def test_each_value_records_its_source(tmp_path):
+    config = write_yaml(tmp_path / "config" / "pipeline.yaml", "lookback_days: 5\ncron: 0 4 * * *\n")
+    s = load_settings(env={"TOKOKITA_CRON": "0 5 * * *", "TOKOKITA_PING_URL": ""}, cwd=tmp_path,
+                      overrides={"raw_dir": "flag/raw", "gold_dir": None},
+                      stack={"TOKOKITA_GOLD_DIR": "stack/gold", "TOKOKITA_CRON": "0 6 * * *"})
+    assert s.source("lookback_days") == str(config)
+    assert s.source("cron") == "TOKOKITA_CRON"  # the environment beats the stack's file
+    assert s.source("raw_dir") == "--raw-dir"
+    assert s.source("gold_dir") == f"{tmp_path / 'airflow_home' / 'tokokita.env'} (TOKOKITA_GOLD_DIR)"
+    assert s.gold_dir == tmp_path / "stack" / "gold"
+    assert s.source("ping_url") == s.source("max_attempts") == "default"  # empty: not set
+    with pytest.raises(ConfigError, match=r"airflow_home/tokokita.env \(TOKOKITA_LOOKBACK_DAYS\): "
+                                          "lookback_days must be an integer"):
+        load_settings(env={}, cwd=tmp_path, stack={"TOKOKITA_LOOKBACK_DAYS": "x"})
 
 
 # -- names kept in one place ------------------------------------------------------------------
@@ -329,3 +369,40 @@ def test_cli_uses_yaml_then_env_then_flags_and_resolves_relative_paths_against_c
     assert due("--raw-dir", str(tmp_path / "env_raw"), "--lookback-days", "5") == ["2026-11-02"]
     monkeypatch.chdir(tmp_path / "yaml_raw")  # a different cwd: no config file, relative paths move
     assert due("--raw-dir", ".", "--lookback-days", "5") == ["2026-11-01"]
+
+
+def test_an_edited_config_file_is_read_again(tmp_path):
+    """The file's settings are kept while the file is unchanged (the DAG processor reads them
+    at every parse); an edit, even one that keeps its size, is read."""
+    config = write_yaml(tmp_path / "config" / "pipeline.yaml", "lookback_days: 5\n")
+    assert load_settings(env={}, cwd=tmp_path).lookback_days == 5
+    stat = config.stat()
+    config.write_text("lookback_days: 6\n", encoding="utf-8")
+    os.utime(config, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    assert load_settings(env={}, cwd=tmp_path).lookback_days == 6
+
+
+def test_the_settings_table_of_the_docs_is_the_class():
+    """docs/configuration.md's table lists exactly the class's settings, in its order, with
+    their defaults, variables and the flags the command line has."""
+    import argparse
+
+    text = (REPO / "docs" / "configuration.md").read_text(encoding="utf-8")
+    table = text.split("## Pipeline settings", 1)[1].split("\n\n", 2)[1]
+    rows = [[cell.strip() for cell in line.strip("|").split("|")]
+            for line in table.splitlines()[2:]]
+    assert [row[0] for row in rows] == [f"`{name}`" for name in SETTINGS]
+    parser = cli._parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    flags = {option for command in commands.choices.values() for action in command._actions
+             for option in action.option_strings}
+    for row in rows:
+        name = row[0].strip("`")
+        value = default(name)
+        if value is None or value == "":
+            shown = "none" if value is None else "empty"
+        else:
+            shown = f"`{value.isoformat() if isinstance(value, date) else value}`"
+        assert (row[1], row[2]) == (shown, f"`TOKOKITA_{name.upper()}`"), name
+        flag = f"--{name.replace('_', '-')}"
+        assert row[3].startswith(f"`{flag}`") == (flag in flags), name

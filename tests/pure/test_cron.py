@@ -197,7 +197,7 @@ def test_fields_expand_lists_ranges_steps_and_names(expr, key, values):
     ],
 )
 def test_macros_are_expanded_in_the_report_expression(macro, expanded):
-    report = explain(macro, after=datetime(2026, 1, 1), count=1)
+    report = explain(macro, after=datetime(2026, 1, 1), count=1, tz=JKT)
     assert report.expression == expanded
     assert report.fields == parse(expanded).fields()
 
@@ -298,28 +298,28 @@ def test_impossible_day_is_detected_analytically_but_a_leap_day_is_allowed():
 def test_impossible_dom_is_rescued_by_the_or_rule():
     runs = next_runs("0 0 30 2 1", datetime(2026, 2, 1), 1, "UTC")
     assert iso(runs) == ["2026-02-02T00:00:00+00:00"]
-    assert "dom_dow_or" in codes(explain("0 0 30 2 1", after=datetime(2026, 2, 1)))
+    assert "dom_dow_or" in codes(explain("0 0 30 2 1", after=datetime(2026, 2, 1), tz=JKT))
 
 
 # --- warnings -------------------------------------------------------------------------
 
 
 def test_dom_dow_or_warning_only_when_or_applies():
-    assert "dom_dow_or" in codes(explain("0 0 1 * MON", after=datetime(2026, 1, 1)))
-    message = messages(explain("0 0 1 * MON", after=datetime(2026, 1, 1)), "dom_dow_or")[0]
+    assert "dom_dow_or" in codes(explain("0 0 1 * MON", after=datetime(2026, 1, 1), tz=JKT))
+    message = messages(explain("0 0 1 * MON", after=datetime(2026, 1, 1), tz=JKT), "dom_dow_or")[0]
     assert "OR" in message and "Monday" in message and "day 1" in message
     for expr in ("0 0 1 * *", "0 0 * * MON", "0 0 */2 * MON", "0 0 1 * */2"):
-        assert "dom_dow_or" not in codes(explain(expr, after=datetime(2026, 1, 1)))
+        assert "dom_dow_or" not in codes(explain(expr, after=datetime(2026, 1, 1), tz=JKT))
 
 
 def test_months_without_the_day_and_leap_day_only_schedules_are_flagged():
-    skip = messages(explain("0 0 31 * *", after=datetime(2026, 1, 1)), "skips_months")[0]
+    skip = messages(explain("0 0 31 * *", after=datetime(2026, 1, 1), tz=JKT), "skips_months")[0]
     assert "February, April, June, September and November" in skip
-    feb = messages(explain("0 0 29 * *", after=datetime(2026, 1, 1)), "skips_months")[0]
+    feb = messages(explain("0 0 29 * *", after=datetime(2026, 1, 1), tz=JKT), "skips_months")[0]
     assert "leap years" in feb
-    leap = explain("0 0 29 2 *", after=datetime(2026, 1, 1))
+    leap = explain("0 0 29 2 *", after=datetime(2026, 1, 1), tz=JKT)
     assert codes(leap) == ["leap_day_only"]
-    assert codes(explain("0 0 28 * *", after=datetime(2026, 1, 1))) == []
+    assert codes(explain("0 0 28 * *", after=datetime(2026, 1, 1), tz=JKT)) == []
 
 
 def test_jakarta_has_no_dst_warnings_for_any_schedule():
@@ -398,17 +398,17 @@ def test_airflow_drift_warning_on_lord_howe_names_airflows_off_grid_time():
 
 
 def test_croniter_differs_warning_flags_expressions_airflow_reads_differently():
-    equal_range = messages(explain("0 23-23 * * *", after=datetime(2026, 1, 1)), "croniter_differs")
+    equal_range = messages(explain("0 23-23 * * *", after=datetime(2026, 1, 1), tz=JKT), "croniter_differs")
     assert "hour '23-23' as 0 through 23 (standard cron: 23)" in equal_range[0]
-    star_step = messages(explain("0 0 */2 * 1", after=datetime(2026, 1, 1)), "croniter_differs")
+    star_step = messages(explain("0 0 */2 * 1", after=datetime(2026, 1, 1), tz=JKT), "croniter_differs")
     assert "OR day-of-week Monday" in star_step[0]
     assert "AND Monday" in star_step[0]
-    assert codes(explain("0 0 13 * 3-3", after=datetime(2026, 1, 1))) == [
+    assert codes(explain("0 0 13 * 3-3", after=datetime(2026, 1, 1), tz=JKT)) == [
         "dom_dow_or",
         "croniter_differs",
     ]
     for expr in ("30 2 * * *", "0 0 1 * 0", "0 0 * * 7", "0 0 1-31 * 1", "*/5 9-17 * * 1-5"):
-        assert "croniter_differs" not in codes(explain(expr, after=datetime(2026, 1, 1)))
+        assert "croniter_differs" not in codes(explain(expr, after=datetime(2026, 1, 1), tz=JKT))
 
 
 def test_croniter_differs_is_silent_exactly_when_croniter_walks_the_same_minutes():
@@ -844,11 +844,11 @@ def test_documented_croniter_difference_is_real(airflow):
     ],
 )
 def test_description_is_one_sentence(expr, description):
-    assert explain(expr, after=datetime(2026, 1, 1)).description == description
+    assert explain(expr, after=datetime(2026, 1, 1), tz=JKT).description == description
 
 
 def test_report_to_json_dict_has_the_documented_shape():
-    report = explain("0 0 1 * MON", after=datetime(2026, 11, 25), count=2)
+    report = explain("0 0 1 * MON", after=datetime(2026, 11, 25), count=2, tz=JKT)
     data = json.loads(json.dumps(report.to_json_dict()))
     assert set(data) == {"expression", "fields", "description", "warnings", "next"}
     assert data["expression"] == "0 0 1 * MON"
@@ -877,7 +877,7 @@ def test_format_report_shows_fields_meaning_description_warnings_and_runs():
 
 
 def test_main_prints_the_report_and_exits_0(capsys):
-    assert main(["30 2 * * *", "--after", "2026-11-05T00:10", "--count", "2"]) == 0
+    assert main(["30 2 * * *", "--after", "2026-11-05T00:10", "--count", "2"], default_tz=JKT) == 0
     out = capsys.readouterr().out
     assert "Thu 2026-11-05 02:30 (+07:00)" in out
     assert "Fri 2026-11-06 02:30 (+07:00)" in out
@@ -885,7 +885,7 @@ def test_main_prints_the_report_and_exits_0(capsys):
 
 def test_main_json_output_and_default_after_from_now(capsys):
     now = datetime(2026, 11, 5, 12, 0, tzinfo=ZoneInfo(JKT))
-    assert main(["0 0 1 * 0", "--json", "--count", "1"], now=lambda: now) == 0
+    assert main(["0 0 1 * 0", "--json", "--count", "1"], now=lambda: now, default_tz=JKT) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["next"] == ["2026-11-08T00:00:00+07:00"]
     assert data["warnings"][0]["code"] == "dom_dow_or"
@@ -908,7 +908,7 @@ def test_main_uses_default_tz_and_accepts_an_unquoted_expression(capsys):
     ],
 )
 def test_main_exits_2_with_the_reason_on_stderr(capsys, argv, fragments):
-    assert main(argv) == 2
+    assert main(argv, default_tz=JKT) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
     for fragment in fragments:

@@ -52,7 +52,7 @@ def _dead_cli_owner() -> str:
 
 
 def _succeeded(ws: Workspace, attempt: int = 1) -> StateStore:
-    store = StateStore(ws.state_file)
+    store = StateStore(ws.state_file, "etl-pesanan-tokokita")
     for _ in range(attempt):
         store.record(DAY, SUCCESS, {"checksums": {"fact": "old"}}, NOW)
     return store

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tokokita_etl.config import ConfigError, dag_schedule_from_env, load_settings
+from tokokita_etl.config import ConfigError, load_settings
 from tokokita_etl.notify import DEFAULT_NOTIFIER_EVENTS, parse_notifiers
 
 SMTP = "airflow.providers.smtp.notifications.smtp.SmtpNotifier"
@@ -43,11 +43,9 @@ def test_the_notifiers_setting_is_checked_where_it_is_read(tmp_path):
                 'like package.module.Notifier, got "x"')
     with pytest.raises(ConfigError, match=expected.replace("[", r"\[").replace("]", r"\]")):
         load_settings(env=env, cwd=tmp_path)
-    with pytest.raises(ConfigError, match=r"TOKOKITA_NOTIFIERS: notifiers: notifier \[0\]"):
-        dag_schedule_from_env(env)
 
 
-def test_the_dag_reads_the_notifiers_from_the_environment():
+def test_the_notifiers_are_read_from_the_environment(tmp_path):
     text = f'[{{"class": "{SMTP}", "kwargs": {{"to": "ops@tokokita.test"}}}}]'
-    assert dag_schedule_from_env({"TOKOKITA_NOTIFIERS": text}).notifiers == text
-    assert dag_schedule_from_env({}).notifiers == ""
+    assert load_settings(env={"TOKOKITA_NOTIFIERS": text}, cwd=tmp_path).notifiers == text
+    assert load_settings(env={}, cwd=tmp_path).notifiers == ""

@@ -100,7 +100,7 @@ def test_a_forced_rerun_of_a_done_date_is_not_blocked_by_its_attempt_count():
 def _reprocessed_three_times_then_failed(tmp_path: Path, error: str = "boom") -> StateStore:
     """A date that succeeded, was reprocessed three times (forced) and then failed once, as
     the store records it."""
-    store = StateStore(tmp_path / "state.json")
+    store = StateStore(tmp_path / "state.json", "etl-pesanan-tokokita")
     now = at("2026-11-03 02:00")
     for _ in range(4):
         store.record(DAY, SUCCESS, {}, now)
@@ -119,9 +119,10 @@ def test_a_date_reprocessed_three_times_then_failing_once_is_not_blocked(tmp_pat
     assert plain.action is Action.RUN
     assert "1 of 3 attempts used" in plain.reason
     assert gate_decision(state, DAY, run_type="scheduled", now=at("2026-11-03 03:00"),
-                         lookback_days=7, max_attempts=MAX).action is Action.RUN
+                         lookback_days=7, max_attempts=MAX, tz="Asia/Jakarta").action is Action.RUN
     assert stage_decision(state, DAY, max_attempts=MAX).action is Action.RUN
-    assert due_runs(state, at("2026-11-03 03:00"), _raw_with(tmp_path, DAY), 7, MAX) == [DAY]
+    assert due_runs(state, at("2026-11-03 03:00"), _raw_with(tmp_path, DAY), 7, MAX,
+                    tz="Asia/Jakarta") == [DAY]
 
 
 def test_a_date_reprocessed_three_times_then_failing_once_is_retried_as_its_error_class_allows(
@@ -136,7 +137,7 @@ def test_a_date_reprocessed_three_times_then_failing_once_is_retried_as_its_erro
 
 
 def test_forced_reruns_never_bring_a_date_closer_to_blocked(tmp_path):
-    store = StateStore(tmp_path / "state.json")
+    store = StateStore(tmp_path / "state.json", "etl-pesanan-tokokita")
     now = at("2026-11-03 02:00")
     store.record(DAY, FAILED, {"error": "x"}, now)
     store.record(DAY, FAILED, {"error": "x"}, now)
@@ -198,21 +199,22 @@ def test_a_scheduled_run_skips_a_date_older_than_the_lookback_a_manual_run_does_
     too_old = date(2026, 11, 12)
     for kind in ("scheduled", "manual", "backfill"):
         assert gate_decision(EMPTY, oldest_in, run_type=kind, now=now, lookback_days=7,
-                             max_attempts=MAX).action is Action.RUN
+                             max_attempts=MAX, tz="Asia/Jakarta").action is Action.RUN
     skipped = gate_decision(EMPTY, too_old, run_type="scheduled", now=now, lookback_days=7,
-                            max_attempts=MAX)
+                            max_attempts=MAX, tz="Asia/Jakarta")
     assert skipped.action is Action.SKIP
     assert "lookback_days=7" in skipped.reason
     for kind in ("manual", "backfill"):
         assert gate_decision(EMPTY, too_old, run_type=kind, now=now, lookback_days=7,
-                             max_attempts=MAX).action is Action.RUN
+                             max_attempts=MAX, tz="Asia/Jakarta").action is Action.RUN
 
 
 def test_the_gate_applies_the_watermark_rules_with_force_and_reset_attempts():
     now = at("2026-11-03 02:30")
     done = one(DAY, status=SUCCESS, attempt=1)
     blocked = one(DAY, status=FAILED, attempt=3)
-    common = {"run_type": "scheduled", "now": now, "lookback_days": 7, "max_attempts": MAX}
+    common = {"run_type": "scheduled", "now": now, "lookback_days": 7, "max_attempts": MAX,
+              "tz": "Asia/Jakarta"}
     assert gate_decision(done, DAY, **common).action is Action.SKIP
     assert gate_decision(done, DAY, force=True, **common).action is Action.RUN
     assert gate_decision(blocked, DAY, **common).action is Action.BLOCKED
@@ -224,7 +226,7 @@ def test_the_gate_takes_today_from_the_pipeline_time_zone():
     now = datetime.fromisoformat("2026-11-12T18:00:00+00:00")
     old = date(2026, 11, 5)
     assert gate_decision(EMPTY, old, run_type="scheduled", now=now, lookback_days=7,
-                         max_attempts=MAX).action is Action.SKIP
+                         max_attempts=MAX, tz="Asia/Jakarta").action is Action.SKIP
     assert gate_decision(EMPTY, old, run_type="scheduled", now=now, lookback_days=7,
                          max_attempts=MAX, tz="UTC").action is Action.RUN
 
@@ -246,9 +248,9 @@ def test_a_cleared_scheduled_run_of_a_date_older_than_the_lookback_is_not_skippe
     old = date(2026, 11, 2)
     done = one(old, status=SUCCESS, attempt=1)
     assert gate_decision(done, old, run_type="scheduled", now=now, lookback_days=7,
-                         max_attempts=MAX).action is Action.SKIP
+                         max_attempts=MAX, tz="Asia/Jakarta").action is Action.SKIP
     decision = gate_decision(done, old, run_type="scheduled", now=now, lookback_days=7,
-                             max_attempts=MAX, cleared=True)
+                             max_attempts=MAX, cleared=True, tz="Asia/Jakarta")
     assert (decision.action, decision.reason.split(":")[0]) == (Action.RUN, "clear")
 
 
@@ -448,7 +450,7 @@ def test_due_runs_lists_exactly_the_dates_in_the_lookback_with_a_partition_that_
             if file != "none":
                 partition_path(raw, day).write_bytes(b"" if file == "empty" else b"order_id\n")
         state = Watermark({"runs": runs})
-        due = due_runs(state, now, raw, lookback_days=lookback, max_attempts=max_attempts)
+        due = due_runs(state, now, raw, lookback_days=lookback, max_attempts=max_attempts, tz="Asia/Jakarta")
 
     window = [today - timedelta(days=n) for n in range(1, lookback + 1)]
     with_partition = [d for offset, (_, file) in enumerate(days)

@@ -18,7 +18,14 @@ from tokokita_etl.policy import decide, due_runs
 from tokokita_etl.schedule import local_today, parse_now, parse_run_date
 from tokokita_etl.state import FAILED, SUCCESS, StateStore, Watermark
 
-JKT = ZoneInfo("Asia/Jakarta")
+ZONE = "Asia/Jakarta"
+JKT = ZoneInfo(ZONE)
+
+
+def due(state: Watermark, now: datetime, raw_dir: Path, **given) -> list[date]:
+    """`due_runs` with the look-back, attempts and zone of these tests unless `given`."""
+    return due_runs(state, now, raw_dir, **{"lookback_days": 7, "max_attempts": 3, "tz": ZONE,
+                                             **given})
 D02, D03, D04 = SAMPLE_DATES
 
 
@@ -35,20 +42,20 @@ def make_raw(root: Path, *days: date, content: bytes | None = None) -> Path:
 
 
 def store(tmp_path: Path) -> StateStore:
-    return StateStore(tmp_path / "state" / "state.json")
+    return StateStore(tmp_path / "state" / "state.json", "etl-pesanan-tokokita")
 
 
 # -- due_runs over the sample week: empty state, then 02 and 03 done, then all done -----------
 
 def test_reference_scenarios_empty_state_then_02_03_done_then_all_done(workspace_samples):
     raw, st_ = workspace_samples
-    assert due_runs(st_.read(), at("2026-11-05 02:30"), raw) == [D02, D03, D04]
+    assert due(st_.read(), at("2026-11-05 02:30"), raw) == [D02, D03, D04]
     for day in (D02, D03):
         st_.record(day, SUCCESS, {}, datetime.now(UTC))
-    assert due_runs(st_.read(), at("2026-11-06 02:30"), raw) == [D04]
+    assert due(st_.read(), at("2026-11-06 02:30"), raw) == [D04]
     st_.record(D04, SUCCESS, {}, datetime.now(UTC))
-    assert due_runs(st_.read(), at("2026-11-06 02:30"), raw) == []
-    assert due_runs(st_.read(), at("2026-11-07 02:30"), raw) == []
+    assert due(st_.read(), at("2026-11-06 02:30"), raw) == []
+    assert due(st_.read(), at("2026-11-07 02:30"), raw) == []
 
 
 @pytest.fixture
@@ -65,8 +72,8 @@ def workspace_samples(tmp_path):
 
 def test_today_is_never_due_even_when_its_partition_exists(tmp_path):
     raw = make_raw(tmp_path / "raw", date(2026, 11, 4), date(2026, 11, 5))
-    assert due_runs(Watermark({"runs": {}}), at("2026-11-05 23:59:59"), raw) == [date(2026, 11, 4)]
-    assert due_runs(Watermark({"runs": {}}), at("2026-11-06 00:00"), raw) == [
+    assert due(Watermark({"runs": {}}), at("2026-11-05 23:59:59"), raw) == [date(2026, 11, 4)]
+    assert due(Watermark({"runs": {}}), at("2026-11-06 00:00"), raw) == [
         date(2026, 11, 4), date(2026, 11, 5)]
 
 
@@ -75,9 +82,9 @@ def test_the_lookback_window_includes_today_minus_lookback_and_nothing_older(tmp
     today = date(2026, 11, 12)
     days = [today - timedelta(days=n) for n in range(1, 12)]
     raw = make_raw(tmp_path / "raw", *days)
-    due = due_runs(Watermark({"runs": {}}), at("2026-11-12 02:30"), raw, lookback_days=lookback)
-    assert due == sorted(today - timedelta(days=n) for n in range(1, lookback + 1))
-    assert due[0] == today - timedelta(days=lookback)
+    found = due(Watermark({"runs": {}}), at("2026-11-12 02:30"), raw, lookback_days=lookback)
+    assert found == sorted(today - timedelta(days=n) for n in range(1, lookback + 1))
+    assert found[0] == today - timedelta(days=lookback)
 
 
 def test_dates_at_max_attempts_are_not_due_until_reset(tmp_path):
@@ -88,20 +95,20 @@ def test_dates_at_max_attempts_are_not_due_until_reset(tmp_path):
     for _ in range(2):
         s.record(D03, FAILED, {}, datetime.now(UTC))
     now = at("2026-11-05 02:30")
-    assert due_runs(s.read(), now, raw, max_attempts=3) == [D03, D04]
-    assert due_runs(s.read(), now, raw, max_attempts=4) == [D02, D03, D04]
-    assert due_runs(s.read(), now, raw, max_attempts=2) == [D04]
+    assert due(s.read(), now, raw) == [D03, D04]
+    assert due(s.read(), now, raw, max_attempts=4) == [D02, D03, D04]
+    assert due(s.read(), now, raw, max_attempts=2) == [D04]
     s.reset_attempts(D02, now=datetime.now(UTC), by="test")
-    assert due_runs(s.read(), now, raw, max_attempts=3) == [D02, D03, D04]
+    assert due(s.read(), now, raw) == [D02, D03, D04]
 
 
 def test_a_success_is_not_due_whatever_its_attempt_count(tmp_path):
     raw = make_raw(tmp_path / "raw", D02)
     s = store(tmp_path)
     s.record(D02, FAILED, {}, datetime.now(UTC))
-    assert due_runs(s.read(), at("2026-11-05 02:30"), raw) == [D02]
+    assert due(s.read(), at("2026-11-05 02:30"), raw) == [D02]
     s.record(D02, SUCCESS, {}, datetime.now(UTC))
-    assert due_runs(s.read(), at("2026-11-05 02:30"), raw, max_attempts=99) == []
+    assert due(s.read(), at("2026-11-05 02:30"), raw, max_attempts=99) == []
 
 
 def test_missing_zero_byte_and_in_flight_files_are_not_partitions(tmp_path):
@@ -114,24 +121,24 @@ def test_missing_zero_byte_and_in_flight_files_are_not_partitions(tmp_path):
     (raw / "PESANAN_2026-11-01.CSV").write_text(HEADER + "\n")
     (raw / "pesanan_2026-10-31.csv").mkdir()  # a directory is not a file
     now = at("2026-11-05 02:30")
-    assert due_runs(Watermark({"runs": {}}), now, raw) == [D02]
+    assert due(Watermark({"runs": {}}), now, raw) == [D02]
     (raw / "pesanan_2026-11-04.csv.tmp").rename(raw / "pesanan_2026-11-04.csv")  # atomic drop
-    assert due_runs(Watermark({"runs": {}}), now, raw) == [D02, D04]
-    assert due_runs(Watermark({"runs": {}}), now, tmp_path / "no-such-dir") == []
+    assert due(Watermark({"runs": {}}), now, raw) == [D02, D04]
+    assert due(Watermark({"runs": {}}), now, tmp_path / "no-such-dir") == []
 
 
 def test_the_clock_is_read_in_the_pipeline_time_zone(tmp_path):
     raw = make_raw(tmp_path / "raw", D02, D03, D04)
     empty = Watermark({"runs": {}})
     # 2026-11-04 19:30 UTC is 2026-11-05 02:30 in Jakarta
-    assert due_runs(empty, datetime(2026, 11, 4, 19, 30, tzinfo=UTC), raw) == [D02, D03, D04]
+    assert due(empty, datetime(2026, 11, 4, 19, 30, tzinfo=UTC), raw) == [D02, D03, D04]
     # 2026-11-04 16:59 UTC is still 2026-11-04 in Jakarta: 04 is today
-    assert due_runs(empty, datetime(2026, 11, 4, 16, 59, tzinfo=UTC), raw) == [D02, D03]
-    assert due_runs(empty, datetime(2026, 11, 4, 16, 59, tzinfo=UTC), raw, tz="UTC") == [D02, D03]
-    assert due_runs(empty, datetime(2026, 11, 4, 19, 30, tzinfo=UTC), raw, tz="UTC") == [D02, D03]
+    assert due(empty, datetime(2026, 11, 4, 16, 59, tzinfo=UTC), raw) == [D02, D03]
+    assert due(empty, datetime(2026, 11, 4, 16, 59, tzinfo=UTC), raw, tz="UTC") == [D02, D03]
+    assert due(empty, datetime(2026, 11, 4, 19, 30, tzinfo=UTC), raw, tz="UTC") == [D02, D03]
     # a naive clock is wall time in the pipeline zone
-    assert due_runs(empty, datetime(2026, 11, 5, 2, 30), raw) == [D02, D03, D04]
-    assert local_today(datetime(2026, 11, 4, 17, 0, tzinfo=UTC)) == date(2026, 11, 5)
+    assert due(empty, datetime(2026, 11, 5, 2, 30), raw) == [D02, D03, D04]
+    assert local_today(datetime(2026, 11, 4, 17, 0, tzinfo=UTC), tz=ZONE) == date(2026, 11, 5)
 
 
 @settings(max_examples=60, deadline=None)
@@ -154,7 +161,7 @@ def test_due_runs_is_exactly_the_documented_definition(present, entries, hour, l
                                 for k, (status, n) in entries.items()}})
     with tempfile.TemporaryDirectory() as tmp:
         raw = make_raw(Path(tmp), *(base + timedelta(days=k) for k in present))
-        got = due_runs(state, now, raw, lookback_days=lookback, max_attempts=max_attempts)
+        got = due(state, now, raw, lookback_days=lookback, max_attempts=max_attempts)
     expected = sorted(
         base + timedelta(days=k) for k in present
         if today - timedelta(days=lookback) <= base + timedelta(days=k) < today
@@ -199,23 +206,23 @@ def test_decide_skips_a_success_unless_forced_and_blocks_at_max_attempts():
     (datetime(2027, 1, 1, 3, 0, tzinfo=JKT), "yesterday", date(2026, 12, 31)),
 ])
 def test_run_dates_resolve_against_the_jakarta_calendar(now, word, expected):
-    assert parse_run_date(word, now) == expected
+    assert parse_run_date(word, now, tz=ZONE) == expected
 
 
 @pytest.mark.parametrize("bad", ["", "2026-13-01", "2026-11-31", "kemarin", "05/11/2026", "tomorrow"])
 def test_a_bad_run_date_is_a_usage_error(bad):
     with pytest.raises(ConfigError) as err:
-        parse_run_date(bad, datetime(2026, 11, 5, tzinfo=UTC))
+        parse_run_date(bad, datetime(2026, 11, 5, tzinfo=UTC), tz=ZONE)
     assert err.value.exit_code == 2
     assert "--date" in str(err.value)
 
 
 def test_parse_now_takes_offsets_and_reads_naive_times_as_pipeline_wall_time():
-    assert parse_now("2026-11-05T02:30") == datetime(2026, 11, 5, 2, 30, tzinfo=JKT)
-    assert parse_now("2026-11-05 02:30:00+00:00") == datetime(2026, 11, 5, 2, 30, tzinfo=UTC)
+    assert parse_now("2026-11-05T02:30", tz=ZONE) == datetime(2026, 11, 5, 2, 30, tzinfo=JKT)
+    assert parse_now("2026-11-05 02:30:00+00:00", tz=ZONE) == datetime(2026, 11, 5, 2, 30, tzinfo=UTC)
     assert parse_now("2026-11-05T02:30", tz="UTC").utcoffset() == timedelta(0)
     with pytest.raises(ConfigError) as err:
-        parse_now("besok pagi")
+        parse_now("besok pagi", tz=ZONE)
     assert "--now" in str(err.value)
 
 

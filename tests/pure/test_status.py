@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from datetime import date, datetime, timedelta
 from zoneinfo import ZoneInfo
@@ -18,8 +17,8 @@ TODAY = date(2026, 12, 1)
 
 
 def settings_in(tmp_path) -> Settings:
-    return dataclasses.replace(
-        Settings(), raw_dir=tmp_path / "raw", state_dir=tmp_path / "state",
+    return Settings().replace(
+        raw_dir=tmp_path / "raw", state_dir=tmp_path / "state",
         gold_dir=tmp_path / "gold", start_date=date(2026, 11, 1))
 
 
@@ -136,7 +135,7 @@ def test_a_due_date_names_who_runs_it_the_catch_up_or_once_it_ended_a_person(tmp
         "connection refused")
     assert open_ended[str(other)]["reason"] == \
         "the partition is there: the next scheduled catch-up runs it"
-    ended = dataclasses.replace(settings, end_date=date(2026, 11, 8))
+    ended = settings.replace(end_date=date(2026, 11, 8))
     rows = by_date(date_states(ended, at(12)))
     assert "it is due: the scheduled catch-up ended at end_date 2026-11-08, so a manual run " \
            "or a backfill processes it" in rows[str(day)]["reason"]

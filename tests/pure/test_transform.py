@@ -46,7 +46,7 @@ def process(tmp_path: Path, text: str | bytes, day: date = DAY) -> Outcome:
     (raw / f"pesanan_{day.isoformat()}.csv").write_bytes(data)
     staging = tmp_path / "staging"
     ext = extract(raw, day, staging)
-    result = transform(day, staging)
+    result = transform(day, staging, tz="Asia/Jakarta")
     valid = {r["order_id"]: r for r in pq.read_table(staging / VALID_ROWS).to_pylist()}
     rejected = pq.read_table(staging / REJECTED_ROWS).to_pylist()
     assert ext.rows == result.rows

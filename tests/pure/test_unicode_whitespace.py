@@ -39,7 +39,7 @@ def _process(tmp_path: Path, rows: list[list[str]]) -> tuple[dict, dict]:
     (raw / f"pesanan_{DAY.isoformat()}.csv").write_text(csv_text(rows), encoding="utf-8")
     staging = tmp_path / "staging"
     extract(raw, DAY, staging)
-    transform(DAY, staging)
+    transform(DAY, staging, tz="Asia/Jakarta")
     valid = {r["order_id"]: r for r in pq.read_table(staging / VALID_ROWS).to_pylist()}
     rejected = {r["order_id"]: r["reason"] for r in pq.read_table(staging / REJECTED_ROWS).to_pylist()}
     return valid, rejected

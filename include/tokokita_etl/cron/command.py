@@ -8,7 +8,6 @@ import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from tokokita_etl.contract import DEFAULT_TIMEZONE
 from tokokita_etl.cron.explain import explain, format_report
 from tokokita_etl.cron.parse import CronError
 
@@ -26,7 +25,7 @@ def _count(text: str) -> int:
 def main(
     argv: list[str] | None = None,
     *,
-    default_tz: str = DEFAULT_TIMEZONE,
+    default_tz: str,
     now: Callable[[], datetime] | None = None,
 ) -> int:
     """Command line: print the report for EXPR; 0 when valid, 2 when not."""

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from tokokita_etl.contract import DEFAULT_TIMEZONE
 from tokokita_etl.cron.describe import _describe, _field_meaning
 from tokokita_etl.cron.parse import _FIELD_KEYS, _MAX_DAYS, CronSchedule, CronWarning, parse
 from tokokita_etl.cron.text import (
@@ -59,8 +58,7 @@ class CronReport:
         }
 
 
-def explain(expr: str, *, after: datetime, count: int = 6,
-            tz: str = DEFAULT_TIMEZONE) -> CronReport:
+def explain(expr: str, *, after: datetime, tz: str, count: int = 6) -> CronReport:
     """Validate, describe and preview an expression, with its warnings."""
     schedule = parse(expr)
     zone = _zone(tz)

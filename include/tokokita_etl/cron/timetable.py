@@ -23,7 +23,7 @@ def _zone(tz: str) -> ZoneInfo:
     except (KeyError, ValueError, OSError) as exc:  # ZoneInfoNotFoundError is a KeyError
         raise CronError(
             "bad_timezone",
-            f"unknown time zone '{tz}': use an IANA name such as Asia/Jakarta or UTC",
+            f"unknown time zone '{tz}': use an IANA name such as Asia/Makassar or UTC",
             token=tz,
         ) from exc
 
