@@ -45,7 +45,7 @@ def test_without_a_config_file_the_defaults_apply_resolved_against_cwd(tmp_path)
     assert s.warehouse_url == f"sqlite:///{tmp_path}/data/warehouse/tokokita.db"
 
 
-def test_the_repository_config_file_matches_the_documented_defaults():
+def test_the_repository_config_file_leaves_every_setting_at_its_default():
     s = load_settings(env={}, cwd=REPO)
     assert s == load_settings(env={}, cwd=REPO, config_path=REPO / "config" / "pipeline.yaml")
     plain = [name for name, setting in SETTINGS.items()
