@@ -6,6 +6,7 @@ value is checked where it is read (`_coerce`), so an error names the setting and
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import re
@@ -156,6 +157,8 @@ class Settings:
     db_answer_timeout_s: int = 45
     #: seconds to wait for a warehouse lock (PostgreSQL lock_timeout, SQLite busy timeout)
     db_lock_timeout_s: int = 60
+
+    def replace(self, **changes) -> Settings: return dataclasses.replace(self, **changes)
 
     @property
     def tz(self) -> ZoneInfo:
