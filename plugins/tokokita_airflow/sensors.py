@@ -10,6 +10,7 @@ from airflow.sdk import BaseSensorOperator, conf
 from airflow.sdk.exceptions import AirflowSkipException
 
 from tokokita_airflow.runtime import (
+    configured_settings,
     partition_date,
     pipeline_settings,
     refuse_run_conf,
@@ -66,21 +67,24 @@ class RawPartitionSensor(BaseSensorOperator):
 
     def execute(self, context: Context) -> Any:
         """Poke once; when deferrable and still waiting, hand the wait to the triggerer."""
-        # a refused run configuration fails the run here: inside the poke loop, `soft_fail`
-        # would turn the refusal into a skip
+        # a refused run configuration, and a missing or unusable object-storage connection,
+        # fail the run here: inside the poke loop, `soft_fail` would turn them into a skip
         refuse_run_conf(context)
+        settings = pipeline_settings(databases=False)
         if not self.deferrable:
             return super().execute(context)
         if self.poke(context):
             return None
         from tokokita_airflow.triggers import RawPartitionTrigger
         from tokokita_etl.config import partition_path
+        from tokokita_etl.storage import is_url
 
         deadline = self.wait_deadline(context)
+        filepath = str(partition_path(self._raw_dir(), partition_date(context)))
         self.defer(
             trigger=RawPartitionTrigger(
-                filepath=str(partition_path(self._raw_dir(), partition_date(context))),
-                deadline=deadline.isoformat(), poll_interval=self.poke_interval),
+                filepath=filepath, deadline=deadline.isoformat(), poll_interval=self.poke_interval,
+                conn_id=settings.object_storage_conn_id if is_url(filepath) else ""),
             method_name="execute_complete",
             timeout=max(deadline - datetime.now(UTC), timedelta(0)),
         )
@@ -101,7 +105,7 @@ class RawPartitionSensor(BaseSensorOperator):
         from tokokita_etl.config import is_url
 
         if not self.raw_dir:
-            return pipeline_settings().raw_dir
+            return configured_settings().raw_dir
         return self.raw_dir if is_url(self.raw_dir) else Path(self.raw_dir)
 
     def poke(self, context: Context) -> bool:
