@@ -342,9 +342,12 @@ def catchup_bound(bound: date, tz: str) -> datetime:
     return bound.astimezone(zone)
 
 
-def _check_together(settings: Settings, sources: Mapping[str, str]) -> None:
-    """The rules that involve more than one setting."""
-    if settings.state_url == "warehouse" and not settings.warehouse_url.startswith("postgres"):
+def _check_together(settings: Settings, sources: Mapping[str, str], *,
+                    in_airflow: bool = False) -> None:
+    """The rules that involve more than one setting (`in_airflow`: the warehouse of a
+    `warehouse_conn_id` is checked once its connection is read, by the Airflow adapter)."""
+    if settings.state_url == "warehouse" and not settings.warehouse_url.startswith("postgres") \
+            and not (in_airflow and settings.warehouse_conn_id):
         raise ConfigError(
             f"state_url 'warehouse' ({sources.get('state_url', 'default')}) needs a PostgreSQL "
             f"warehouse_url, got {settings.warehouse_url!r}; the state of the embedded SQLite "
@@ -376,8 +379,11 @@ def load_settings(
     env: Mapping[str, str] | None = None,
     overrides: Mapping[str, Any] | None = None,
     cwd: Path | None = None,
+    in_airflow: bool = False,
 ) -> Settings:
-    """Resolve settings from defaults, the YAML file, the environment and overrides."""
+    """Resolve settings from defaults, the YAML file, the environment and overrides
+    (`in_airflow`: for the Airflow adapter, which reads the warehouse of `warehouse_conn_id`
+    from its connection afterwards)."""
     env = os.environ if env is None else env
     cwd = Path.cwd() if cwd is None else Path(cwd)
     values: dict[str, Any] = {}
@@ -410,7 +416,7 @@ def load_settings(
             put(name, value, f"--{name.replace('_', '-')}")
 
     settings = replace(Settings(), **values)
-    _check_together(settings, sources)
+    _check_together(settings, sources, in_airflow=in_airflow)
     resolved = {name: _absolute(getattr(settings, name), cwd) for name in PATH_SETTINGS}
     return replace(settings, warehouse_url=_absolute_sqlite_url(settings.warehouse_url, cwd),
                    **resolved)

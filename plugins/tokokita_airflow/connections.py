@@ -139,13 +139,12 @@ def uses_object_storage(settings: Settings) -> bool:
                for name in ("raw_dir", "staging_dir", "gold_dir", "quarantine_dir"))
 
 
-def use_object_storage(settings: Settings) -> None:
-    """Give the package's storage the options of `object_storage_conn_id` (when a data folder
-    is an object-storage URL and the setting is not empty)."""
+def use_object_storage(conn_id: str) -> None:
+    """Give the package's storage the s3fs options of the object-storage connection
+    `conn_id` (the `object_storage_conn_id` setting; empty: nothing, the AWS environment)."""
     from tokokita_etl.storage import use_options
 
-    conn_id = settings.object_storage_conn_id
-    if conn_id and uses_object_storage(settings):
+    if conn_id:
         conn = get_connection(conn_id, "object_storage_conn_id", "the AWS environment")
         use_options("s3", storage_options(conn))
 
@@ -186,7 +185,8 @@ def resolve(settings: Settings, *, root: Path, databases: bool = True) -> Settin
                   if "warehouse_url" in changes else "warehouse_url")
         raise ConnectionProblem(f"state_url 'warehouse' needs a PostgreSQL warehouse; {source} "
                                 "is SQLite (leave state_url empty, or set state_conn_id)")
-    use_object_storage(resolved)
+    if uses_object_storage(resolved):
+        use_object_storage(resolved.object_storage_conn_id)
     return resolved
 
 

@@ -27,7 +27,7 @@ def configured_settings() -> Settings:
     root, with the URLs as configured (no Airflow connection read)."""
     from tokokita_etl.config import load_settings
 
-    return load_settings(cwd=project_root())
+    return load_settings(cwd=project_root(), in_airflow=True)
 
 
 def pipeline_settings(*, databases: bool = True) -> Settings:

@@ -12,7 +12,6 @@ from airflow.sdk.exceptions import AirflowSkipException
 from tokokita_airflow.runtime import (
     configured_settings,
     partition_date,
-    pipeline_settings,
     refuse_run_conf,
     run_anchor,
     run_type,
@@ -70,21 +69,20 @@ class RawPartitionSensor(BaseSensorOperator):
         # a refused run configuration, and a missing or unusable object-storage connection,
         # fail the run here: inside the poke loop, `soft_fail` would turn them into a skip
         refuse_run_conf(context)
-        settings = pipeline_settings(databases=False)
+        conn_id = self._use_object_storage()
         if not self.deferrable:
             return super().execute(context)
         if self.poke(context):
             return None
         from tokokita_airflow.triggers import RawPartitionTrigger
         from tokokita_etl.config import partition_path
-        from tokokita_etl.storage import is_url
 
         deadline = self.wait_deadline(context)
         filepath = str(partition_path(self._raw_dir(), partition_date(context)))
         self.defer(
             trigger=RawPartitionTrigger(
                 filepath=filepath, deadline=deadline.isoformat(), poll_interval=self.poke_interval,
-                conn_id=settings.object_storage_conn_id if is_url(filepath) else ""),
+                conn_id=conn_id),
             method_name="execute_complete",
             timeout=max(deadline - datetime.now(UTC), timedelta(0)),
         )
@@ -98,6 +96,18 @@ class RawPartitionSensor(BaseSensorOperator):
             self.log.warning("Skipped: %s", message)
             raise AirflowSkipException(message)
         self.log.info("Partition file arrived: %s", event["filepath"])
+
+    def _use_object_storage(self) -> str:
+        """When the raw folder is an object-storage URL: the `object_storage_conn_id`
+        connection, given to the storage (`connections.use_object_storage`); its id, or ""."""
+        from tokokita_airflow.connections import use_object_storage
+        from tokokita_etl.storage import is_url
+
+        if not is_url(self._raw_dir()):
+            return ""
+        conn_id = configured_settings().object_storage_conn_id
+        use_object_storage(conn_id)
+        return conn_id
 
     def _raw_dir(self):
         from pathlib import Path
