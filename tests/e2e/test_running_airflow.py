@@ -253,8 +253,13 @@ def test_the_services_get_the_warehouse_and_object_store_only_as_airflow_connect
     for name, env in environments.items():
         assert "TOKOKITA_WAREHOUSE_URL" not in env, name
         assert not [var for var in env if var.startswith("AWS_")], name
+        if stack.connections_via == "rest":  # empty: Airflow reads its metadata database
+            assert not env.get("AIRFLOW_CONN_TOKOKITA_WAREHOUSE"), name
+    for proc in stack.stack.procs:  # each service's own process, as it was started
+        env = environments[f"{proc.name}/{proc.pid}"]
+        assert env.get("PATH"), proc.name  # its environment was read
         defined = env.get("AIRFLOW_CONN_TOKOKITA_WAREHOUSE")
-        assert (defined == "") if stack.connections_via == "rest" else defined, name
+        assert (defined == "") if stack.connections_via == "rest" else defined, proc.name
     if stack.connections_via == "rest":
         made = stack.api.get("/connections/tokokita_warehouse")
         assert (made["conn_type"], made["schema"]) == ("postgres", stack.warehouse_db)
