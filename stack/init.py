@@ -106,13 +106,14 @@ def prepare_buckets(env: Mapping[str, str]) -> list[str]:
     from stack.connections import storage_options
     from tokokita_etl.storage import filesystem, use_options
 
-    if any("://" in (env.get(var) or "") for var in DATA_DIR_VARS):
-        options = storage_options(env)
-        if options is None:
-            say("no object-store connection in the environment (AIRFLOW_CONN_AWS_DEFAULT): "
-                "the buckets are made with the AWS environment, if any")
-        else:
-            use_options("s3", options)
+    if not any("://" in (env.get(var) or "") for var in DATA_DIR_VARS):
+        return []
+    options = storage_options(env)
+    if options is None:
+        say("no object-store connection in the environment (AIRFLOW_CONN_AWS_DEFAULT): the "
+            "buckets of the s3:// folders are not checked; create them if they are missing")
+        return []
+    use_options("s3", options)
     made = []
     for var in DATA_DIR_VARS:
         url = env.get(var) or ""
