@@ -77,7 +77,7 @@ def aws_env(options: Mapping[str, Any] | None) -> dict[str, str]:
         return {}
     env = {"AWS_ACCESS_KEY_ID": options.get("key"), "AWS_SECRET_ACCESS_KEY": options.get("secret"),
            "AWS_ENDPOINT_URL": options.get("endpoint_url"),
-           "AWS_DEFAULT_REGION": (options.get("client_kwargs") or {}).get("region_name")}
+           "AWS_DEFAULT_REGION": (options.get("config_kwargs") or {}).get("region_name")}
     return {name: value for name, value in env.items() if value}
 
 

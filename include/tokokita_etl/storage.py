@@ -42,7 +42,7 @@ def is_url(location: Location) -> bool:
 
 def use_options(protocol: str, options: Mapping[str, Any] | None) -> None:
     """Open the filesystems of `protocol` (`s3`) with these fsspec options (s3fs: `key`,
-    `secret`, `token`, `endpoint_url`, `client_kwargs`) from now on in this process, instead
+    `secret`, `token`, `endpoint_url`, `config_kwargs`) from now on in this process, instead
     of the environment's; None: the environment's again."""
     if options is None:
         _OPTIONS.pop(protocol, None)

@@ -127,7 +127,9 @@ def storage_options(conn: Any, extras: Mapping[str, Any] | None = None) -> dict[
     if endpoint:
         options["endpoint_url"] = endpoint
     if extras.get("region_name"):
-        options["client_kwargs"] = {"region_name": extras["region_name"]}
+        # botocore's config, not `client_kwargs`: s3fs would send a region there as the
+        # location constraint of every bucket it creates (refused for us-east-1)
+        options["config_kwargs"] = {"region_name": extras["region_name"]}
     return options
 
 

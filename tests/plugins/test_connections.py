@@ -159,7 +159,7 @@ def test_the_object_store_connection_gives_the_storage_its_endpoint_and_keys(
             {"conn_type": "sqlite", "host": "w.db"}))
         monkeypatch.setenv("AIRFLOW_CONN_LAKE", json.dumps({
             "conn_type": "aws", "login": "lake-key", "password": "lake-secret",
-            "extra": {"endpoint_url": server.endpoint, "region_name": "ap-southeast-3"}}))
+            "extra": {"endpoint_url": server.endpoint, "region_name": "us-east-1"}}))
         settings = settings_of(object_storage_conn_id="lake", raw_dir="s3://lake/raw")
         local = Path(tmp_path / "p.csv")
         local.write_text("a,b\n", encoding="utf-8")
@@ -167,7 +167,8 @@ def test_the_object_store_connection_gives_the_storage_its_endpoint_and_keys(
         assert storage.file_size(f"{settings.raw_dir}/p.csv") == 4
         fs, _ = storage.filesystem(settings.raw_dir)
         assert (fs.key, fs.endpoint_url) == ("lake-key", server.endpoint)
-        assert fs.client_kwargs == {"region_name": "ap-southeast-3"}
+        assert fs.config_kwargs == {"region_name": "us-east-1"}
+        fs.mkdir("lake-2")  # a region in botocore's config, no location constraint
 
 
 def test_local_folders_need_no_object_store_connection(settings_of, monkeypatch):

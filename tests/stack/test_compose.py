@@ -202,7 +202,7 @@ def test_the_services_get_the_warehouse_and_object_store_as_airflow_connections_
         ("postgresql+psycopg", "postgres", 5432, "tokokita", "airflow")
     assert storage_options(env) == {
         "key": "tokokita", "secret": "tokokita-local-secret",
-        "endpoint_url": "http://object-store:5000", "client_kwargs": {"region_name": "us-east-1"}}
+        "endpoint_url": "http://object-store:5000", "config_kwargs": {"region_name": "us-east-1"}}
     metadata = make_url(env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"])
     assert metadata.database == "airflow" and metadata.database != url.database
 
