@@ -179,3 +179,27 @@ def test_local_folders_need_no_object_store_connection(settings_of, monkeypatch)
     with pytest.raises(ConnectionProblem, match=re.escape("'aws_default' (object_storage_conn_id) is not "
                                                           "defined")):
         settings_of(gold_dir="s3://lake/gold")
+
+
+def test_the_status_page_answers_503_naming_the_connection_without_its_password(
+        project, monkeypatch, password_postgres):
+    """The status page reads the state of `state_url: warehouse` through the connection."""
+    from fastapi import HTTPException
+
+    from tokokita_airflow.status_page.data import status_rows
+
+    monkeypatch.setenv("TOKOKITA_STATE_URL", "warehouse")
+    monkeypatch.setenv("AIRFLOW_CONN_TOKOKITA_WAREHOUSE", json.dumps({
+        "conn_type": "postgres", "host": password_postgres.host, "port": password_postgres.port,
+        "login": password_postgres.user, "password": WRONG_PASSWORD, "schema": "postgres"}))
+    with pytest.raises(HTTPException) as refused:
+        status_rows(7)
+    assert refused.value.status_code == 503
+    detail = str(refused.value.detail)
+    assert detail.startswith("Airflow connection 'tokokita_warehouse': state database "
+                             "postgresql+psycopg://tokokita_etl:***@")
+    assert "password authentication failed" in detail and WRONG_PASSWORD not in detail
+    monkeypatch.delenv("AIRFLOW_CONN_TOKOKITA_WAREHOUSE")
+    with pytest.raises(HTTPException, match=re.escape("'tokokita_warehouse' (warehouse_conn_id) "
+                                                      "is not defined")):
+        status_rows(7)
