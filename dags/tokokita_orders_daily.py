@@ -39,13 +39,13 @@ from airflow.sdk import DAG, Asset, AsyncCallback, DeadlineAlert, Param, chain
 from tokokita_airflow.deadlines import ScheduledRunDeadline
 from tokokita_airflow.notifiers import deadline_alert
 from tokokita_airflow.operators import EtlStageOperator, WatermarkGateOperator
-from tokokita_airflow.runtime import pipeline_settings
+from tokokita_airflow.runtime import configured_settings
 from tokokita_airflow.sensors import RawPartitionSensor
 from tokokita_airflow.timetable import PartitionDateTimetable
 from tokokita_etl import notify
 from tokokita_etl.stages import STAGE_NAMES
 
-SETTINGS = pipeline_settings()
+SETTINGS = configured_settings()
 # a scheduled run created before its deadline (deadline_local_time on its fire date) gets it;
 # a catch-up run created after it, a backfill or a manual run gets none (notify.run_deadline).
 # The reference is the midnight before the deadline, the interval the local time after it:

@@ -15,9 +15,9 @@ from tokokita_airflow.timetable import PartitionDateTimetable
 
 def partition_date(dag_run, params=None) -> str:
     """Macro: D of a run, `{{ macros.tokokita.partition_date(dag_run, params) }}`."""
-    from tokokita_airflow.runtime import partition_date_of, pipeline_settings
+    from tokokita_airflow.runtime import configured_settings, partition_date_of
 
-    return partition_date_of(dag_run, params, pipeline_settings().timezone).isoformat()
+    return partition_date_of(dag_run, params, configured_settings().timezone).isoformat()
 
 
 class TokokitaPlugin(AirflowPlugin):

@@ -71,8 +71,8 @@ def write_stack_settings(env: dict[str, str], root: Path = REPO) -> Path:
 
 def run_sample_week(*, keep_running: bool, timeout: float = 300) -> int:
     """Start the services, wait for the sample week's scheduled runs, print what they did."""
+    from stack.connections import pipeline_settings
     from stack.rest import AirflowApi, wait_for
-    from tokokita_etl.config import load_settings
 
     target = embedded_target()
     stack = LocalStack(target, log_dir=AIRFLOW_HOME / "logs" / "stack")
@@ -120,7 +120,7 @@ def run_sample_week(*, keep_running: bool, timeout: float = 300) -> int:
     if not keep_running:
         stop_procs(stack.procs)
     print()
-    print_status(load_settings(env=stack.env("airflow-scheduler"), cwd=REPO),
+    print_status(pipeline_settings(stack.env("airflow-scheduler"), cwd=REPO),
                  sorted(date.fromisoformat(r["partition_key"]) for r in runs))
     if keep_running:
         print(f"\nAirflow UI and REST API: {target.api_url}   login: {username} / {password}")

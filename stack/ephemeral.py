@@ -9,6 +9,11 @@ end-to-end tests (tests/e2e) and the catch-up benchmark (bench/catchup_stack.py)
 
 Settings for throw-away stacks only, and nothing else, come on top of the compose
 environment (`FAST_ENV` and the cluster policy in `LOCAL_SETTINGS`).
+
+The warehouse and the object store are Airflow connections, as the compose file gives them
+(`AIRFLOW_CONN_*`, `connections="env"`), or created through the REST API before the scheduler
+starts (`connections="rest"`: the compose variables set empty, so that Airflow reads them from
+its metadata database); no Airflow service gets a warehouse URL or an AWS variable.
 """
 
 from __future__ import annotations
@@ -24,14 +29,18 @@ from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import httpx
 from dotenv import dotenv_values
 
 from stack import REPO
 from stack.compose import AIRFLOW_SERVICES
-from stack.local import LocalStack, LocalTarget, Proc, free_port, stop_procs
+from stack.local import LocalStack, LocalTarget, Proc, StackError, free_port, stop_procs
 from stack.rest import AirflowApi
+from tokokita_etl.config import default
 
 DAG_ID = "tokokita_orders_daily"
+#: the object store's connection id (the `object_storage_conn_id` default)
+OBJECT_STORE = default("object_storage_conn_id")
 USERNAME = "airflow"  # the compose file's default _AIRFLOW_WWW_USER_USERNAME / _PASSWORD
 PASSWORD = "airflow"  # noqa: S105
 
@@ -118,7 +127,8 @@ class EphemeralStack:
 
     def __init__(self, root: Path, *, start_date: str, end_date: str | None,
                  tokokita_env: dict[str, str] | None = None,
-                 extra_users: dict[str, str] | None = None, celery: bool = False) -> None:
+                 extra_users: dict[str, str] | None = None, celery: bool = False,
+                 connections: str = "env") -> None:
         self.root = root
         self.id = uuid.uuid4().hex[:10]
         self.metadata_db = f"airflow_e2e_{self.id}"
@@ -159,8 +169,19 @@ class EphemeralStack:
             # their passwords at the api-server's first start (`password(name)` reads them)
             self.target.extra_env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS"] = ",".join(
                 [f"{USERNAME}:admin", *(f"{name}:{role}" for name, role in extra_users.items())])
-        self.stack = LocalStack(self.target,
-                                names=AIRFLOW_SERVICES + (WORKERS if celery else ()))
+        from stack.connections import CONN_PREFIX, env_connections
+
+        if connections not in ("env", "rest"):
+            raise ValueError(f"connections must be 'env' or 'rest', got {connections!r}")
+        self.connections_via = connections
+        names = AIRFLOW_SERVICES + (WORKERS if celery else ())
+        #: the stack's Airflow connections (id -> airflow.sdk Connection): the compose file's
+        self.connections = env_connections(LocalStack(self.target, names=names)
+                                           .env("airflow-scheduler"))
+        if connections == "rest":  # defined through the REST API instead (`start`)
+            self.target.compose_env.update({f"{CONN_PREFIX}{conn_id.upper()}": ""
+                                            for conn_id in self.connections})
+        self.stack = LocalStack(self.target, names=names)
         self.helpers: list[Proc] = []  # redis and the object store (celery profile)
         self.api = AirflowApi(self.target.api_url, USERNAME, PASSWORD)
         self.sampler: MemorySampler | None = None
@@ -181,10 +202,21 @@ class EphemeralStack:
         with psycopg.connect(admin_conninfo(), autocommit=True, connect_timeout=10) as conn:
             conn.execute(f'CREATE DATABASE "{self.metadata_db}"')
             self._created_dbs.append(self.metadata_db)
+            if self.connections_via == "rest":  # airflow-init has no connection to read
+                conn.execute(f'CREATE DATABASE "{self.warehouse_db}"')
         self._created_dbs.append(self.warehouse_db)  # airflow-init creates it
         started = time.monotonic()
         self.stack.init()
         self.timings["init_s"] = time.monotonic() - started
+        if self.connections_via == "rest" and self.celery:  # the buckets, as airflow-init
+            from stack.connections import CONN_PREFIX, as_json
+            from stack.init import prepare_buckets
+            from tokokita_etl.storage import use_options
+
+            conn = self.connections[OBJECT_STORE]
+            prepare_buckets({**self.service_env(),
+                             f"{CONN_PREFIX}{OBJECT_STORE.upper()}": as_json(conn)})
+            use_options("s3", None)
 
     def _start_helpers(self) -> None:
         """Redis and the S3-compatible object store, as local processes on free ports."""
@@ -206,19 +238,63 @@ class EphemeralStack:
         wait_for(lambda: _answers(self.redis_port), 30, 0.2, "redis to listen")
 
     def storage_env(self) -> dict[str, str]:
-        """The AWS environment of the stack's object store (empty without one)."""
-        env = self.service_env()
-        return {k: env[k] for k in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID",
-                                    "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION") if env.get(k)}
+        """The AWS environment of the stack's object store, from its connection, for this
+        process (empty without an object store)."""
+        from stack.connections import aws_env, storage_options
+
+        if not self.celery:
+            return {}
+        return aws_env(storage_options(self.service_env(), self.connections))
 
     def start(self, timeout: float = 180) -> None:
-        """Start the four services and wait until the health endpoint reports them healthy."""
+        """Start the services and wait until the health endpoint reports them healthy; with
+        `connections="rest"` the api-server first, and the connections are created through
+        its REST API before the others start."""
         started = time.monotonic()
-        self.stack.start()
+        if self.connections_via == "rest":
+            self.stack.start(("airflow-apiserver",))
+            self.create_connections(timeout)
+            self.stack.start(tuple(n for n in self.stack.names if n != "airflow-apiserver"))
+        else:
+            self.stack.start()
         self.sampler = MemorySampler(self.stack)
         self.sampler.start()
         self.stack.wait_healthy(timeout)
         self.timings["healthy_s"] = time.monotonic() - started
+
+    def create_connections(self, timeout: float = 180) -> None:
+        """`POST /api/v2/connections` of each of the stack's connections, once the
+        api-server lets the admin log in."""
+        from stack.connections import rest_body
+        from stack.rest import ApiError, wait_for
+
+        def logged_in() -> bool:
+            if self.stack.dead():
+                raise StackError(f"the api-server exited\n{self.stack.log_tail()}")
+            try:
+                return bool(self.api.login())
+            except (ApiError, OSError, httpx.HTTPError):
+                return False
+
+        wait_for(logged_in, timeout, 0.5, "the api-server to accept the login")
+        for conn in self.connections.values():
+            self.api.create_connection(rest_body(conn))
+
+    def environments(self) -> dict[str, dict[str, str]]:
+        """The environment of every process of the stack (`<service>/<pid>` -> variables),
+        as the kernel holds it (/proc/<pid>/environ)."""
+        import psutil
+
+        found = {}
+        names = {p.pid: p.name for p in self.stack.procs}
+        for proc in self.stack.procs:
+            with contextlib.suppress(psutil.Error):
+                root = psutil.Process(proc.pid)
+                for process in [root, *root.children(recursive=True)]:
+                    with contextlib.suppress(psutil.Error):
+                        found[f"{names.get(process.pid, proc.name)}/{process.pid}"] = \
+                            process.environ()
+        return found
 
     def close(self) -> None:
         """Stop every process, drop the databases (safe to call after any failure)."""
@@ -257,11 +333,12 @@ class EphemeralStack:
         return json.loads(Path(path).read_text(encoding="utf-8"))[username]
 
     def settings(self):
-        """The pipeline settings the tasks see."""
-        from tokokita_etl.config import load_settings
+        """The pipeline settings the tasks see (the warehouse of the stack's connection)."""
+        from stack.connections import pipeline_settings
 
         env = self.service_env()
-        return load_settings(env=env, cwd=Path(env["TOKOKITA_HOME"]))
+        return pipeline_settings(env, cwd=Path(env["TOKOKITA_HOME"]),
+                                 connections=self.connections)
 
     def watermark(self) -> dict[str, Any]:
         """state.json's runs by date (empty before the first run)."""

@@ -9,8 +9,12 @@ Idempotent, driven only by the environment docker-compose.yaml declares:
 2. `airflow db migrate` on `AIRFLOW__DATABASE__SQL_ALCHEMY_CONN`;
 3. the admin login: `_AIRFLOW_WWW_USER_USERNAME` / `_AIRFLOW_WWW_USER_PASSWORD` are written
    to the SimpleAuthManager password file the api-server reads;
-4. the warehouse: the database of `TOKOKITA_WAREHOUSE_URL` is created on its PostgreSQL
-   server when missing (or the SQLite file's folder), then its tables.
+4. the warehouse: the database of the warehouse's Airflow connection
+   (`AIRFLOW_CONN_TOKOKITA_WAREHOUSE`; `TOKOKITA_WAREHOUSE_URL` when there is none) is created
+   on its PostgreSQL server when missing (or the SQLite file's folder), then its tables. A
+   connection defined elsewhere (the UI, the REST API, a secrets backend) is not read here:
+   the first load then creates the tables. The buckets of the s3:// folders are made with
+   the object store's connection (`AIRFLOW_CONN_AWS_DEFAULT`), as the tasks reach them.
 """
 
 from __future__ import annotations
@@ -99,8 +103,17 @@ def writable_by(path: Path, uid: int, gid: int) -> bool:
 
 def prepare_buckets(env: Mapping[str, str]) -> list[str]:
     """Create the buckets of the data folders that are object-storage URLs, when missing."""
-    from tokokita_etl.storage import filesystem
+    from stack.connections import storage_options
+    from tokokita_etl.storage import filesystem, use_options
 
+    if not any("://" in (env.get(var) or "") for var in DATA_DIR_VARS):
+        return []
+    options = storage_options(env)
+    if options is None:
+        say("no object-store connection in the environment (AIRFLOW_CONN_AWS_DEFAULT): the "
+            "buckets of the s3:// folders are not checked; create them if they are missing")
+        return []
+    use_options("s3", options)
     made = []
     for var in DATA_DIR_VARS:
         url = env.get(var) or ""
@@ -152,9 +165,12 @@ def write_login(env: Mapping[str, str], uid: int | None) -> str | None:
 
 def prepare_warehouse(env: Mapping[str, str]) -> str | None:
     """Create the warehouse database (PostgreSQL) when missing, then its tables."""
-    url_text = env.get("TOKOKITA_WAREHOUSE_URL")
+    from stack.connections import warehouse_url
+
+    url_text = warehouse_url(env) or env.get("TOKOKITA_WAREHOUSE_URL")
     if not url_text:
-        say("TOKOKITA_WAREHOUSE_URL is not set; the pipeline's default warehouse is used")
+        say("no warehouse connection in the environment (AIRFLOW_CONN_TOKOKITA_WAREHOUSE): "
+            "its tables are made by the first load")
         return None
     from sqlalchemy.engine import make_url
 

@@ -13,6 +13,8 @@ only the values that cannot be the same outside a container are changed, and not
 | `airflow-apiserver:8080`, `localhost:8080`           | `127.0.0.1:<api port>` (a free port in tests)  |
 | `localhost:8974` (scheduler health)                  | `127.0.0.1:<scheduler health port>`            |
 | `AIRFLOW_UID` (compose variable)                     | the current uid                                |
+| `object-store:5000`, `redis:6379` (also %-quoted in  | the target's `hosts`                           |
+| an `AIRFLOW_CONN_*` URI)                             |                                                |
 
 What the image provides is added: `AIRFLOW_HOME`, the api-server and scheduler health
 ports and hosts (their container defaults, made explicit), `PATH` with this virtualenv first,
@@ -39,6 +41,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
+from urllib.parse import quote
 
 from stack import COMPOSE_FILE, REPO
 from stack.compose import AIRFLOW_SERVICES, INIT_SERVICE, Service, services
@@ -163,6 +166,8 @@ class Localiser:
             value = value.replace(api, f"{self.target.host}:{self.target.api_port}")
         for compose_host, local_host in self.target.hosts.items():
             value = value.replace(compose_host, local_host)
+            # inside an AIRFLOW_CONN_* URI's query (an endpoint_url extra) it is %-quoted
+            value = value.replace(quote(compose_host, safe=""), quote(local_host, safe=""))
         value = value.replace(COMPOSE_SCHEDULER_HEALTH,
                               f"{self.target.host}:{self.target.scheduler_health_port}")
         return self._path.sub(lambda m: self.mounts[m.group(1)], value)
@@ -259,10 +264,11 @@ class LocalStack:
                              f"{result.stdout[-4000:]}\n{result.stderr[-4000:]}")
         return result
 
-    def start(self) -> None:
-        """Start every service in its own session, output to `<log_dir>/<service>.log`."""
+    def start(self, names: tuple[str, ...] | None = None) -> None:
+        """Start every service (or those of `names`) in its own session, output to
+        `<log_dir>/<service>.log`."""
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        for name in self.names:
+        for name in self.names if names is None else names:
             log_path = self.log_dir / f"{name}.log"
             with open(log_path, "ab") as log:
                 popen = subprocess.Popen(self.argv(name), env=self.env(name), cwd=REPO,

@@ -85,6 +85,15 @@ class AirflowApi:
         return self.request("POST", f"/dags/{dag_id}/dagRuns", expect=(200,),
                             json={"logical_date": None, "conf": conf or {}})
 
+    def create_connection(self, body: dict[str, Any]) -> dict[str, Any]:
+        """`POST /connections`: an Airflow connection (`connection_id`, `conn_type`, ...)."""
+        return self.request("POST", "/connections", json=body, expect=(200, 201))
+
+    def patch_connection(self, conn_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        """`PATCH /connections/{id}`: replace the connection's fields with `body`'s."""
+        return self.request("PATCH", f"/connections/{conn_id}",
+                            json={"connection_id": conn_id, **body})
+
     def dag_runs(self, dag_id: str, **params: Any) -> list[dict[str, Any]]:
         """All runs of the DAG (paged), filtered by the API's query parameters."""
         runs: list[dict[str, Any]] = []

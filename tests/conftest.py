@@ -195,3 +195,35 @@ def in_process_cli(ws: Workspace, monkeypatch, capsys, clock):
         return code, out, err
 
     return invoke
+
+
+@dataclass(frozen=True)
+class PasswordServer:
+    """A throw-away PostgreSQL server that checks passwords (SCRAM) on 127.0.0.1: the test
+    server trusts every login, so a wrong password is only refused here."""
+
+    host: str
+    port: int
+    user: str
+    password: str
+
+    def url(self, *, password: str | None = None, database: str = "postgres") -> str:
+        """Its SQLAlchemy URL with `password` (default: the right one)."""
+        from sqlalchemy.engine import URL
+
+        return URL.create("postgresql+psycopg", username=self.user,
+                          password=self.password if password is None else password,
+                          host=self.host, port=self.port,
+                          database=database).render_as_string(hide_password=False)
+
+
+@pytest.fixture(scope="session")
+def password_postgres():
+    """A PostgreSQL server that refuses a wrong password (started once per test session)."""
+    server = pgserver.ThrowawayServer(pgserver.find_binaries(), superuser="tokokita_etl",
+                                      password="right-Pa55-q8Zt")
+    server.start()
+    try:
+        yield PasswordServer("127.0.0.1", server.port, "tokokita_etl", "right-Pa55-q8Zt")
+    finally:
+        server.stop()

@@ -172,8 +172,11 @@ def _server_account() -> pwd.struct_passwd | None:
 class ThrowawayServer:
     """A PostgreSQL cluster in a temporary folder for one test run; `stop()` deletes it."""
 
-    def __init__(self, binaries: Binaries, *, superuser: str) -> None:
+    def __init__(self, binaries: Binaries, *, superuser: str, password: str | None = None) -> None:
+        """`password`: the superuser's password, checked on TCP connections (SCRAM); None:
+        trust authentication."""
         self.binaries = binaries
+        self.password = password
         self.bindir = binaries.bindir
         self.superuser = superuser
         self.account = _server_account()
@@ -195,9 +198,15 @@ class ThrowawayServer:
             if self.account is not None:
                 os.chown(self.root, self.account.pw_uid, self.account.pw_gid)
                 self.bindir = self._bindir_for_account()
-            self._check(self._run("initdb", "-D", str(self.data), "-U", self.superuser,
-                                  "-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync"),
-                        "initdb")
+            auth = ["-A", "trust"]
+            if self.password is not None:
+                pwfile = self.root / "pwfile"
+                pwfile.write_text(self.password + "\n", encoding="utf-8")
+                if self.account is not None:
+                    os.chown(pwfile, self.account.pw_uid, self.account.pw_gid)
+                auth = ["--auth-local=trust", "--auth-host=scram-sha-256", f"--pwfile={pwfile}"]
+            self._check(self._run("initdb", "-D", str(self.data), "-U", self.superuser, *auth,
+                                  "-E", "UTF8", "--locale=C", "--no-sync"), "initdb")
             self._configure()
             for _ in range(3):  # the free port can be taken before the server binds it
                 self.port = _free_port()

@@ -225,6 +225,9 @@ class _Load:
     layers: tuple[_Layer, ...]
     #: setting name -> where its value comes from (absent: the default)
     origins: Mapping[str, str]
+    #: read for the Airflow adapter, which takes the warehouse of `warehouse_conn_id` from
+    #: its connection afterwards (and checks it then)
+    in_airflow: bool = False
 
 
 _LOADING: ContextVar[_Load | None] = ContextVar("tokokita_settings_loading", default=None)
@@ -329,7 +332,10 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def check_together(self) -> Settings:
         """The rules that involve more than one setting."""
-        if self.state_url == "warehouse" and not self.warehouse_url.startswith("postgres"):
+        load = _LOADING.get()
+        connection_later = load is not None and load.in_airflow and bool(self.warehouse_conn_id)
+        if self.state_url == "warehouse" and not self.warehouse_url.startswith("postgres") \
+                and not connection_later:
             raise _together(
                 f"state_url 'warehouse' ({_origin('state_url')}) needs a PostgreSQL "
                 f"warehouse_url, got {self.warehouse_url!r}; the state of the embedded SQLite "
@@ -540,11 +546,14 @@ def load_settings(
     overrides: Mapping[str, Any] | None = None,
     cwd: Path | None = None,
     stack: Mapping[str, str] | None = None,
+    in_airflow: bool = False,
 ) -> Settings:
     """The settings from the explicit `overrides` (None: not given), the environment `env`
     (default: os.environ), the stack's variables `stack` (the command line's
     `stack_environment`), the YAML file (`config_path`, else $TOKOKITA_CONFIG, else
-    config/pipeline.yaml when it exists) and the defaults; relative paths against `cwd`."""
+    config/pipeline.yaml when it exists) and the defaults; relative paths against `cwd`
+    (`in_airflow`: for the Airflow adapter, which reads the warehouse of `warehouse_conn_id`
+    from its connection afterwards)."""
     env = os.environ if env is None else env
     cwd = Path.cwd() if cwd is None else Path(cwd)
     explicit = config_path or env.get("TOKOKITA_CONFIG")
@@ -572,7 +581,7 @@ def load_settings(
     for layer in layers:
         for name in layer.values:
             origins.setdefault(name, layer.origin(name))
-    with _loading(_Load(layers=layers, origins=origins)):
+    with _loading(_Load(layers=layers, origins=origins, in_airflow=in_airflow)):
         settings = _validated(lambda: Settings(**given))
     resolved = {name: _absolute(getattr(settings, name), cwd) for name in PATH_SETTINGS}
     settings = settings.model_copy(update={

@@ -24,6 +24,18 @@ class ConfigError(EtlError):
     exit_code = EXIT_USAGE
 
 
+class AccessDeniedError(ConfigError):
+    """The warehouse or state database refused the login (wrong password, unknown user, no
+    entry for this client): retrying cannot help, so it is never retried (exit 2).
+
+    `url`: the database's URL as shown in messages (password hidden).
+    """
+
+    def __init__(self, message: str, *, url: str = "") -> None:
+        super().__init__(message)
+        self.url = url
+
+
 class StateError(EtlError):
     """The watermark file is unreadable or corrupt; it is never reset silently (exit 2)."""
 

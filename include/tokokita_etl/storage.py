@@ -4,15 +4,19 @@
 The stages always read and write local files (a run's working copy, `work_dir`), so local
 folders keep their speed and the readers stay the same; a URL folder is the durable place the
 working copy is fetched from and published to. An upload is one whole-object write (S3 `PUT`,
-multipart below the library), so an object appears complete or not at all. Credentials and the
-endpoint come from the standard AWS environment (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
-`AWS_ENDPOINT_URL`, ...), as for any botocore client.
+multipart below the library), so an object appears complete or not at all.
+
+Credentials and the endpoint: the options given with `use_options` (inside Airflow, from the
+object-storage connection: `tokokita_airflow.connections`), else the standard AWS environment
+(`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_ENDPOINT_URL`, ...), as for any botocore
+client: the command line.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +29,10 @@ Location = Path | str
 #: per set of arguments: passing them makes a changed endpoint or key a new filesystem)
 _S3_ENV = {"endpoint_url": "AWS_ENDPOINT_URL", "key": "AWS_ACCESS_KEY_ID",
            "secret": "AWS_SECRET_ACCESS_KEY"}
+#: the S3 URL schemes
+_S3_SCHEMES = ("s3://", "s3a://")
+#: the filesystem options given with `use_options`, by protocol
+_OPTIONS: dict[str, dict[str, Any]] = {}
 
 
 def is_url(location: Location) -> bool:
@@ -32,13 +40,27 @@ def is_url(location: Location) -> bool:
     return isinstance(location, str) and "://" in location
 
 
+def use_options(protocol: str, options: Mapping[str, Any] | None) -> None:
+    """Open the filesystems of `protocol` (`s3`) with these fsspec options (s3fs: `key`,
+    `secret`, `token`, `endpoint_url`, `config_kwargs`) from now on in this process, instead
+    of the environment's; None: the environment's again."""
+    if options is None:
+        _OPTIONS.pop(protocol, None)
+    else:
+        _OPTIONS[protocol] = dict(options)
+
+
 def filesystem(url: str) -> tuple[Any, str]:
     """The fsspec filesystem of `url` and the path inside it."""
     import fsspec
 
-    options = {}
-    if url.startswith(("s3://", "s3a://")):
-        options = {name: os.environ[var] for name, var in _S3_ENV.items() if os.environ.get(var)}
+    options: dict[str, Any] = {}
+    if url.startswith(_S3_SCHEMES):
+        if "s3" in _OPTIONS:
+            options = _OPTIONS["s3"]
+        else:
+            options = {name: os.environ[var] for name, var in _S3_ENV.items()
+                       if os.environ.get(var)}
     return fsspec.core.url_to_fs(url, **options)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import re
 import sqlite3
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -39,7 +40,7 @@ from sqlalchemy.pool import NullPool
 
 from tokokita_etl.config import Settings, default
 from tokokita_etl.contract import FACT_COLUMNS, REQUIRED_COLUMNS, SUMMARY_COLUMNS
-from tokokita_etl.errors import ConfigError, WarehouseError
+from tokokita_etl.errors import AccessDeniedError, ConfigError, WarehouseError
 
 SQLITE_CACHE_KB = 128 * 1024
 #: the PostgreSQL advisory lock key that serialises `ensure_schema` (any fixed 64-bit number)
@@ -149,6 +150,10 @@ def read_ahead(items: Iterable[T]) -> Iterator[T]:
 
 
 _END = object()
+#: what PostgreSQL says when it refuses a login (psycopg gives such errors no SQLSTATE):
+#: a configuration error, not an outage
+_LOGIN_REFUSED = ("authentication failed", "no password supplied", "no pg_hba.conf entry",
+                  "FATAL:  role ")
 READ_ONLY = "tokokita_read_only"  # the execution option of `Warehouse.begin(read_only=True)`
 
 
@@ -176,7 +181,8 @@ class Warehouse:
         try:
             self.url = make_url(url)
         except ArgumentError:
-            raise ConfigError(f"warehouse_url: not a valid SQLAlchemy URL: {url!r}") from None
+            shown = re.sub(r"://[^@/]*@", "://***@", url)  # never a password in a message
+            raise ConfigError(f"warehouse_url: not a valid SQLAlchemy URL: {shown!r}") from None
         self.tz = ZoneInfo(tz)
         self.dialect = self.url.get_backend_name()
         if self.dialect not in ("sqlite", "postgresql"):
@@ -253,7 +259,8 @@ class Warehouse:
     @contextlib.contextmanager
     def begin(self, label: str = "warehouse", *, read_only: bool = False) -> Iterator[Connection]:
         """One transaction; database errors become a WarehouseError naming `label` and the
-        URL (transient when the database could not be reached or answered). `read_only`: one
+        URL (transient when the database could not be reached or answered), a refused login an
+        AccessDeniedError (never retried). `read_only`: one
         that only reads (PostgreSQL refuses a write in it; on SQLite it takes no write lock,
         so it runs beside another connection's transaction)."""
         # PostgreSQL's dialect makes the transaction READ ONLY; SQLite's begin hook reads ours
@@ -265,6 +272,10 @@ class Warehouse:
         except (SQLAlchemyError, sqlite3.Error, psycopg.Error) as exc:
             cause = _no_answer_in(exc) or getattr(exc, "orig", None) or exc
             reason = str(cause).strip().splitlines()[0]
+            if isinstance(cause, psycopg.OperationalError) and \
+                    any(sign in reason for sign in _LOGIN_REFUSED):
+                raise AccessDeniedError(f"{label} {self.display_url}: {reason}",
+                                        url=self.display_url) from None
             transient = isinstance(exc, OperationalError | sqlite3.OperationalError
                                    | psycopg.OperationalError)
             raise WarehouseError(f"{label} {self.display_url}: {reason}",

@@ -48,7 +48,13 @@ class WatermarkGateOperator(BaseOperator):
         super().__init__(**kwargs)
 
     def execute(self, context: Context) -> dict[str, Any]:
-        """Apply the watermark rules for D."""
+        """Apply the watermark rules for D (a refused database login fails at once)."""
+        from tokokita_airflow.connections import failing_at_once
+
+        with failing_at_once():
+            return self._gate(context)
+
+    def _gate(self, context: Context) -> dict[str, Any]:
         from tokokita_etl.errors import BlockedError, ConcurrentRunError
         from tokokita_etl.policy import Action
         from tokokita_etl.runs import BLOCKED, SKIPPED, finish_refused, finish_skip, gate
@@ -124,17 +130,30 @@ def _end_of_run(log: Any, settings: Any, kind: str, summary: dict[str, Any],
 
 def _release_claim(context: Context) -> None:
     """on_failure_callback: a stage failed for good (never called for a try that Airflow
-    retries), so D is free for the next run, and the run's end is logged and pinged."""
+    retries), so D is free for the next run, and the run's end is logged and pinged. When the
+    state cannot be reached with the run's connections (missing, login refused), the claim
+    stays until its TTL and the alert says why."""
+    from tokokita_airflow.connections import ConnectionProblem, named
+    from tokokita_airflow.runtime import configured_settings
+    from tokokita_etl.errors import AccessDeniedError
     from tokokita_etl.runs import latest_summary, release_date
 
-    settings, day, owner = pipeline_settings(), partition_date(context), run_owner(context)
-    release_date(settings, day, owner)
-    summary = latest_summary(settings, day, owner) or {
-        "event": "tokokita_run", "partition_date": day.isoformat(), "trigger": owner,
-        "status": "failed", "error": "the stage failed before its outcome was recorded"}
     task = context.get("task")
-    _end_of_run(task.log if task is not None else logging.getLogger(__name__), settings, "fail",
-                summary, context)
+    log = task.log if task is not None else logging.getLogger(__name__)
+    day, owner = partition_date(context), run_owner(context)
+    summary = None
+    try:
+        settings = pipeline_settings()
+        release_date(settings, day, owner)
+        summary = latest_summary(settings, day, owner)
+        error = "the stage failed before its outcome was recorded"
+    except (ConnectionProblem, AccessDeniedError) as exc:
+        settings, error = configured_settings(), str(named(exc))
+        log.warning("The claim on %s stays until its TTL: %s", day, error)
+    summary = summary or {
+        "event": "tokokita_run", "partition_date": day.isoformat(), "trigger": owner,
+        "status": "failed", "error": error}
+    _end_of_run(log, settings, "fail", summary, context)
 
 
 def _callbacks(value: Any) -> list[Any]:
@@ -175,7 +194,14 @@ class EtlStageOperator(BaseOperator):
         self.stage = stage
 
     def execute(self, context: Context) -> dict[str, Any]:
-        """Run the stage under the watermark rules; record a failed attempt when it raises."""
+        """Run the stage under the watermark rules; record a failed attempt when it raises
+        (a refused database login fails at once)."""
+        from tokokita_airflow.connections import failing_at_once
+
+        with failing_at_once():
+            return self._stage(context)
+
+    def _stage(self, context: Context) -> dict[str, Any]:
         from tokokita_etl.errors import BlockedError, ConcurrentRunError
         from tokokita_etl.policy import Action
         from tokokita_etl.runs import (
@@ -279,7 +305,10 @@ class EtlStageOperator(BaseOperator):
                     else:
                         self.log.info("%s", line)
             return result
-        except Exception as exc:
+        except Exception as failure:
+            from tokokita_airflow.connections import named
+
+            exc = named(failure)  # a refused login names its Airflow connection
             if isinstance(exc, ValidationError) and exc.result is not None:
                 self._lineage = (settings, day, exc.result)  # the failed checks too
             kind = classify(exc)

@@ -22,11 +22,23 @@ def project_root() -> Path:
     return Path(os.environ.get("TOKOKITA_HOME") or Path(__file__).resolve().parents[2])
 
 
-def pipeline_settings() -> Settings:
-    """Pipeline settings (config file + TOKOKITA_* env), relative paths against the project root."""
+def configured_settings() -> Settings:
+    """Pipeline settings (config file + TOKOKITA_* env), relative paths against the project
+    root, with the URLs as configured (no Airflow connection read)."""
     from tokokita_etl.config import load_settings
 
-    return load_settings(cwd=project_root())
+    return load_settings(cwd=project_root(), in_airflow=True)
+
+
+def pipeline_settings(*, databases: bool = True) -> Settings:
+    """The settings the tasks, the retry policy and the status page use: `configured_settings`
+    with the warehouse and state database of their Airflow connections and the object
+    store's connection given to the storage (`tokokita_airflow.connections`); `databases=False`:
+    the object store's connection only (the sensor). A missing or unusable connection fails
+    the task at once (`connections.ConnectionProblem`)."""
+    from tokokita_airflow.connections import resolve
+
+    return resolve(configured_settings(), root=project_root(), databases=databases)
 
 
 def run_anchor(context: Context) -> datetime:
@@ -63,7 +75,7 @@ def partition_date(context: Context) -> date:
     zone of the pipeline's settings."""
     refuse_run_conf(context)
     return partition_date_of(context["dag_run"], context.get("params"),
-                             pipeline_settings().timezone)
+                             configured_settings().timezone)
 
 
 def run_cleared(context: Context) -> bool:

@@ -10,8 +10,8 @@ from airflow.sdk import BaseSensorOperator, conf
 from airflow.sdk.exceptions import AirflowSkipException
 
 from tokokita_airflow.runtime import (
+    configured_settings,
     partition_date,
-    pipeline_settings,
     refuse_run_conf,
     run_anchor,
     run_type,
@@ -66,9 +66,10 @@ class RawPartitionSensor(BaseSensorOperator):
 
     def execute(self, context: Context) -> Any:
         """Poke once; when deferrable and still waiting, hand the wait to the triggerer."""
-        # a refused run configuration fails the run here: inside the poke loop, `soft_fail`
-        # would turn the refusal into a skip
+        # a refused run configuration, and a missing or unusable object-storage connection,
+        # fail the run here: inside the poke loop, `soft_fail` would turn them into a skip
         refuse_run_conf(context)
+        conn_id = self._use_object_storage()
         if not self.deferrable:
             return super().execute(context)
         if self.poke(context):
@@ -77,10 +78,11 @@ class RawPartitionSensor(BaseSensorOperator):
         from tokokita_etl.config import partition_path
 
         deadline = self.wait_deadline(context)
+        filepath = str(partition_path(self._raw_dir(), partition_date(context)))
         self.defer(
             trigger=RawPartitionTrigger(
-                filepath=str(partition_path(self._raw_dir(), partition_date(context))),
-                deadline=deadline.isoformat(), poll_interval=self.poke_interval),
+                filepath=filepath, deadline=deadline.isoformat(), poll_interval=self.poke_interval,
+                conn_id=conn_id),
             method_name="execute_complete",
             timeout=max(deadline - datetime.now(UTC), timedelta(0)),
         )
@@ -95,13 +97,25 @@ class RawPartitionSensor(BaseSensorOperator):
             raise AirflowSkipException(message)
         self.log.info("Partition file arrived: %s", event["filepath"])
 
+    def _use_object_storage(self) -> str:
+        """When the raw folder is an object-storage URL: the `object_storage_conn_id`
+        connection, given to the storage (`connections.use_object_storage`); its id, or ""."""
+        from tokokita_airflow.connections import use_object_storage
+        from tokokita_etl.storage import is_url
+
+        if not is_url(self._raw_dir()):
+            return ""
+        conn_id = configured_settings().object_storage_conn_id
+        use_object_storage(conn_id)
+        return conn_id
+
     def _raw_dir(self):
         from pathlib import Path
 
         from tokokita_etl.config import is_url
 
         if not self.raw_dir:
-            return pipeline_settings().raw_dir
+            return configured_settings().raw_dir
         return self.raw_dir if is_url(self.raw_dir) else Path(self.raw_dir)
 
     def poke(self, context: Context) -> bool:

@@ -316,10 +316,14 @@ def test_the_compose_stack_runs_in_containers(engine, build_dir, expected_sample
     assert volumes == [], f"down -v left volumes: {volumes}"
 
 
+#: the object store through the container's `aws_default` connection (AIRFLOW_CONN_AWS_DEFAULT),
+#: as the tasks reach it: the services have no AWS variable
 UPLOAD = """
-import sys
+import os, sys
 from pathlib import Path
-from tokokita_etl.storage import filesystem
+from stack.connections import storage_options
+from tokokita_etl.storage import filesystem, use_options
+use_options("s3", storage_options(os.environ))
 fs, root = filesystem(sys.argv[1])
 bucket = root.split("/", 1)[0]
 if not fs.exists(bucket):
@@ -330,8 +334,10 @@ print("uploaded", len(sys.argv) - 2)
 """
 
 READ_GOLD = """
-import json, sys
-from tokokita_etl.storage import filesystem
+import json, os, sys
+from stack.connections import storage_options
+from tokokita_etl.storage import filesystem, use_options
+use_options("s3", storage_options(os.environ))
 fs, root = filesystem(sys.argv[1])
 print(json.dumps({p.rsplit("/", 1)[-1]: fs.cat_file(p).decode() for p in fs.ls(root)}))
 """

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -46,7 +47,21 @@ def project(tmp_path, monkeypatch) -> Project:
     for var in ("TOKOKITA_CONFIG", "TOKOKITA_WAREHOUSE_URL", "TOKOKITA_RAW_DIR",
                 "TOKOKITA_STATE_DIR", "TOKOKITA_GOLD_DIR"):
         monkeypatch.delenv(var, raising=False)
+    # the tasks read the warehouse from its Airflow connection (`warehouse_conn_id`): the
+    # project's SQLite file
+    monkeypatch.setenv("AIRFLOW_CONN_TOKOKITA_WAREHOUSE", json.dumps(
+        {"conn_type": "sqlite", "host": str(root / "data" / "warehouse" / "tokokita.db")}))
     return Project(root)
+
+
+@pytest.fixture(autouse=True)
+def storage_options_of_the_test():
+    """The object-storage options a test's tasks took from a connection end with the test
+    (`storage.use_options` holds them for the process)."""
+    yield
+    from tokokita_etl.storage import use_options
+
+    use_options("s3", None)
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@ a minimal context (`dag_run` and `params`), against the `project` fixture's fold
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 from datetime import UTC, date, datetime, timedelta
@@ -429,7 +430,7 @@ def test_a_stage_skips_while_another_run_holds_the_date(project, holders_alive):
 
 def test_a_transient_warehouse_failure_is_one_attempt_and_is_retried_while_attempts_are_left(
         project, holders_alive, monkeypatch):
-    monkeypatch.setenv("TOKOKITA_WAREHOUSE_URL", "postgresql+psycopg://postgres@127.0.0.1:1/none")
+    monkeypatch.setenv("AIRFLOW_CONN_TOKOKITA_WAREHOUSE", "postgresql://postgres@127.0.0.1:1/none")
     ctx = context()
     gate().execute(ctx)
     stage("extract").execute(ctx)
@@ -451,6 +452,33 @@ def test_a_transient_warehouse_failure_is_one_attempt_and_is_retried_while_attem
     for callback in stage("load").on_failure_callback:
         callback(ctx)
     assert read_claim(pipeline_settings(), day(D02)) is None
+
+
+def test_a_refused_warehouse_login_fails_the_load_at_once_naming_the_connection_not_its_password(
+        project, holders_alive, monkeypatch, password_postgres):
+    """A refused login was a transient WarehouseError: retried up to max_attempts."""
+    wrong = "wrong-Pw-op-3Kd"
+    monkeypatch.setenv("AIRFLOW_CONN_TOKOKITA_WAREHOUSE", json.dumps({
+        "conn_type": "postgres", "host": password_postgres.host, "port": password_postgres.port,
+        "login": password_postgres.user, "password": wrong, "schema": "postgres"}))
+    ctx = context()
+    gate().execute(ctx)
+    stage("extract").execute(ctx)
+    stage("transform").execute(ctx)
+    with pytest.raises(AirflowFailException) as failed:  # Airflow never retries it
+        stage("load").execute(ctx)
+    message = str(failed.value)
+    assert message.startswith("load: Airflow connection 'tokokita_warehouse': warehouse "
+                              "postgresql+psycopg://tokokita_etl:***@")
+    assert "password authentication failed" in message and "\n" not in message
+    assert entry(D02).get("attempt", 0) == 0  # a configuration error: no attempt used
+    manifests = [path.read_text() for path in project.manifests(D02)]
+    assert manifests and all("Airflow connection 'tokokita_warehouse'" in text
+                             for text in manifests[-1:])
+    assert not [text for text in manifests if wrong in text]
+    for callback in stage("load").on_failure_callback:
+        callback(ctx)
+    assert read_claim(pipeline_settings(databases=False), day(D02)) is None
 
 
 # -- the raw-partition sensor -------------------------------------------------------------------
@@ -700,25 +728,30 @@ def test_a_scheduled_run_id_names_its_partition_date_other_run_ids_are_airflows_
 
 
 def test_the_sensor_and_its_trigger_check_an_object_in_object_storage(project, monkeypatch):
+    """The endpoint and keys are only in the `aws_default` connection: no AWS variable."""
     import asyncio
 
     from devtools.object_store import s3_server
     from tokokita_airflow.triggers import RawPartitionTrigger
     from tokokita_etl.storage import filesystem
 
+    for name in [k for k in os.environ if k.startswith("AWS_")]:
+        monkeypatch.delenv(name)
     with s3_server() as server:
-        for name, value in server.env.items():
-            monkeypatch.setenv(name, value)
+        monkeypatch.setenv("AIRFLOW_CONN_AWS_DEFAULT", json.dumps({
+            "conn_type": "aws", "login": "testing", "password": "testing",
+            "extra": {"endpoint_url": server.endpoint, "region_name": "us-east-1"}}))
         server.create_bucket("raw-bucket")
         raw_url = "s3://raw-bucket/incoming"
-        with pytest.raises(AirflowSkipException, match=f"{raw_url}/pesanan_{D02}.csv"):
-            sensor(raw_dir=raw_url).poke(context())
         waiting, missing = scheduled_context(timedelta(minutes=5))
         with pytest.raises(TaskDeferred) as deferred:
             sensor(deferrable=True, raw_dir=raw_url,
                    wait_window=timedelta(hours=1)).execute(waiting)
         trigger = deferred.value.trigger
         assert trigger.filepath == f"{raw_url}/pesanan_{missing}.csv"
+        assert trigger.serialize()[1]["conn_id"] == "aws_default"
+        with pytest.raises(AirflowSkipException, match=f"{raw_url}/pesanan_{D02}.csv"):
+            sensor(raw_dir=raw_url).poke(context())
 
         fs, key = filesystem(f"{raw_url}/pesanan_{D02}.csv")
         fs.pipe_file(key, (project.raw / f"pesanan_{D02}.csv").read_bytes())
@@ -728,11 +761,14 @@ def test_the_sensor_and_its_trigger_check_an_object_in_object_storage(project, m
             async for event in trigger.run():
                 return event.payload
 
+        from tokokita_etl.storage import use_options
+
+        use_options("s3", None)  # the trigger reads the connection itself, on the triggerer
         present = RawPartitionTrigger(filepath=f"{raw_url}/pesanan_{D02}.csv",
                                       deadline=(datetime.now(UTC) + timedelta(minutes=1))
-                                      .isoformat(), poll_interval=0.1)
+                                      .isoformat(), poll_interval=0.1, conn_id="aws_default")
         assert asyncio.run(first_event(present))["status"] == "present"
-        absent = RawPartitionTrigger(filepath=trigger.filepath,
-                                     deadline=(datetime.now(UTC) + timedelta(seconds=1))
-                                     .isoformat(), poll_interval=0.2)
+        absent = RawPartitionTrigger(**{**trigger.serialize()[1], "poll_interval": 0.2,
+                                        "deadline": (datetime.now(UTC) + timedelta(seconds=1))
+                                        .isoformat()})
         assert asyncio.run(first_event(absent))["status"] == "timeout"

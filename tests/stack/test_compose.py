@@ -56,7 +56,8 @@ def test_the_scale_out_env_file_puts_state_in_postgresql_and_data_in_the_object_
         assert env["TOKOKITA_STATE_URL"] == "warehouse", name
         for folder in ("RAW", "STAGING", "GOLD", "QUARANTINE"):
             assert env[f"TOKOKITA_{folder}_DIR"].startswith("s3://tokokita/"), (name, folder)
-        assert env["AWS_ENDPOINT_URL"] == "http://object-store:5000", name
+        assert "endpoint_url=http%3A%2F%2Fobject-store%3A5000" in env["AIRFLOW_CONN_AWS_DEFAULT"]
+        assert not [var for var in env if var.startswith("AWS_")], name
 
 
 def test_file_has_no_compose_v2_only_keys():
@@ -184,14 +185,24 @@ def test_project_settings_mounts_and_image():
         "# _PIP", "")  # nothing is installed at container start
 
 
-def test_warehouse_connection_and_url_name_the_same_database():
+def test_the_services_get_the_warehouse_and_object_store_as_airflow_connections_only():
     from sqlalchemy.engine import make_url
 
+    from stack.connections import parse, storage_options, warehouse_url
+
+    for name in (*AIRFLOW_SERVICES, "airflow-init", "airflow-worker", "airflow-worker-2"):
+        env = DEFAULTS[name].environment
+        assert "TOKOKITA_WAREHOUSE_URL" not in env, name
+        assert not [var for var in env if var.startswith("AWS_")], name
     env = DEFAULTS["airflow-scheduler"].environment
-    conn = make_url(env["AIRFLOW_CONN_TOKOKITA_WAREHOUSE"])
-    url = make_url(env["TOKOKITA_WAREHOUSE_URL"])
-    assert (conn.host, conn.port, conn.database, conn.username) == \
-        (url.host, url.port, url.database, url.username) == ("postgres", 5432, "tokokita", "airflow")
+    assert parse("tokokita_warehouse", env["AIRFLOW_CONN_TOKOKITA_WAREHOUSE"]).conn_type == \
+        "postgres"
+    url = make_url(warehouse_url(env))
+    assert (url.drivername, url.host, url.port, url.database, url.username) == \
+        ("postgresql+psycopg", "postgres", 5432, "tokokita", "airflow")
+    assert storage_options(env) == {
+        "key": "tokokita", "secret": "tokokita-local-secret",
+        "endpoint_url": "http://object-store:5000", "config_kwargs": {"region_name": "us-east-1"}}
     metadata = make_url(env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"])
     assert metadata.database == "airflow" and metadata.database != url.database
 

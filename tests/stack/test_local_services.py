@@ -69,8 +69,7 @@ def test_substituted_values(tmp_path):
         "postgresql+psycopg://postgres@127.0.0.1:5432/airflow_e2e_x"
     assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_ASYNC"] == \
         "postgresql+psycopg_async://postgres@127.0.0.1:5432/airflow_e2e_x"
-    assert env["TOKOKITA_WAREHOUSE_URL"] == \
-        "postgresql+psycopg://postgres@127.0.0.1:5432/tokokita_e2e_x"
+    assert "TOKOKITA_WAREHOUSE_URL" not in env
     assert env["AIRFLOW_CONN_TOKOKITA_WAREHOUSE"] == \
         "postgresql://postgres@127.0.0.1:5432/tokokita_e2e_x"
     assert env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"] == "http://127.0.0.1:18123/execution/"
@@ -87,9 +86,17 @@ def test_sqlite_target_keeps_each_driver_on_sqlite(tmp_path):
     assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] == f"sqlite:///{tmp_path}/airflow.db"
     assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_ASYNC"] == \
         f"sqlite+aiosqlite:///{tmp_path}/airflow.db"
-    assert env["TOKOKITA_WAREHOUSE_URL"] == f"sqlite:///{tmp_path}/w.db"
     assert json.loads(env["AIRFLOW_CONN_TOKOKITA_WAREHOUSE"]) == {
         "conn_type": "sqlite", "host": f"{tmp_path}/w.db"}
+
+
+def test_the_object_store_connection_points_at_the_local_object_store(tmp_path):
+    """The endpoint sits %-quoted in the AIRFLOW_CONN_AWS_DEFAULT URI's query."""
+    from stack.connections import storage_options
+
+    target = _target(tmp_path, hosts={"object-store:5000": "127.0.0.1:19000"})
+    env = LocalStack(target).env("airflow-triggerer")
+    assert storage_options(env)["endpoint_url"] == "http://127.0.0.1:19000"
 
 
 def test_healthchecks_as_local_commands(tmp_path):
@@ -142,8 +149,10 @@ def test_init_creates_the_warehouse_database_on_postgresql(tmp_path):
     name = f"tokokita_e2e_{uuid.uuid4().hex[:10]}"
     url = db_url(name)
     try:
-        assert prepare_warehouse({"TOKOKITA_WAREHOUSE_URL": url}) is not None
-        assert prepare_warehouse({"TOKOKITA_WAREHOUSE_URL": url}) is not None  # idempotent
+        # the warehouse connection as the compose file gives it (URI form)
+        env = {"AIRFLOW_CONN_TOKOKITA_WAREHOUSE": url.replace("postgresql+psycopg", "postgresql")}
+        assert prepare_warehouse(env) is not None
+        assert prepare_warehouse(env) is not None  # idempotent
         with psycopg.connect(url.replace("+psycopg", "")) as conn:
             tables = {r[0] for r in conn.execute(
                 "SELECT tablename FROM pg_tables WHERE schemaname = 'public'")}

@@ -49,15 +49,17 @@ def status_rows(days: int | None) -> list[dict[str, Any]]:
     from airflow.utils.session import create_session
     from fastapi import HTTPException
 
+    from tokokita_airflow.connections import ConnectionProblem, named
     from tokokita_airflow.runtime import pipeline_settings
     from tokokita_etl.errors import EtlError
     from tokokita_etl.status import date_states
 
-    settings = pipeline_settings()
     try:
+        settings = pipeline_settings()
         rows = date_states(settings, datetime.now(UTC), days)
-    except EtlError as exc:  # a damaged watermark: named, as the command line names it
-        raise HTTPException(status_code=503, detail=str(exc)) from None
+    except (EtlError, ConnectionProblem) as exc:  # a damaged watermark, a missing connection,
+        # a refused login: named, as the command line names it (never with a password)
+        raise HTTPException(status_code=503, detail=str(named(exc))) from None
     since = date.fromisoformat(rows[0]["date"]) if rows else date.today()
     with create_session() as session:
         runs = _airflow_runs(session, settings, since)
