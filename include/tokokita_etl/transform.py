@@ -71,8 +71,10 @@ def title_kota(text: str) -> str:
 def trim_sql(column: str) -> str:
     """SQL for `column` trimmed of `WS`. DuckDB's trim with a set of characters costs about
     0.1 s per million values, so it runs only where the first or last character is in the
-    set (a third of transform's time at 1M rows before)."""
-    return (f"CASE WHEN contains('{WS}', left({column}, 1)) OR contains('{WS}', right({column}, 1))"
+    set (a third of transform's time at 1M rows before). The first and last characters are
+    taken by index (`c[1]`, `c[-1]`: code points, as `left`/`right`), which costs about half
+    of `left`/`right` (7 columns of 1M rows: 0.74 -> 0.43 CPU seconds)."""
+    return (f"CASE WHEN contains('{WS}', {column}[1]) OR contains('{WS}', {column}[-1])"
             f" THEN trim({column}, '{WS}') ELSE {column} END")
 
 
