@@ -153,12 +153,27 @@ _VALID_VALUES = {
 }
 
 
-def _fact_values(day: date) -> str:
-    """The canonical text of a valid row's fact columns, in FACT_COLUMNS order (and its line);
-    order_date is D for every valid row (the wrong_date rule)."""
-    offset = """(CASE WHEN off_s >= 0 THEN '+' ELSE '-' END)
+#: the `+HH:MM` text of a UTC offset of `off_s` seconds
+OFFSET_SQL = """(CASE WHEN off_s >= 0 THEN '+' ELSE '-' END)
         || lpad(CAST(abs(off_s) // 3600 AS VARCHAR), 2, '0') || ':'
         || lpad(CAST((abs(off_s) % 3600) // 60 AS VARCHAR), 2, '0')"""
+
+
+def _offset_sql(con: duckdb.DuckDBPyConnection) -> str:
+    """`OFFSET_SQL`, with the text of each offset the valid rows have written by DuckDB once
+    (a zone has a few): the per-row formatting cost as much as the rest of the timestamp."""
+    pairs = con.execute(f"SELECT off_s, {OFFSET_SQL} FROM "
+                        "(SELECT DISTINCT off_s FROM checked WHERE reason IS NULL)").fetchall()
+    if not pairs:
+        return OFFSET_SQL
+    known = " ".join(f"WHEN {int(off)} THEN '{text}'" for off, text in pairs)
+    return f"CASE off_s {known} ELSE {OFFSET_SQL} END"
+
+
+def _fact_values(day: date, offset: str = OFFSET_SQL) -> str:
+    """The canonical text of a valid row's fact columns, in FACT_COLUMNS order (and its line);
+    order_date is D for every valid row (the wrong_date rule); `offset`: the SQL of the UTC
+    offset's text (`OFFSET_SQL`)."""
     return f"""t_order_id AS order_id, '{day.isoformat()}' AS order_date,
         strftime(local_ts, '%Y-%m-%dT%H:%M:%S')
             || CASE WHEN microsecond(local_ts) % 1000000 <> 0
@@ -201,7 +216,7 @@ def transform(day: date, staging: Path, *, tz: str = DEFAULT_TIMEZONE,
             SELECT max(line) AS line FROM checked WHERE reason IS NULL GROUP BY t_order_id
         """)
         valid = con.sql(f"""
-            SELECT {_fact_values(day)}
+            SELECT {_fact_values(day, _offset_sql(con))}
             -- winners holds valid rows only; a join costs less than `line IN (..)`
             FROM winners JOIN checked c USING (line) LEFT JOIN kota_map m USING (t_kota)
             -- in key order the warehouse's indexes grow at their ends (an SQLite load of the
