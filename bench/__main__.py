@@ -32,6 +32,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="server for PostgreSQL runs (a fresh tokokita_bench_* database "
                              "is created per side); default TOKOKITA_BENCH_PG_URL or the local "
                              "trust server")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="with --rows: N paired runs (the pipeline, then the floor, N "
+                             "times; the baseline in the first pair only): medians, and the "
+                             "spread (min, max) of the ratios; with --all: pairs per size up "
+                             "to 1M rows (default 3)")
     parser.add_argument("--side", choices=("both", "project", "baseline"), default="both")
     parser.add_argument("--no-floor", action="store_true",
                         help="skip the floor (the database's and CPU's fastest way to do the "
@@ -75,7 +80,8 @@ def main(argv: list[str] | None = None) -> int:
         from bench.report import run_all
 
         sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else None
-        return run_all(sizes=sizes, pg_url=args.pg_url, results=args.results)
+        return run_all(sizes=sizes, pg_url=args.pg_url, results=args.results,
+                       repeat=args.repeat if args.repeat > 1 else None)
     if args.render:
         from bench.report import render_saved
 
@@ -120,15 +126,20 @@ def main(argv: list[str] | None = None) -> int:
     if not args.rows:
         parser.error("--rows is required (or --all, --dag-parse, --cron)")
 
-    from bench.harness import DEFAULT_PG_URL, OUT, bench_once
+    from bench.harness import DEFAULT_PG_URL, OUT, bench_repeated
 
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
     pg_url = args.pg_url or os.environ.get("TOKOKITA_BENCH_PG_URL") or DEFAULT_PG_URL
-    sides = ("project", "baseline") if args.side == "both" else (args.side,)
+    sides = ("project",) if args.side in ("both", "project") else ()
     if "project" in sides and not args.no_floor:
-        sides += ("floor",)
+        sides += ("floor",)  # right after the pipeline side: the two halves of a pair
+    if args.side in ("both", "baseline"):
+        sides += ("baseline",)
     backend = "postgresql" if args.backend == "postgres" else "sqlite"
-    report = bench_once(args.rows, backend, seed=args.seed, pg_url=pg_url, keep=args.keep,
-                        sides=sides, out=args.out or OUT, project_src=args.project_src)
+    report = bench_repeated(args.rows, backend, args.repeat, sides=sides, seed=args.seed,
+                            pg_url=pg_url, keep=args.keep, out=args.out or OUT,
+                            project_src=args.project_src)
     report["backend"] = args.backend
     if args.record:
         from bench.report import record_run
@@ -143,7 +154,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def format_report(report: dict) -> str:
     """A few human-readable lines."""
-    lines = [f"{report['rows']:,} rows on {report['backend']}"]
+    repeat = report.get("repeat", 1)
+    lines = [f"{report['rows']:,} rows on {report['backend']}"
+             + (f", median of {repeat} paired runs" if repeat > 1 else "")]
     for side in ("project", "baseline"):
         if f"{side}_s" in report:
             lines.append(f"  {side:<9} {report[f'{side}_s']:>8.2f} s   peak RSS "
@@ -155,11 +168,21 @@ def format_report(report: dict) -> str:
         lines.append("  stages    " + ", ".join(f"{k} {v:.2f}s"
                                                for k, v in report["project_stages_s"].items()))
     if report.get("floor_s"):
+        low, high = report.get("floor_ratio_spread", [report["floor_ratio"]] * 2)
         lines.append(f"  floor     {report['floor_s']:>8.2f} s   pipeline / floor "
-                     f"{report['floor_ratio']:.2f}x")
+                     f"{report['floor_ratio']:.2f}x ({low:.2f}-{high:.2f}x)")
         lines.append("  / floor   " + ", ".join(
             f"{k} {v['pipeline_s']:.2f}/{v['floor_s']:.2f}s {v['ratio']}x"
+            + (f" ({v['ratio_spread'][0]}-{v['ratio_spread'][1]})"
+               if v.get("ratio_spread") and repeat > 1 else "")
             for k, v in report["floor_stages"].items() if v["pipeline_s"] is not None))
+    if report.get("project_fixed_s"):
+        fixed = report["project_fixed_s"]
+        lines.append(f"  fixed     {fixed['before_run']:.2f} s before the run (interpreter, "
+                     f"imports, settings), {fixed['in_run_outside_stages']:.2f} s in it "
+                     "outside the stages")
+    if "identical_output" in report and "speedup" not in report:
+        lines.append(f"  identical output: {report['identical_output']}")
     return "\n".join(lines)
 
 

@@ -103,6 +103,12 @@ def main(argv: list[str]) -> int:
         result = run_project(spec) if side == "project" else run_baseline_side(spec)
     result.update(_peak_rss_mb())
     sys.stdout.write("\n" + json.dumps(result) + "\n")
+    if side == "project":
+        # the process ends as `tokokita-etl` ends (an older checkout's way when it has none)
+        from tokokita_etl import cli
+
+        if hasattr(cli, "exit_now"):
+            cli.exit_now(0)
     return 0
 
 

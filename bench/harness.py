@@ -9,6 +9,7 @@ pays, and the peak RSS a child reports is its own.
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import os
 import shutil
@@ -212,6 +213,10 @@ def bench_once(rows: int, backend: str, *, seed: int = SEED, out: Path = OUT,
             report["project_import_s"] = round(project["import_s"], 3)
             report["project_checksums"] = project["checksums"]
             report["project_rows"] = project["rows"]
+            # the output's bytes, so repeated runs can be compared with each other
+            report["project_output_sha256"] = {
+                name: hashlib.sha256(Path(project[name]).read_bytes()).hexdigest()
+                for name in ("gold", "quarantine")}
         if baseline:
             report["baseline_run_s"] = round(baseline["run_s"], 3)
         if project and results.get("floor"):
@@ -223,3 +228,92 @@ def bench_once(rows: int, backend: str, *, seed: int = SEED, out: Path = OUT,
         warehouses.drop_all()
         if not keep:
             shutil.rmtree(work, ignore_errors=True)
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def _spread(values: list[float]) -> list[float]:
+    return [min(values), max(values)]
+
+
+def bench_repeated(rows: int, backend: str, repeat: int, *,
+                   sides: tuple[str, ...] = ("project", "floor", "baseline"),
+                   baseline_timeout: float | None = None, **kwargs) -> dict:
+    """`repeat` paired runs of one size and backend: each pair is the pipeline side, then at
+    once the floor side (the same machine state for both halves of a ratio); the baseline
+    side runs in the first pair only. The report holds the median of each figure, the
+    median of the pairs' ratios with their spread (min, max), and every pair's report
+    (`pairs`). `identical_output`: the first pair's comparison with the baseline (when it
+    ran) and every pair's gold and quarantine bytes and checksums equal to the first's."""
+    pairs = []
+    for i in range(repeat):
+        pair_sides = sides if i == 0 else tuple(s for s in sides if s != "baseline")
+        pairs.append(bench_once(rows, backend, sides=pair_sides,
+                                baseline_timeout=baseline_timeout, **kwargs))
+    return aggregate(pairs)
+
+
+def aggregate(pairs: list[dict]) -> dict:
+    """One report from paired runs of one size and backend (see `bench_repeated`)."""
+    first = pairs[0]
+    report = {k: v for k, v in first.items()
+              if k in ("rows", "backend", "generated", "raw_bytes", "baseline_s",
+                       "baseline_peak_rss_mb", "baseline_run_s", "baseline_timeout_s",
+                       "comparison", "project_rows", "project_checksums",
+                       "project_output_sha256")}
+    report["repeat"] = len(pairs)
+    projected = [p for p in pairs if "project_s" in p]
+    if projected:
+        walls = [p["project_s"] for p in projected]
+        report["project_s"] = round(_median(walls), 3)
+        report["project_s_spread"] = _spread(walls)
+        report["project_s_all"] = walls
+        report["project_peak_rss_mb"] = max(p["project_peak_rss_mb"] for p in projected)
+        for key in ("project_run_s", "project_import_s"):
+            report[key] = round(_median([p[key] for p in projected]), 3)
+        stages = projected[0]["project_stages_s"]
+        report["project_stages_s"] = {
+            k: round(_median([p["project_stages_s"][k] for p in projected]), 3) for k in stages}
+        # what a run costs outside its stages: before its run (interpreter start, imports,
+        # settings) and inside it (gate, claim, state records, manifest, staging clean-up)
+        report["project_fixed_s"] = {
+            "before_run": round(_median([p["project_s"] - p["project_run_s"]
+                                         for p in projected]), 3),
+            "in_run_outside_stages": round(_median(
+                [p["project_run_s"] - sum(p["project_stages_s"].values())
+                 for p in projected]), 3)}
+        same = all(p["project_checksums"] == first["project_checksums"]
+                   and p["project_output_sha256"] == first["project_output_sha256"]
+                   and p["project_rows"] == first["project_rows"] for p in projected)
+        report["identical_across_runs"] = same
+        report["identical_output"] = first.get("identical_output", True) and same
+    if "baseline_s" in report and "project_s" in report:
+        report["speedup"] = round(report["baseline_s"] / report["project_s"], 2)
+    floored = [p for p in pairs if p.get("floor_ratio") is not None]
+    if floored:
+        ratios = [p["floor_ratio"] for p in floored]
+        report["floor_s"] = round(_median([p["floor_s"] for p in floored]), 3)
+        report["floor_ratio"] = round(_median(ratios), 2)
+        report["floor_ratio_spread"] = _spread(ratios)
+        report["floor_ratio_all"] = ratios
+        report["floor_stages"] = {}
+        for stage in FLOOR_STAGES:
+            cells = [p["floor_stages"][stage] for p in floored]
+            timed = [c for c in cells if c["ratio"] is not None]
+            report["floor_stages"][stage] = {
+                "pipeline_s": round(_median([c["pipeline_s"] for c in timed]), 3)
+                if timed else None,
+                "floor_s": round(_median([c["floor_s"] for c in cells]), 3),
+                "ratio": round(_median([c["ratio"] for c in timed]), 2) if timed else None,
+                "ratio_spread": _spread([c["ratio"] for c in timed]) if timed else None,
+            }
+        report["floor_checks"] = {
+            "same_fact_checksum": all(p["floor_checks"]["same_fact_checksum"] for p in floored),
+            "parsed_rows": floored[0]["floor_checks"]["parsed_rows"],
+            "loaded_rows": floored[0]["floor_checks"]["loaded_rows"]}
+    report["pairs"] = pairs
+    return report

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
+from tokokita_etl.cli import console_main
 
-from tokokita_etl.cli import main
-
-sys.exit(main())
+console_main()

@@ -19,10 +19,10 @@ import json
 import sqlite3
 from collections.abc import Iterable, Iterator
 from datetime import date
+from functools import cache
 from typing import NamedTuple
 
 from sqlalchemy import Column, Date, DateTime, Integer, Numeric, String
-from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection
 from sqlalchemy.types import TypeEngine
 
@@ -30,7 +30,6 @@ from tokokita_etl.errors import WarehouseError
 from tokokita_etl.warehouse import Warehouse, fact_pesanan
 
 FETCH_ROWS = 50_000  # rows per fetch when digesting a date
-_PG_DIALECT = postgresql.dialect()
 
 
 def canonical_line(row: list) -> str:
@@ -148,11 +147,19 @@ def _pg_fact_digest(warehouse: Warehouse, driver, day: date) -> tuple[str, int]:
     return digest.hexdigest(), count
 
 
+@cache
+def _pg_dialect():
+    """SQLAlchemy's PostgreSQL dialect, imported on first use (an SQLite run never needs it)."""
+    from sqlalchemy.dialects import postgresql
+
+    return postgresql.dialect()
+
+
 def _pg_fact_sql(warehouse: Warehouse, shape: str) -> str:
     """PostgreSQL: the fact rows of one date as whole canonical lines ("lines", NULL where a
     value needs a JSON escape) or, for those rows only, as canonical values ("escaped")."""
     columns = list(fact_pesanan.columns)
-    kinds = {c.name: c.type.dialect_impl(_PG_DIALECT) for c in columns}
+    kinds = {c.name: c.type.dialect_impl(_pg_dialect()) for c in columns}
     stamps = [c.name for c in columns if isinstance(kinds[c.name], DateTime)]
     texts = [c.name for c in columns if isinstance(kinds[c.name], String)]
     values = {c.name: _pg_value(c.name, kinds[c.name]) for c in columns}

@@ -29,7 +29,6 @@ can import this module at parse time.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from collections.abc import Callable, Iterable, Mapping
@@ -369,6 +368,8 @@ async def deadline_missed(*, tz: str, deadline_local_time: str, dag_id: str = ""
         return {**message, "not_alerted": reason}
     logger.error("Deadline missed: %s", line)
     if webhook_url:
+        import asyncio  # here only: every run imports this module, few send a deadline alert
+
         try:
             await asyncio.to_thread(_post, webhook_url, line.encode("utf-8"),
                                     "application/json", PING_TIMEOUT_S)

@@ -6,6 +6,7 @@ import contextlib
 import io
 import re
 import sqlite3
+import sys
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import date, datetime
@@ -14,7 +15,6 @@ from pathlib import Path
 from typing import NamedTuple, TypeVar
 from zoneinfo import ZoneInfo
 
-import psycopg
 import pyarrow as pa
 import pyarrow.csv as pacsv
 from sqlalchemy import (
@@ -94,44 +94,43 @@ karantina = Table(
 )
 
 
-class NoAnswerError(psycopg.OperationalError):
-    """The server did not answer within the client's deadline; the connection was closed."""
+def __getattr__(name: str):
+    """The PostgreSQL connection classes (`tokokita_etl.pg_connection`), imported with psycopg
+    on first use only: an SQLite run never imports psycopg."""
+    if name in ("NoAnswerError", "_AnsweredConnection"):
+        from tokokita_etl import pg_connection
+
+        return getattr(pg_connection, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _no_answer_in(exc: BaseException) -> NoAnswerError | None:
-    """The deadline error behind `exc`: cleanup code that runs on the closed connection
-    (closing a cursor, ending a COPY) raises "the connection is closed" over it."""
+def _no_answer_in(exc: BaseException) -> BaseException | None:
+    """The deadline error (`pg_connection.NoAnswerError`) behind `exc`: cleanup code that runs
+    on the closed connection (closing a cursor, ending a COPY) raises "the connection is
+    closed" over it. None when psycopg's connection was never used (an SQLite warehouse)."""
+    pg = sys.modules.get("tokokita_etl.pg_connection")
+    if pg is None:
+        return None
     seen: BaseException | None = exc
     for _ in range(10):
         if seen is None:
             return None
-        if isinstance(seen, NoAnswerError):
+        if isinstance(seen, pg.NoAnswerError):
             return seen
         seen = getattr(seen, "orig", None) or seen.__context__
     return None
 
 
-class _AnsweredConnection(psycopg.Connection):
-    """A psycopg connection that waits at most `answer_timeout_s` for the server on every
-    operation (a statement with its results, a COPY write, a fetch), then closes itself.
-
-    `statement_timeout` is enforced by the server: a server that stops answering (its
-    processes frozen or swapped out, its host hung) never sends the cancellation, and the
-    host's kernel keeps acknowledging TCP keepalives and data, so without a deadline of its
-    own the client waited forever for a result that never came."""
-
-    answer_timeout_s: float | None = None
-
-    def wait(self, gen, interval: float = 0.1, timeout: float | None = None):
-        if timeout is None:
-            timeout = self.answer_timeout_s
-        try:
-            return super().wait(gen, interval, timeout)
-        except psycopg.errors._WaitTimeout:  # psycopg's own timeout of `wait`
-            self.pgconn.finish()  # mid-protocol: the connection cannot be used again
-            raise NoAnswerError(
-                f"no answer from the server within {timeout:g} s (db_answer_timeout_s); "
-                "the connection was closed") from None
+def _database_errors() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]]:
+    """The errors a warehouse call turns into a WarehouseError, and the transient ones of
+    them; psycopg's only once it is imported (no psycopg error can occur before)."""
+    errors: tuple[type[BaseException], ...] = (SQLAlchemyError, sqlite3.Error)
+    transient: tuple[type[BaseException], ...] = (OperationalError, sqlite3.OperationalError)
+    psycopg = sys.modules.get("psycopg")
+    if psycopg is not None:
+        errors += (psycopg.Error,)
+        transient += (psycopg.OperationalError,)
+    return errors, transient
 
 
 T = TypeVar("T")
@@ -241,6 +240,8 @@ class Warehouse:
                     conn.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
 
             else:
+                from tokokita_etl.pg_connection import _AnsweredConnection
+
                 engine = create_engine(self.url, poolclass=NullPool,
                                        connect_args=self._postgresql_connect_args())
                 # a live server answers every wait of a legitimate run well within this
@@ -269,15 +270,18 @@ class Warehouse:
         try:
             with engine.begin() as conn:
                 yield conn
-        except (SQLAlchemyError, sqlite3.Error, psycopg.Error) as exc:
+        except Exception as exc:
+            errors, transient_errors = _database_errors()
+            if not isinstance(exc, errors):
+                raise
             cause = _no_answer_in(exc) or getattr(exc, "orig", None) or exc
             reason = str(cause).strip().splitlines()[0]
-            if isinstance(cause, psycopg.OperationalError) and \
+            psycopg = sys.modules.get("psycopg")
+            if psycopg is not None and isinstance(cause, psycopg.OperationalError) and \
                     any(sign in reason for sign in _LOGIN_REFUSED):
                 raise AccessDeniedError(f"{label} {self.display_url}: {reason}",
                                         url=self.display_url) from None
-            transient = isinstance(exc, OperationalError | sqlite3.OperationalError
-                                   | psycopg.OperationalError)
+            transient = isinstance(exc, transient_errors)
             raise WarehouseError(f"{label} {self.display_url}: {reason}",
                                  transient=transient) from None
 
