@@ -381,13 +381,13 @@ def partition_day(run: dict[str, Any]) -> date:
 
 
 def last_fired_day(now: datetime) -> date:
-    """D of the latest scheduled run that has fired at `now`."""
-    from zoneinfo import ZoneInfo
+    """D of the latest scheduled run that has fired at `now`, in the DAG's zone."""
+    from tokokita_etl.config import dag_schedule_from_env
+    from tokokita_etl.schedule import local_today
 
-    local = now.astimezone(ZoneInfo(JKT))
-    today = local.date()
+    today = local_today(now, dag_schedule_from_env().timezone)
     # the run of T-1 fires at T 02:30; leave the scheduler two minutes of slack around it
-    fired = local >= fire_time(today - timedelta(days=1)) + timedelta(minutes=2)
+    fired = now >= fire_time(today - timedelta(days=1)) + timedelta(minutes=2)
     return today - timedelta(days=1 if fired else 2)
 
 
