@@ -52,11 +52,14 @@ test: setup $(CHROMIUM)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # the fast loop: lint and every test that starts no Airflow stack and no browser, and not the
-# fault suite (docs/running.md; `make test` runs everything)
+# fault suite, on two pytest-xdist workers, a test module at a time each (each worker has an
+# Airflow home of its own, tests/airflow_support.py); docs/running.md; `make test` runs
+# everything, in one process
 CHECK_MARKERS := not e2e and not browser and not faults
+CHECK_WORKERS ?= 2
 check: setup
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -m "$(CHECK_MARKERS)" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(CHECK_WORKERS) --dist loadfile -m "$(CHECK_MARKERS)" $(PYTEST_ARGS)
 
 # Debian's Chromium for the browser tests (tests/browser.py); Playwright's download is not used
 $(CHROMIUM):

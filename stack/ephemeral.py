@@ -464,11 +464,12 @@ def partition_day(run: dict[str, Any]) -> date:
 
 
 def last_fired_day(now: datetime) -> date:
-    """D of the latest scheduled run that has fired at `now`."""
-    local = now.astimezone(dag_settings().tz)
-    today = local.date()
+    """D of the latest scheduled run that has fired at `now`, in the DAG's zone."""
+    from tokokita_etl.schedule import local_today
+
+    today = local_today(now, dag_settings().timezone)
     # the run of T-1 fires at T 02:30; leave the scheduler two minutes of slack around it
-    fired = local >= fire_time(today - timedelta(days=1)) + timedelta(minutes=2)
+    fired = now >= fire_time(today - timedelta(days=1)) + timedelta(minutes=2)
     return today - timedelta(days=1 if fired else 2)
 
 

@@ -9,7 +9,17 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-_home = os.environ.get("TOKOKITA_TEST_AIRFLOW_HOME") or tempfile.mkdtemp(prefix="tokokita-airflow-")
+# A pytest-xdist worker (`make check` runs two) inherits the environment of the process that
+# started it, where this module has already set a home: each worker makes and sets its own,
+# which the processes it starts (PYTEST_XDIST_WORKER inherited) keep.
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+_WORKER = _WORKER if _WORKER and os.environ.get("TOKOKITA_TEST_AIRFLOW_WORKER") != _WORKER else None
+_base = os.environ.get("TOKOKITA_TEST_AIRFLOW_HOME")
+if _WORKER:  # inside TOKOKITA_TEST_AIRFLOW_HOME when set
+    _home = tempfile.mkdtemp(prefix=f"tokokita-airflow-{_WORKER}-", dir=_base)
+    os.environ["TOKOKITA_TEST_AIRFLOW_WORKER"] = _WORKER
+else:
+    _home = _base or tempfile.mkdtemp(prefix="tokokita-airflow-")
 AIRFLOW_ENV = {
     "AIRFLOW_HOME": _home,
     "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
@@ -20,7 +30,10 @@ AIRFLOW_ENV = {
     "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",
 }
 for _key, _value in AIRFLOW_ENV.items():
-    os.environ.setdefault(_key, _value)
+    if _WORKER and _key in ("AIRFLOW_HOME", "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"):
+        os.environ[_key] = _value
+    else:
+        os.environ.setdefault(_key, _value)
 for _path in (REPO / "plugins", REPO / "dags"):
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))

@@ -6,7 +6,7 @@ import json
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -34,6 +34,19 @@ class Project:
     def manifests(self, day: str) -> list[Path]:
         runs = (self.root / "data" / "state" / "runs").glob(f"run-{day}-*.json")
         return sorted(runs, key=lambda p: p.stat().st_mtime_ns)
+
+    def fail_from_the_command_line(self, day: str, times: int) -> None:
+        """Record `times` failed attempts of `day` (its partition must be unusable) as
+        `tokokita-etl run --date day` does, with the settings the tasks read: a date failed or
+        blocked in the shared watermark without a DAG run per attempt (each failed DAG run
+        costs `dag.test()` a second per task left to mark upstream_failed)."""
+        from tokokita_airflow.runtime import pipeline_settings
+        from tokokita_etl.pipeline import run_for_date
+
+        settings = pipeline_settings()
+        for _ in range(times):
+            outcome = run_for_date(settings, date.fromisoformat(day), log=lambda _: None)
+            assert outcome.status == "failed", outcome
 
 
 @pytest.fixture
@@ -82,7 +95,11 @@ def daily_dag(monkeypatch):
 
 @pytest.fixture
 def run_dag(daily_dag, monkeypatch) -> Callable:
-    """Run the DAG once with `dag.test()`, as a run of the given type; return task states."""
+    """Run the DAG once with `dag.test()`, as a run of the given type; return task states.
+
+    Airflow 3.3.2 has no public way to make a scheduled or backfill run in-process: `dag.test()`
+    always makes a manual one through `airflow.models.dagrun.get_or_create_dagrun`, which is
+    patched here to create the run of the given type instead."""
     from airflow.models import dagrun as dagrun_module
     from airflow.utils.types import DagRunType
 

@@ -97,15 +97,16 @@ def test_rerun_is_skipped_by_the_gate_and_force_reproduces_checksums(project, ru
 
 
 def test_unusable_partition_fails_at_once_one_attempt_per_run_then_blocks(
-        project, run_dag, daily_dag):
+        project, run_dag, daily_dag, monkeypatch):
     day = "2026-11-05"
     (project.raw / f"pesanan_{day}.csv").write_text(
         "order_id,order_ts,customer_id,kota,produk,qty,harga_satuan\n"
         "TK-1,2026-11-05 10:00:00,C1,Bandung,Teh,1,1000\n")
     assert daily_dag.get_task("extract").retries == 2  # for transient errors only
+    monkeypatch.setenv("TOKOKITA_MAX_ATTEMPTS", "2")  # two runs show one attempt per run
 
     # each run: extract fails once (the partition itself is at fault: no Airflow retry)
-    for attempt in (1, 2, 3):
+    for attempt in (1, 2):
         dr, states = run_dag(fire_time(day))
         assert dr.state == "failed"
         assert states["extract"] == ("failed", 1)
@@ -119,7 +120,7 @@ def test_unusable_partition_fails_at_once_one_attempt_per_run_then_blocks(
     assert dr.state == "failed"
     assert states["check_watermark"] == ("failed", 1)
     assert all(states[t][0] == "upstream_failed" for t in STAGES)
-    assert state_of(project, day)["attempt"] == 3
+    assert state_of(project, day)["attempt"] == 2
     blocked = json.loads(project.manifests(day)[-1].read_text())
     assert blocked["status"] == "blocked"
     assert f'{{"partition_date": "{day}", "reset_attempts": true}}' in blocked["error"]
@@ -131,11 +132,11 @@ def test_unusable_partition_fails_at_once_one_attempt_per_run_then_blocks(
     dr, states = run_dag(fire_time(day), conf={"reset_attempts": True})
     assert dr.state == "success", states
     entry = state_of(project, day)
-    # the reset set the failures to 0 and kept the total (three failures, then the success)
-    assert (entry["status"], entry["attempt"], entry["failures"]) == ("success", 4, 0)
+    # the reset set the failures to 0 and kept the total (two failures, then the success)
+    assert (entry["status"], entry["attempt"], entry["failures"]) == ("success", 3, 0)
     assert "error" not in entry and "failed_stage" not in entry
-    assert entry["resets"][0]["previous_attempt"] == 3
-    assert entry["resets"][0]["previous_failures"] == 3
+    assert entry["resets"][0]["previous_attempt"] == 2
+    assert entry["resets"][0]["previous_failures"] == 2
     assert entry["resets"][0]["by"].startswith("airflow:tokokita_orders_daily:")
 
 
@@ -144,9 +145,7 @@ def test_more_retries_do_not_unblock_a_date_at_max_attempts(project, run_dag, da
     """Regression: a rendered `reset_attempts` template stuck on the gate and unblocked dates."""
     day = "2026-11-06"
     (project.raw / f"pesanan_{day}.csv").write_bytes(b"order_id,order_ts\n\xff\xfe broken\n")
-    for _ in range(3):
-        _, states = run_dag(fire_time(day))
-        assert states["extract"] == ("failed", 1)
+    project.fail_from_the_command_line(day, 3)  # blocked at max_attempts 3
     assert state_of(project, day)["attempt"] == 3
     monkeypatch.setattr(daily_dag.get_task("extract"), "retries", 5)
     _, states = run_dag(fire_time(day))
@@ -282,8 +281,7 @@ def test_clearing_a_stage_of_a_blocked_date_fails_at_once_without_an_attempt(pro
     """Regression: a cleared stage skipped the gate and recorded attempt 4 of max 3."""
     day = "2026-11-07"
     (project.raw / f"pesanan_{day}.csv").write_text("order_id,order_ts\nTK-1,x\n")
-    for _ in range(3):
-        run_dag(fire_time(day))
+    project.fail_from_the_command_line(day, 3)  # blocked at max_attempts 3
     assert state_of(project, day)["attempt"] == 3
     # re-run the stages only, as a clear of `extract` does: sensor and gate are not re-run
     dr = daily_dag.test(logical_date=fire_time(day),

@@ -51,7 +51,7 @@ def test_a_blocked_date_pings_fail_from_the_gate_without_a_start(project, run_da
                                                                  monkeypatch):
     (project.raw / "pesanan_2026-11-04.csv").write_text("not,a,partition\n1,2,3\n")
     monkeypatch.setenv("TOKOKITA_MAX_ATTEMPTS", "1")
-    run_dag(fire_time("2026-11-04"))
+    project.fail_from_the_command_line("2026-11-04", 1)
     pings.received.clear()
     _, states = run_dag(None, conf={"partition_date": "2026-11-04"})
     assert states["check_watermark"][0] == "failed", states

@@ -79,6 +79,7 @@ def test_a_stricter_umask_keeps_the_gold_private(open_dir):
 
 
 @pytest.mark.airflow
+@pytest.mark.e2e  # `stack demo` starts a running Airflow stack
 def test_embedded_stack_gold_files_are_readable_by_another_user(open_dir):
     for rel in ("dags", "plugins", "include", "config", "stack", "data/raw",
                 "docker-compose.yaml", "pyproject.toml"):
