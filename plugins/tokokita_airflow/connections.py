@@ -70,9 +70,13 @@ def get_connection(conn_id: str, setting: str, empty_means: str) -> Any:
     try:
         return Connection.get(conn_id)
     except AirflowNotFoundException:
-        raise ConnectionProblem(
-            f"Airflow connection {conn_id!r} ({setting}) is not defined: "
-            f"{_define_hint(conn_id)}, or set {setting} empty to use {empty_means}") from None
+        raise _not_defined(conn_id, setting, empty_means) from None
+
+
+def _not_defined(conn_id: str, setting: str, empty_means: str) -> ConnectionProblem:
+    return ConnectionProblem(
+        f"Airflow connection {conn_id!r} ({setting}) is not defined: "
+        f"{_define_hint(conn_id)}, or set {setting} empty to use {empty_means}")
 
 
 def database_url(conn: Any, setting: str, *, root: Path, postgres_only: bool = False) -> str:
@@ -162,23 +166,19 @@ async def ause_object_storage(conn_id: str) -> None:
     try:
         conn = await Connection.async_get(conn_id)
     except AirflowNotFoundException:
-        raise ConnectionProblem(
-            f"Airflow connection {conn_id!r} (object_storage_conn_id) is not defined: "
-            f"{_define_hint(conn_id)}, or set object_storage_conn_id empty to use the AWS "
-            "environment") from None
+        raise _not_defined(conn_id, "object_storage_conn_id", "the AWS environment") from None
     extras = await conn.aextra_dejson() if conn.extra else {}
     use_options("s3", storage_options(conn, extras))
 
 
-def resolve(settings: Settings, *, root: Path, databases: bool = True) -> Settings:
+def resolve(settings: Settings, *, root: Path) -> Settings:
     """`settings` with the URLs of its Airflow connections (`warehouse_conn_id`,
-    `state_conn_id`) and the object store's options given to the storage; `databases=False`:
-    the object store only."""
+    `state_conn_id`) and the object store's options given to the storage."""
     changes: dict[str, str] = {}
-    if databases and settings.warehouse_conn_id:
+    if settings.warehouse_conn_id:
         conn = get_connection(settings.warehouse_conn_id, "warehouse_conn_id", "warehouse_url")
         changes["warehouse_url"] = database_url(conn, "warehouse_conn_id", root=root)
-    if databases and settings.state_conn_id:
+    if settings.state_conn_id:
         conn = get_connection(settings.state_conn_id, "state_conn_id", "state_url")
         changes["state_url"] = database_url(conn, "state_conn_id", root=root, postgres_only=True)
     warehouse_url = changes.get("warehouse_url", settings.warehouse_url)

@@ -30,15 +30,14 @@ def configured_settings() -> Settings:
     return load_settings(cwd=project_root(), in_airflow=True)
 
 
-def pipeline_settings(*, databases: bool = True) -> Settings:
+def pipeline_settings() -> Settings:
     """The settings the tasks, the retry policy and the status page use: `configured_settings`
     with the warehouse and state database of their Airflow connections and the object
-    store's connection given to the storage (`tokokita_airflow.connections`); `databases=False`:
-    the object store's connection only (the sensor). A missing or unusable connection fails
-    the task at once (`connections.ConnectionProblem`)."""
+    store's connection given to the storage (`tokokita_airflow.connections`). A missing or
+    unusable connection fails the task at once (`connections.ConnectionProblem`)."""
     from tokokita_airflow.connections import resolve
 
-    return resolve(configured_settings(), root=project_root(), databases=databases)
+    return resolve(configured_settings(), root=project_root())
 
 
 def run_anchor(context: Context) -> datetime:

@@ -26,7 +26,7 @@ import tokokita_airflow.operators as operators_module
 from tests.conftest import HEADER
 from tokokita_airflow.operators import EtlStageOperator, WatermarkGateOperator
 from tokokita_airflow.retry import WatermarkRetryPolicy
-from tokokita_airflow.runtime import pipeline_settings
+from tokokita_airflow.runtime import configured_settings, pipeline_settings
 from tokokita_airflow.sensors import RawPartitionSensor
 from tokokita_airflow.timetable import PartitionDateTimetable
 from tokokita_etl.errors import DataError, WarehouseError
@@ -478,7 +478,7 @@ def test_a_refused_warehouse_login_fails_the_load_at_once_naming_the_connection_
     assert not [text for text in manifests if wrong in text]
     for callback in stage("load").on_failure_callback:
         callback(ctx)
-    assert read_claim(pipeline_settings(databases=False), day(D02)) is None
+    assert read_claim(configured_settings(), day(D02)) is None
 
 
 # -- the raw-partition sensor -------------------------------------------------------------------
