@@ -24,7 +24,8 @@ from pathlib import Path
 
 from bench.harness import DEFAULT_PG_URL, REPO, Warehouses
 from devtools.samples import generate_partition
-from tokokita_etl.config import partition_path
+from tokokita_etl.config import load_settings, partition_path
+from tokokita_etl.stores import state_store
 
 
 def cli_catchup(days: int, rows: int, pg_url: str = DEFAULT_PG_URL) -> dict:
@@ -52,11 +53,23 @@ def cli_catchup(days: int, rows: int, pg_url: str = DEFAULT_PG_URL) -> dict:
                                   capture_output=True, text=True, check=False)
             failed += proc.returncode != 0
         total = time.perf_counter() - started
+        stage_s = stage_seconds(state_store(load_settings(env=env, cwd=work)), dates)
         return {"days": days, "rows_per_partition": rows, "failed_runs": failed,
-                "total_s": round(total, 1), "per_date_s": round(total / days, 2)}
+                "total_s": round(total, 1), "per_date_s": round(total / days, 2),
+                "stage_s": round(stage_s, 1), "outside_stages_s": round(total - stage_s, 1)}
     finally:
         warehouses.drop_all()
         shutil.rmtree(work, ignore_errors=True)
+
+
+def stage_seconds(store, dates: list[date]) -> float:
+    """The data share of a catch-up: the seconds its stages recorded (each date's newest
+    manifest, `stages_ms`), whichever processes ran them."""
+    total_ms = 0
+    for day in dates:
+        newest = next(iter(store.manifests(day)), None)
+        total_ms += sum((newest or {}).get("stages_ms", {}).values())
+    return total_ms / 1000
 
 
 def stack_catchup(days: int, rows: int, *, celery: bool = False) -> dict:
@@ -75,6 +88,13 @@ def bench_catchup(days: int = 30, rows: int = 2000, pg_url: str = DEFAULT_PG_URL
     cli = cli_catchup(days, rows, pg_url)
     stack = stack_catchup(days, rows)
     return {"cli": cli, "stack": stack,
+            # what the stack adds beyond the command line, split into the data work (its
+            # stages' own seconds, longer when three runs share the cores) and the rest
+            "stack_minus_cli_s": {
+                "stages": round(stack["stage_s"] - cli["stage_s"], 1),
+                "start_to_healthy": stack["start_to_healthy_s"],
+                "orchestration": round(stack["catchup_after_healthy_s"] - cli["total_s"]
+                                       - (stack["stage_s"] - cli["stage_s"]), 1)},
             "stack_vs_cli": round(stack["catchup_total_s"] / cli["total_s"], 2),
             "stack_after_healthy_vs_cli": round(stack["catchup_after_healthy_s"] / cli["total_s"],
                                                 2)}

@@ -24,6 +24,7 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from bench.bench_catchup import stage_seconds
 from stack.ephemeral import (
     DAG_ID,
     EphemeralStack,
@@ -33,6 +34,7 @@ from stack.ephemeral import (
     partition_day,
 )
 from tokokita_etl.config import partition_path
+from tokokita_etl.stores import state_store
 
 
 @dataclass
@@ -114,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         stack, days, runs = done.stack, done.days, done.runs
         with stack.object_store():
             marks = stack.watermark()
+            stage_s = stage_seconds(state_store(stack.settings()), days)
         processed = sorted(d for d, e in marks.items() if e.get("status") == "success")
         report = {
             "profile": "scale-out (2 Celery workers)" if args.celery else "one machine",
@@ -123,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
             "all_days_processed": processed == [d.isoformat() for d in days],
             "run_days_match": sorted(partition_day(r) for r in runs) == days,
             **done.figures(),
+            "stage_s": round(stage_s, 1),
         }
     print(json.dumps(report, indent=2))
     return 0 if report["all_days_processed"] and report["run_days_match"] else 1

@@ -478,3 +478,23 @@ def test_every_row_gets_the_same_outcome_as_the_reference_implementation(tmp_pat
             ts, customer, kota, produk, qty), values
         assert (got["harga_satuan"], got["diskon"], got["bruto"], got["bersih"]) == (
             f"{price:.2f}", f"{disc:.2f}", f"{bruto:.2f}", f"{bruto - disc:.2f}"), values
+
+
+def test_valid_rows_are_written_in_order_id_order_across_every_batch(tmp_path):
+    """The valid rows are sorted with their typed values and get their text after the sort;
+    the text must keep the sorted order on every thread and batch (the warehouses' indexes
+    grow at their ends only then)."""
+    from devtools.samples import generate_partition
+    from tokokita_etl.transform import STREAM_ROWS
+
+    raw = tmp_path / "raw"
+    generate_partition(raw / f"pesanan_{DAY.isoformat()}.csv", DAY, 3 * STREAM_ROWS, seed=5)
+    staging = tmp_path / "staging"
+    extract(raw, DAY, staging)
+    result = transform(DAY, staging, tz="Asia/Jakarta")
+    valid = pq.ParquetFile(staging / VALID_ROWS)
+    assert valid.metadata.num_row_groups >= 3
+    ids = pq.read_table(staging / VALID_ROWS, columns=["order_id"]).column(0).to_pylist()
+    assert len(ids) == result.valid
+    assert ids == sorted(ids)
+    assert len(set(ids)) == len(ids)
