@@ -88,13 +88,11 @@ def bench_catchup(days: int = 30, rows: int = 2000, pg_url: str = DEFAULT_PG_URL
     cli = cli_catchup(days, rows, pg_url)
     stack = stack_catchup(days, rows)
     return {"cli": cli, "stack": stack,
-            # what the stack adds beyond the command line, split into the data work (its
-            # stages' own seconds, longer when three runs share the cores) and the rest
-            "stack_minus_cli_s": {
-                "stages": round(stack["stage_s"] - cli["stage_s"], 1),
-                "start_to_healthy": stack["start_to_healthy_s"],
-                "orchestration": round(stack["catchup_after_healthy_s"] - cli["total_s"]
-                                       - (stack["stage_s"] - cli["stage_s"]), 1)},
+            # the data share: the stages' own seconds on each side; the stack runs up to three
+            # dates at once, so its summed stage seconds can exceed its wall time (their ratio
+            # is how many stages ran at once on average)
+            "stage_s": {"cli": cli["stage_s"], "stack": stack["stage_s"]},
+            "stack_stages_at_once": round(stack["stage_s"] / stack["catchup_after_healthy_s"], 2),
             "stack_vs_cli": round(stack["catchup_total_s"] / cli["total_s"], 2),
             "stack_after_healthy_vs_cli": round(stack["catchup_after_healthy_s"] / cli["total_s"],
                                                 2)}
