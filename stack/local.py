@@ -33,7 +33,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -57,21 +56,6 @@ _DB_URL = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+._-]*)://(?:[^@/]*@)?" + C
                      + r"(?::\d+)?/(?P<db>[A-Za-z0-9_]+)(?P<query>\?.*)?$")
 _SQLITE_SCHEMES = {"postgresql+psycopg": "sqlite", "postgresql+psycopg_async": "sqlite+aiosqlite",
                    "db+postgresql": "db+sqlite"}
-
-
-def free_port(preferred: int | None = None, host: str = "127.0.0.1") -> int:
-    """`preferred` when nothing listens on it, else a free port chosen by the kernel."""
-    if preferred:
-        with socket.socket() as sock:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                sock.bind((host, preferred))
-                return preferred
-            except OSError:
-                pass
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
 
 
 @dataclass

@@ -34,6 +34,8 @@ from pathlib import Path
 
 from sqlalchemy.engine import URL, make_url
 
+from devtools.ports import free_port
+
 DEBIAN_INSTALLS = Path("/usr/lib/postgresql")
 MAINTENANCE_DATABASE = "postgres"
 DEFAULT_SOCKET_DIRS = ("/var/run/postgresql", "/tmp")
@@ -152,12 +154,6 @@ def _installed_binaries() -> Iterator[Binaries]:
         yield Binaries(bindir, bindir.parent, f"PostgreSQL binaries in {bindir}")
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _server_account() -> pwd.struct_passwd | None:
     """The account the server runs as: this one, unless it is root (PostgreSQL refuses root)."""
     if os.geteuid() != 0:
@@ -209,7 +205,7 @@ class ThrowawayServer:
                                   "-E", "UTF8", "--locale=C", "--no-sync"), "initdb")
             self._configure()
             for _ in range(3):  # the free port can be taken before the server binds it
-                self.port = _free_port()
+                self.port = free_port()
                 # its own session: ctrl-c in the terminal must not stop the server before the
                 # tests' teardown and stop() have used it
                 result = self._run("pg_ctl", "-D", str(self.data), "-l", str(self.root / "server.log"),

@@ -231,7 +231,8 @@ def test_stack_is_healthy_and_login_is_real(e2e):
     assert set(checks) == {"airflow-apiserver", "airflow-scheduler", "airflow-dag-processor",
                            "airflow-triggerer", *(WORKERS if stack.celery else ())}
     for name, result in checks.items():
-        assert result.returncode == 0, (name, result.stdout[-500:], result.stderr[-500:])
+        assert result.returncode == 0, (name, result.stdout[-500:], result.stderr[-500:],
+                                        stack.stack.log_tail())
 
     from stack.rest import AirflowApi, ApiError
 
