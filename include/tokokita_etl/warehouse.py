@@ -70,9 +70,13 @@ fact_pesanan = Table(
     Column("bersih", Money, nullable=False),
 )
 # one date's rows in order_id code-point order straight from the index: `key_order` needs no
-# sort (the "opclass" slot carries the collation on PostgreSQL)
-Index("ix_fact_pesanan_date_order", fact_pesanan.c.order_date, fact_pesanan.c.order_id,
-      postgresql_ops={"order_id": 'COLLATE "C"'})
+# sort. One index per dialect (SQLite's BINARY collation is already code-point order; it has
+# no "C"): a `postgresql_ops` argument would make SQLAlchemy import its whole PostgreSQL
+# dialect package in every process, SQLite runs included
+Index("ix_fact_pesanan_date_order", fact_pesanan.c.order_date,
+      fact_pesanan.c.order_id.collate("C")).ddl_if(dialect="postgresql")
+Index("ix_fact_pesanan_date_order", fact_pesanan.c.order_date,
+      fact_pesanan.c.order_id).ddl_if(dialect="sqlite")
 summary_harian = Table(
     "summary_harian", metadata,
     Column("order_date", Day, nullable=False),

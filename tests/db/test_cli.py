@@ -246,6 +246,21 @@ def test_python_dash_m_runs_the_command_line(sqlite_workspace):
     assert (module.returncode, module.stdout) == (0, '["2026-11-02", "2026-11-03", "2026-11-04"]\n')
 
 
+
+def test_a_run_on_sqlite_imports_no_postgresql_driver_or_dialect(sqlite_workspace):
+    """Regression: every run paid for psycopg and SQLAlchemy's PostgreSQL dialect package
+    (the fact index's collation was a `postgresql_ops` argument), SQLite runs included."""
+    ws = sqlite_workspace
+    ws.copy_samples()
+    result = run_cli(["run", "--date", "2026-11-02"], cwd=ws.root,
+                     env=ws.env(PYTHONPROFILEIMPORTTIME="1"), module=True)
+    assert result.returncode == 0, result.stderr[-2000:]
+    imported = {line.rsplit("|", 1)[-1].strip() for line in result.stderr.splitlines()
+                if line.startswith("import time:")}
+    assert {"tokokita_etl.load", "sqlalchemy.dialects.sqlite"} <= imported
+    assert not {name for name in imported
+                if name.startswith(("psycopg", "sqlalchemy.dialects.postgresql"))}
+
 # -- relative settings through a real run (the precedence itself: tests/pure/test_config.py) --
 
 def test_cli_run_writes_relative_outputs_under_cwd(tmp_path, monkeypatch, capsys):

@@ -78,6 +78,34 @@ def test_key_order_is_the_key_within_a_date_in_code_point_order(workspace):
     assert warehouse.key_order(karantina) == "line"  # an integer: no collation
 
 
+def test_one_dates_fact_rows_come_in_key_order_from_the_index_without_a_sort(workspace):
+    """Regression: the index once carried its PostgreSQL collation as `postgresql_ops`,
+    which made every process, SQLite runs included, import SQLAlchemy's whole PostgreSQL
+    dialect package; each backend now has its own definition of the same index."""
+    warehouse = Warehouse(workspace.warehouse_url, "Asia/Jakarta")
+    warehouse.ensure_schema()
+    order = warehouse.key_order(fact_pesanan)
+    query = f"SELECT order_id FROM fact_pesanan WHERE order_date = '2026-11-02' ORDER BY {order}"
+    with warehouse.begin() as conn:
+        columns = [(i["name"], i["column_names"], i.get("expressions"))
+                   for i in inspect(conn).get_indexes("fact_pesanan")]
+        if warehouse.is_sqlite:
+            plan = " ".join(str(r[-1]) for r in conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {query}"))
+        else:
+            conn.exec_driver_sql("SET LOCAL enable_sort = off")
+            plan = " ".join(r[0] for r in conn.exec_driver_sql(f"EXPLAIN {query}"))
+    assert [name for name, *_ in columns] == ["ix_fact_pesanan_date_order"]
+    assert columns[0][1][0] == "order_date"
+    assert "ix_fact_pesanan_date_order" in plan
+    assert "TEMP B-TREE" not in plan and "Sort" not in plan, plan
+    if not warehouse.is_sqlite:
+        with warehouse.begin() as conn:
+            definition = conn.exec_driver_sql(
+                "SELECT indexdef FROM pg_indexes WHERE indexname = 'ix_fact_pesanan_date_order'"
+            ).scalar_one()
+        assert definition.endswith('(order_date, order_id COLLATE "C")'), definition
+
+
 def test_staged_text_is_cast_to_the_column_types_where_the_backend_has_them(workspace):
     warehouse = Warehouse(workspace.warehouse_url, "Asia/Jakarta")
     casts = {c: warehouse.from_stage(fact_pesanan, c) for c in FACT_COLUMNS}
