@@ -241,7 +241,7 @@ def _extract_by_lines(path: Path, size: int, staging: Path) -> ExtractResult:
                 if table.num_rows:
                     writer.write_table(table)
 
-            for data, first_line in _line_blocks(handle, limit):
+            for data, first_line in _line_blocks(handle, limit, block_bytes(size)):
                 pending.append(pool.submit(_parse_lines, data, first_line, shape))
                 if len(pending) > PARSE_THREADS:
                     write_oldest()
@@ -257,15 +257,24 @@ def _extract_by_lines(path: Path, size: int, staging: Path) -> ExtractResult:
 
 BOM = b"\xef\xbb\xbf"
 BLOCK_BYTES = 8 << 20
+MIN_BLOCK_BYTES = 1 << 20
 PARSE_THREADS = 2
 
 
-def _line_blocks(handle, limit: int) -> Iterator[tuple[bytes, int]]:
-    """Blocks of whole lines (each ending in a newline) and the number of their first line."""
+def block_bytes(size: int) -> int:
+    """How much of a `size`-byte partition each block reads: `BLOCK_BYTES`, or for a smaller
+    file the share that gives every parse thread two blocks (a 9.6 MB file read in 8 MB
+    blocks left one thread five sixths of the parsing), at least `MIN_BLOCK_BYTES`."""
+    return max(MIN_BLOCK_BYTES, min(BLOCK_BYTES, -(-size // (2 * PARSE_THREADS))))
+
+
+def _line_blocks(handle, limit: int, size: int = BLOCK_BYTES) -> Iterator[tuple[bytes, int]]:
+    """Blocks of whole lines (each ending in a newline), read `size` bytes at a time, and the
+    number of their first line."""
     line = 1  # the header
     carry = b""
     while True:
-        block = handle.read(BLOCK_BYTES)
+        block = handle.read(size)
         data = carry + block
         if block:
             cut = data.rfind(b"\n") + 1

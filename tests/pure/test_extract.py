@@ -20,9 +20,12 @@ from tests.conftest import HEADER, SAMPLE_RAW
 from tokokita_etl.contract import EXTRACT_MALFORMED, EXTRACT_ROWS
 from tokokita_etl.extract import (
     BLOCK_BYTES,
+    MIN_BLOCK_BYTES,
+    PARSE_THREADS,
     NeedsRecordReader,
     _extract_by_lines,
     _extract_by_records,
+    block_bytes,
     extract,
 )
 
@@ -78,6 +81,14 @@ def test_blocks_split_inside_a_quoted_line_keep_every_line_number(tmp_path):
     assert fast is not None
     assert (fast, fast_staged) == (slow, slow_staged)
     assert fast_staged[0][-1]["line"] == n_lines + 1
+
+
+def test_a_small_partition_is_read_in_blocks_that_give_each_parse_thread_two():
+    assert block_bytes(9_609_761) == 2_402_441  # 100k generated rows: four blocks
+    assert block_bytes(96_000_000) == BLOCK_BYTES  # 1M rows: 8 MiB blocks as before
+    assert block_bytes(50_000) == MIN_BLOCK_BYTES
+    for size in (MIN_BLOCK_BYTES * 4, 9_609_761, BLOCK_BYTES * 2 * PARSE_THREADS):
+        assert -(-size // block_bytes(size)) == 2 * PARSE_THREADS
 
 
 @pytest.mark.parametrize(("text", "why"), [
