@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from devtools.ports import free_port
+from stack.ports import free_port
 
 
 @dataclass(frozen=True)

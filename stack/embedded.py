@@ -12,9 +12,9 @@ from __future__ import annotations
 import os
 from datetime import date
 
-from devtools.ports import free_port
 from stack import REPO
 from stack.local import LocalTarget
+from stack.ports import free_port
 
 AIRFLOW_HOME = REPO / "airflow_home"
 STATE_FILE = AIRFLOW_HOME / "stack.json"

@@ -32,10 +32,10 @@ from typing import Any
 import httpx
 from dotenv import dotenv_values
 
-from devtools.ports import free_port
 from stack import REPO
 from stack.compose import AIRFLOW_SERVICES
 from stack.local import LocalStack, LocalTarget, Proc, StackError, stop_procs
+from stack.ports import free_port
 from stack.rest import AirflowApi
 from tokokita_etl.config import default
 

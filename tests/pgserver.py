@@ -34,7 +34,7 @@ from pathlib import Path
 
 from sqlalchemy.engine import URL, make_url
 
-from devtools.ports import free_port
+from stack.ports import free_port
 
 DEBIAN_INSTALLS = Path("/usr/lib/postgresql")
 MAINTENANCE_DATABASE = "postgres"

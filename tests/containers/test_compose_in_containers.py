@@ -40,9 +40,9 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from devtools.ports import free_port
 from stack import REPO
 from stack.ephemeral import DAG_ID, PASSWORD, USERNAME, WORKERS, fire_time, last_fired_day, partition_day
+from stack.ports import free_port
 from stack.rest import AirflowApi, wait_for
 from tests.containers.engine import CONTAINER_REPORT
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from devtools.ports import free_port
 from stack import REPO
+from stack.ports import free_port
 
 pytestmark = [pytest.mark.airflow, pytest.mark.e2e]  # `make demo` starts a running stack
 

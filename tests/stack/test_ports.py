@@ -1,10 +1,10 @@
-"""devtools.ports.free_port: the port a local server of the tests or the stacks listens on."""
+"""stack.ports.free_port: the port a local server of the tests or the stacks listens on."""
 
 from __future__ import annotations
 
 import socket
 
-from devtools.ports import ephemeral_low, free_port
+from stack.ports import ephemeral_low, free_port
 
 
 def test_a_port_chosen_for_a_server_lies_below_the_range_of_outgoing_connections():
