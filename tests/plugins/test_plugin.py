@@ -39,3 +39,16 @@ def test_airflow_loads_the_plugin_file_alone_and_its_package_by_import():
     assert package_files >= {"__init__", "operators", "routes", "connections"}
     assert "tokokita_plugin" in loaded["added"] and "tokokita_airflow" in loaded["added"]
     assert not package_files & set(loaded["added"]), loaded["added"]
+
+
+def test_reading_the_plugins_folders_ignore_file_warns_of_nothing():
+    """Regression: with pathspec 1.x, Airflow 3.3's reading of `.airflowignore` logged a
+    DeprecationWarning (GitWildMatchPattern) in every process that loads plugins, each
+    task's log included; pathspec is pinned below 1."""
+    env = {**os.environ, "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins")}
+    result = subprocess.run([sys.executable, "-W", "default", "-c", _LOAD], env=env,
+                            capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (REPO / "plugins" / ".airflowignore").is_file()
+    output = result.stdout + result.stderr
+    assert "Warning" not in output, output[-3000:]
