@@ -268,7 +268,7 @@ def block_bytes(size: int) -> int:
     return max(MIN_BLOCK_BYTES, min(BLOCK_BYTES, -(-size // (2 * PARSE_THREADS))))
 
 
-def _line_blocks(handle, limit: int, size: int = BLOCK_BYTES) -> Iterator[tuple[bytes, int]]:
+def _line_blocks(handle, limit: int, size: int) -> Iterator[tuple[bytes, int]]:
     """Blocks of whole lines (each ending in a newline), read `size` bytes at a time, and the
     number of their first line."""
     line = 1  # the header

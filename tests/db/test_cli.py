@@ -246,7 +246,6 @@ def test_python_dash_m_runs_the_command_line(sqlite_workspace):
     assert (module.returncode, module.stdout) == (0, '["2026-11-02", "2026-11-03", "2026-11-04"]\n')
 
 
-
 def test_a_run_on_sqlite_imports_no_postgresql_driver_or_dialect(sqlite_workspace):
     """Regression: every run paid for psycopg and SQLAlchemy's PostgreSQL dialect package
     (the fact index's collation was a `postgresql_ops` argument), SQLite runs included."""
@@ -260,6 +259,7 @@ def test_a_run_on_sqlite_imports_no_postgresql_driver_or_dialect(sqlite_workspac
     assert {"tokokita_etl.load", "sqlalchemy.dialects.sqlite"} <= imported
     assert not {name for name in imported
                 if name.startswith(("psycopg", "sqlalchemy.dialects.postgresql"))}
+
 
 # -- relative settings through a real run (the precedence itself: tests/pure/test_config.py) --
 

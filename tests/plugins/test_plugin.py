@@ -23,16 +23,21 @@ print(json.dumps({"plugins": [type(p).__name__ for p in plugins], "errors": erro
 """
 
 
+def _load_plugins(*python_flags: str) -> tuple[dict, str]:
+    """`_LOAD` with the repository's plugins folder: what it printed, and all its output."""
+    env = {**os.environ, "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins")}
+    result = subprocess.run([sys.executable, *python_flags, "-c", _LOAD], env=env,
+                            capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1]), result.stdout + result.stderr
+
+
 def test_airflow_loads_the_plugin_file_alone_and_its_package_by_import():
     """Regression: Airflow executed every .py file under plugins/ as a top-level module of its
     own (`routes`, `operators`, `connections`, `__init__`, ...) in every process that loads
     plugins, each task process included: the package's modules ran twice, and bare names
     such as `retry` or `lineage` shadowed any library of that name."""
-    env = {**os.environ, "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins")}
-    result = subprocess.run([sys.executable, "-c", _LOAD], env=env, capture_output=True,
-                            text=True, timeout=120, check=False)
-    assert result.returncode == 0, result.stderr[-3000:]
-    loaded = json.loads(result.stdout.strip().splitlines()[-1])
+    loaded, _ = _load_plugins()
     assert "TokokitaPlugin" in loaded["plugins"]
     assert loaded["errors"] == {}
     package_files = {path.stem for path in (REPO / "plugins" / "tokokita_airflow").rglob("*.py")}
@@ -45,10 +50,6 @@ def test_reading_the_plugins_folders_ignore_file_warns_of_nothing():
     """Regression: with pathspec 1.x, Airflow 3.3's reading of `.airflowignore` logged a
     DeprecationWarning (GitWildMatchPattern) in every process that loads plugins, each
     task's log included; pathspec is pinned below 1."""
-    env = {**os.environ, "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins")}
-    result = subprocess.run([sys.executable, "-W", "default", "-c", _LOAD], env=env,
-                            capture_output=True, text=True, timeout=120, check=False)
-    assert result.returncode == 0, result.stderr[-3000:]
     assert (REPO / "plugins" / ".airflowignore").is_file()
-    output = result.stdout + result.stderr
+    _, output = _load_plugins("-W", "default")
     assert "Warning" not in output, output[-3000:]
