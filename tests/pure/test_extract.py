@@ -25,6 +25,7 @@ from tokokita_etl.extract import (
     NeedsRecordReader,
     _extract_by_lines,
     _extract_by_records,
+    _unplain_lines,
     block_bytes,
     extract,
 )
@@ -91,6 +92,57 @@ def test_a_small_partition_is_read_in_blocks_that_give_each_parse_thread_two():
         assert -(-size // block_bytes(size)) == 2 * PARSE_THREADS
 
 
+@pytest.mark.parametrize(("block", "unplain"), [
+    (b'a,"b,c",d\n"e""f",g,""\r\n', []),
+    (b'a,b\n', []),
+    (b'a,b\nc,d"e,f\ng,h\n', [1]),  # a quote inside an unquoted field
+    (b'a,"b"c,d\ne,"f",g\n', [0]),  # text after the closing quote
+    (b'a,"b\nc",d\n', [0, 1]),  # a quoted field over two lines: both
+    (b'x\na,"b,c\n', [1]),  # never closed
+    (b'a, "b",c\n"d"x\n"e"\n', [0, 1]),  # a space before the opening quote; text after it
+])
+def test_lines_whose_quotes_do_not_all_delimit_fields_are_found(block, unplain):
+    assert [index for index, _, _ in _unplain_lines(block)] == unplain
+    for index, start, end in _unplain_lines(block):
+        assert block[start:end] == block.splitlines(keepends=True)[index]
+
+
+@pytest.mark.parametrize("body", [
+    f"\ufeff{GOOD}\n{GOOD}\n",  # the block's first line starts with a byte order mark
+    f"{GOOD}\n\ufeff{GOOD}\n{GOOD}\n",  # a later line does
+    f"{GOOD}\n\n{GOOD}\n\r\n{GOOD}\n",  # empty lines
+    f'{GOOD}\nTK-2,2026-11-10 10:00:00,C,Me"dan,Kaos,1,1,\n{GOOD}\n',  # a quote in a field
+    f'{GOOD}\nTK-2,2026-11-10 10:00:00,C,"Me"dan,Kaos,1,1,\n{GOOD}\n',  # text after a quote
+    f'{GOOD}\nTK-2,2026-11-10 10:00:00,C,"Jakarta, Barat",Kaos,1,1,,extra\n',
+])
+def test_what_arrows_csv_reader_reads_differently_is_still_staged_like_the_record_reader(
+        tmp_path, body):
+    """Arrow's CSV reader drops a byte order mark at a block's start, numbers rows without
+    the empty lines, and reads quotes that do not delimit a field its own way: such lines and
+    blocks must still be staged exactly as the record reader stages them."""
+    path = tmp_path / f"pesanan_{DAY}.csv"
+    path.write_text(f"{HEADER}\n{body}", encoding="utf-8", newline="")
+    (fast, fast_staged), (slow, slow_staged) = both_readers(path, tmp_path)
+    assert fast is not None
+    assert (fast, fast_staged) == (slow, slow_staged)
+
+
+def test_a_row_longer_than_arrows_reader_block_is_still_read_exactly(tmp_path):
+    """A 1.6 MB line (eight fields of 100,000 two-byte characters, each within the csv field
+    limit) inside a 5 MB partition: longer than the 1 MiB blocks Arrow's reader reads in."""
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    path = raw / f"pesanan_{DAY}.csv"
+    long_line = ",".join(["é" * 100_000] * 8)
+    good = "\n".join(GOOD.replace("TK-1", f"TK-{n}") for n in range(32_000))
+    path.write_text(f"{HEADER}\n{good}\n{long_line}\n{good}\n", encoding="utf-8", newline="")
+    assert block_bytes(path.stat().st_size) > 1 << 20
+    result = extract(raw, DAY, tmp_path / "staging")
+    slow = _extract_by_records(path, path.stat().st_size, tmp_path / "records")
+    assert result == slow
+    assert staged(tmp_path / "staging") == staged(tmp_path / "records")
+
+
 @pytest.mark.parametrize(("text", "why"), [
     (f'{HEADER}\n{GOOD}\nTK-2,2026-11-10 10:00:00,C,"Jakarta\nSelatan",Kaos,1,1,\n{GOOD}\n',
      "runs on past the line end"),
@@ -116,7 +168,7 @@ def test_files_only_the_record_reader_reads_exactly_are_handed_over_with_a_reaso
     assert staged(tmp_path / "staging") == staged(tmp_path / "records")
 
 
-FIELD = st.text(alphabet=st.sampled_from(list('ab ,"\r\n\t\x00é')), max_size=6)
+FIELD = st.text(alphabet=st.sampled_from(list('ab ,"\r\n\t\x00é\ufeff')), max_size=6)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
