@@ -319,8 +319,8 @@ def _parse_block(data: bytes, first_line: int, lines: int, shape: _LineShape
     a line exactly as the csv module does when each of its quotes opens a field, is doubled
     inside one or closes it before a comma or the line end: the other lines
     (`_unplain_lines`) are taken out and read by the csv module. A block with an empty line
-    (the reader's row numbers skip it) or whose lines for the reader start with a byte order
-    mark (the reader drops it) is left to `_parse_lines`."""
+    (the reader's row numbers skip it) or whose first line for the reader starts with a byte
+    order mark (the reader drops it) is left to `_parse_lines`."""
     if b"\x00" in data:
         raise NeedsRecordReader("a NUL character")
     if b"\r" in data and data.count(b"\r") != data.count(b"\r\n"):
@@ -335,6 +335,8 @@ def _parse_block(data: bytes, first_line: int, lines: int, shape: _LineShape
         if unplain else data
     if plain_data.startswith(BOM):
         return _parse_lines(data, first_line, shape)
+    if any(end - start > shape.limit for _, start, end in unplain):
+        raise NeedsRecordReader("a line longer than the csv field limit")
     invalid: list[tuple[int, str]] = []  # (row number from 1, raw text): not the header's width
 
     def keep_invalid(row) -> str:
@@ -402,7 +404,6 @@ def _unplain_lines(data: bytes) -> list[tuple[int, int, int]]:
     counted_to = index = 0  # index: the line number (from 0) at byte `counted_to`
     at = find(b'"')
     while at != -1:
-        close = at
         plain = not at or data[at - 1] in b",\n"
         inside = at + 1
         while plain:
@@ -432,16 +433,10 @@ def _parse_lines(data: bytes, first_line: int, shape: _LineShape
     """Records of whole lines `data` (ending in a newline) numbered from `first_line`: the
     well-formed ones as a table, the malformed ones as (line, raw), and the record count.
     Lines without a quote are split on commas in Arrow, the others read by the csv module;
-    for the blocks `_parse_block` leaves to it."""
-    if b"\x00" in data:
-        raise NeedsRecordReader("a NUL character")
-    carriage_returns = data.count(b"\r") if b"\r" in data else 0
-    if carriage_returns and carriage_returns != data.count(b"\r\n"):
-        raise NeedsRecordReader("a carriage return that does not end a line")
-    try:
-        text = pa.array([data], pa.binary()).cast(pa.string())
-    except pa.ArrowInvalid:
-        raise NeedsRecordReader("invalid UTF-8") from None
+    for the blocks `_parse_block` leaves to it, which has checked them (no NUL, every
+    carriage return ending a line, valid UTF-8)."""
+    carriage_returns = b"\r" in data
+    text = pa.array([data], pa.binary()).cast(pa.string())
     lines = pc.list_flatten(pc.split_pattern(text, "\n"))
     lines = lines.slice(0, len(lines) - 1)  # after the final newline
     if carriage_returns:

@@ -152,6 +152,8 @@ def test_a_row_longer_than_arrows_reader_block_is_still_read_exactly(tmp_path):
     (f"\n{HEADER}\n{GOOD}\n", "header"),
     (f"{HEADER}\n{GOOD}\nTK-2,2026-11-10 10:00:00,C,Medan,{'x' * 140_000},1,1,\n",
      "longer than the csv field limit"),
+    (f'{HEADER}\n{GOOD}\nTK-2,2026-11-10 10:00:00,C,"Medan"x,{"x" * 140_000},1,1,\n',
+     "longer than the csv field limit"),  # a line the csv module reads alone
 ])
 def test_files_only_the_record_reader_reads_exactly_are_handed_over_with_a_reason(
         tmp_path, text, why):
