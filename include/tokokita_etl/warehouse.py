@@ -372,6 +372,19 @@ class Warehouse:
                 count += batch.num_rows
         return count
 
+    def insert_new_keys(self, conn: Connection, table: str, columns: list[str],
+                        batches: Iterable[pa.RecordBatch]) -> int | None:
+        """`bulk_insert` of rows whose keys must all be new to `table`, under a savepoint:
+        the rows inserted, or None, with the savepoint rolled back, when the table holds one
+        of the keys already (PostgreSQL)."""
+        from psycopg.errors import UniqueViolation
+
+        try:
+            with conn.begin_nested():
+                return self.bulk_insert(conn, table, columns, batches)
+        except UniqueViolation:
+            return None
+
     def _render(self, value: object) -> object:
         if isinstance(value, datetime):
             return value.astimezone(self.tz).isoformat()

@@ -10,6 +10,7 @@ import pytest
 from sqlalchemy import text
 
 from tests.conftest import SAMPLE_DATES, Workspace, csv_text, read_csv_rows
+from tokokita_etl import load as load_module
 from tokokita_etl.contract import (
     BAD_QTY,
     DUPLICATE,
@@ -108,6 +109,28 @@ def test_an_order_id_already_in_another_date_is_quarantined_and_left_where_it_is
     assert [row[1:4] for row in summary(workspace, D2)] == [["Medan", 1, 1]]
     assert karantina(workspace, D2) == [(3, OTHER_PARTITION, "TK-A")]
     assert read_csv_rows(workspace.quarantine_file(D2))[0]["reason"] == OTHER_PARTITION
+
+
+@pytest.mark.parametrize("conflict_at", [0, 6])
+def test_a_new_dates_copy_that_meets_another_dates_order_id_is_undone_before_the_keys_are_staged(
+        workspace, monkeypatch, conflict_at):
+    """A new date's rows go straight into the fact table (PostgreSQL); an order_id of
+    another date makes that copy fail in its first or its last batch, after other batches
+    were written: none of them stays, and the date loads less the conflict."""
+    monkeypatch.setattr(load_module, "BATCH_ROWS", 2)
+    workspace.write_partition(D1, csv_text([order("TK-Z", D1, kota="Bandung")]))
+    rows = [order(f"TK-{n}", D2) for n in range(6)]
+    rows.insert(conflict_at, order("TK-Z", D2))
+    workspace.write_partition(D2, csv_text(rows))
+    load_day(workspace, D1)
+    result = load_day(workspace, D2)
+    assert result.conflicts == [{"line": conflict_at + 2, "order_id": "TK-Z", "kota": "Medan",
+                                 "other_date": D1.isoformat()}]
+    assert (result.fact, result.karantina) == (6, 1)
+    assert facts(workspace, D2) == [(f"TK-{n}", "Medan", 1) for n in range(6)]
+    assert facts(workspace, D1) == [("TK-Z", "Bandung", 1)]
+    assert [row[1:4] for row in summary(workspace, D2)] == [["Medan", 6, 6]]
+    assert karantina(workspace, D2) == [(conflict_at + 2, OTHER_PARTITION, "TK-Z")]
 
 
 def test_loading_a_date_again_merges_changed_rows_and_removes_vanished_ones(workspace):
