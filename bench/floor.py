@@ -181,7 +181,7 @@ def validate_floor(warehouse, day: date) -> tuple[float, str]:
 
     from tokokita_etl.checksums import _pg_fact_sql
 
-    sql = _pg_fact_sql(warehouse, "lines").replace("%s", f"'{day.isoformat()}'::date")
+    sql = _pg_fact_sql(warehouse).replace("%s", f"'{day.isoformat()}'::date")
     with psycopg.connect(_pg_conninfo(warehouse.url.render_as_string(hide_password=False))) \
             as conn, conn.cursor() as cur:
         start = time.perf_counter()

@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from datetime import date
 from functools import cache
 from typing import NamedTuple
@@ -26,10 +26,9 @@ from sqlalchemy import Column, Date, DateTime, Integer, Numeric, String
 from sqlalchemy.engine import Connection
 from sqlalchemy.types import TypeEngine
 
-from tokokita_etl.errors import WarehouseError
 from tokokita_etl.warehouse import Warehouse, fact_pesanan
 
-FETCH_ROWS = 50_000  # rows per fetch when digesting a date
+FETCH_ROWS = 50_000  # rows per fetch when digesting a date (SQLite)
 
 
 def canonical_line(row: list) -> str:
@@ -108,43 +107,32 @@ def _canonical_json(line: str) -> str:
 
 
 def _pg_fact_digest(warehouse: Warehouse, driver, day: date) -> tuple[str, int]:
-    """PostgreSQL builds each canonical line itself (one text value per row instead of
-    eleven to convert); the rare rows with a value JSON must escape come as values from a
-    second cursor, opened on first need, in the same order, and are encoded here."""
+    """PostgreSQL writes each canonical line itself and streams them with COPY (one line a
+    row, hashed as it comes: 1M rows 2.7 -> 2.4 s against fetching them as text values). A
+    row with a value JSON must escape comes as ESCAPED_ROW and its values' JSON, and is
+    encoded here."""
     digest = hashlib.sha256()
     count = 0
-    lines = driver.cursor(name="tokokita_fact_lines")
-    lines.itersize = FETCH_ROWS
-    lines.execute(_pg_fact_sql(warehouse, "lines"), (day,))
-    escaped = None
-
-    def escaped_rows() -> Iterator[tuple]:
-        cursor = driver.cursor(name="tokokita_fact_escaped")
-        cursor.itersize = FETCH_ROWS
-        cursor.execute(_pg_fact_sql(warehouse, "escaped"), (day,))
-        try:
-            while rows := cursor.fetchmany(FETCH_ROWS):
-                yield from rows
-        finally:
-            cursor.close()
-
-    try:
-        while rows := lines.fetchmany(FETCH_ROWS):
-            parts = [row[0] for row in rows]
-            if None in parts:
-                escaped = escaped or escaped_rows()
-                parts = [part if part is not None else canonical_line(list(next(escaped)))[:-1]
-                         for part in parts]
-            parts.append("")
-            digest.update("\n".join(parts).encode("utf-8"))
-            count += len(rows)
-        if escaped is not None and next(escaped, None) is not None:
-            raise WarehouseError("fact checksum: escaped rows out of step with the lines")
-    finally:
-        lines.close()
-        if escaped is not None:
-            escaped.close()
+    with driver.cursor() as cursor, \
+            cursor.copy(f"COPY ({_pg_fact_sql(warehouse)}) TO STDOUT (ENCODING 'UTF8')",
+                        (day,)) as copy:
+        for line in copy:
+            if line[0] == ESCAPED_ROW:
+                line = canonical_line(_copy_text_json(line)).encode("utf-8")
+            digest.update(line)
+            count += 1
     return digest.hexdigest(), count
+
+
+#: the first byte of a COPY line that holds a row's values as PostgreSQL's JSON (a canonical
+#: line starts with "[")
+ESCAPED_ROW = ord("!")
+
+
+def _copy_text_json(line: memoryview) -> list:
+    """The values of an ESCAPED_ROW line of COPY's text format. JSON text holds no control
+    character, so the only escape COPY added is a doubled backslash."""
+    return json.loads(bytes(line[1:]).rstrip(b"\n").replace(b"\\\\", b"\\"))
 
 
 @cache
@@ -155,9 +143,10 @@ def _pg_dialect():
     return postgresql.dialect()
 
 
-def _pg_fact_sql(warehouse: Warehouse, shape: str) -> str:
-    """PostgreSQL: the fact rows of one date as whole canonical lines ("lines", NULL where a
-    value needs a JSON escape) or, for those rows only, as canonical values ("escaped")."""
+def _pg_fact_sql(warehouse: Warehouse) -> str:
+    """PostgreSQL: the fact rows of one date, each as its canonical line without the newline
+    or, where a value needs a JSON escape, as ESCAPED_ROW and the JSON array of its canonical
+    values (which `canonical_line` writes again, with Python's escapes)."""
     columns = list(fact_pesanan.columns)
     kinds = {c.name: c.type.dialect_impl(_pg_dialect()) for c in columns}
     stamps = [c.name for c in columns if isinstance(kinds[c.name], DateTime)]
@@ -166,13 +155,13 @@ def _pg_fact_sql(warehouse: Warehouse, shape: str) -> str:
     source = ("FROM (SELECT f.*" + "".join(f", f.{c}::text AS {c}_text" for c in stamps)
               + " FROM fact_pesanan f WHERE f.order_date = %s) s")
     order = f"ORDER BY {warehouse.key_order(fact_pesanan, qualifier='s.')}"
-    # the other columns' text is digits, dates and timestamps: never escaped in JSON
+    # the other columns' text is digits, dates and timestamps: never escaped in JSON, nor in
+    # COPY's text format, which escapes a backslash and control characters
     needs_escape = f"({' || '.join(f's.{c}' for c in texts)}) ~ '[\\x01-\\x1f\"\\\\]'"
-    if shape == "lines":
-        return (f"SELECT CASE WHEN {needs_escape} THEN NULL "
-                f"ELSE {_pg_json_array(columns, values)} END {source} {order}")
-    return (f"SELECT {', '.join(values[c.name] for c in columns)} {source} "
-            f"WHERE {needs_escape} {order}")
+    escaped = (f"{_sql_text(chr(ESCAPED_ROW))} || "
+               f"json_build_array({', '.join(values[c.name] for c in columns)})::text")
+    return (f"SELECT CASE WHEN {needs_escape} THEN {escaped} "
+            f"ELSE {_pg_json_array(columns, values)} END {source} {order}")
 
 
 def _pg_value(name: str, kind: TypeEngine) -> str:

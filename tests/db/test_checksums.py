@@ -98,15 +98,30 @@ def test_fact_checksum_equals_rows_checksum_of_the_canonical_rows(workspace):
     assert digest.rows == len(ODD_ROWS)
 
 
-def test_fact_checksum_is_the_same_across_fetch_batches(workspace, monkeypatch):
-    """Escaped rows in several fetches (PostgreSQL opens its second cursor mid-way)."""
-    warehouse = Warehouse(workspace.warehouse_url, "Asia/Jakarta")
+def test_fact_checksum_is_the_same_across_fetch_batches(sqlite_workspace, monkeypatch):
+    """Escaped rows in several of SQLite's fetches (PostgreSQL streams one COPY)."""
+    warehouse = Warehouse(sqlite_workspace.warehouse_url, "Asia/Jakarta")
     insert_facts(warehouse, ODD_ROWS)
     whole, rows = digest_and_rows(warehouse)
     monkeypatch.setattr(checksums, "FETCH_ROWS", 3)
     batched, _ = digest_and_rows(warehouse)
     assert batched == whole
     assert batched.checksum == rows_checksum(rows)
+
+
+def test_fact_checksum_keeps_backslashes_that_copy_text_would_read_as_escapes(workspace):
+    """PostgreSQL streams the rows JSON must escape in COPY's text format, which doubles each
+    backslash: pairs of them, one before `n` or `N`, one at a value's end and one before a
+    quote all come back as stored."""
+    warehouse = Warehouse(workspace.warehouse_url, "Asia/Jakarta")
+    rows = [fact_row("TK-B1", "2026-11-21T10:00:00+07:00", produk="a\\\\b \\n \\N \\"),
+            fact_row("TK-B2", "2026-11-21T10:00:00+07:00", customer_id='\\"', kota="\\\\\\"),
+            fact_row("TK-B3", "2026-11-21T10:00:00+07:00", produk="!Promo")]
+    insert_facts(warehouse, rows)
+    digest, stored = digest_and_rows(warehouse)
+    assert [r[5] for r in stored] == ["a\\\\b \\n \\N \\", "Teh", "!Promo"]
+    assert stored[1][3:5] == ['\\"', "\\\\\\"]
+    assert (digest.checksum, digest.rows) == (rows_checksum(stored), 3)
 
 
 def test_a_date_without_rows_has_the_checksum_of_no_lines(workspace):

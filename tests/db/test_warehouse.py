@@ -101,8 +101,8 @@ def test_one_dates_fact_rows_come_in_key_order_from_the_index_without_a_sort(wor
     if not warehouse.is_sqlite:
         with warehouse.begin() as conn:
             definition = conn.exec_driver_sql(
-                "SELECT indexdef FROM pg_indexes WHERE indexname = 'ix_fact_pesanan_date_order'"
-            ).scalar_one()
+                "SELECT indexdef FROM pg_indexes WHERE indexname = 'ix_fact_pesanan_date_order' "
+                "AND schemaname = current_schema()").scalar_one()
         assert definition.endswith('(order_date, order_id COLLATE "C")'), definition
 
 
