@@ -27,7 +27,7 @@ from tokokita_etl.files import atomic_writer
 from tokokita_etl.warehouse import Warehouse, fact_pesanan, karantina
 
 STAGE_FACT = "stage_fact"
-KEY_COLUMNS = ("order_id", "kota", "line")  # staged for a date's first load (PostgreSQL)
+KEY_COLUMNS = ("order_id", "kota", "line")  # staged when a new date's copy met a conflict
 STAGE_KARANTINA = "stage_karantina"
 BATCH_ROWS = 65_536
 
