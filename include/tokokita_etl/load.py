@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import date
 from decimal import Decimal
@@ -180,19 +181,26 @@ def _summary(valid: pq.ParquetFile, d: date | str, conflicts: list[dict], *,
 def _copy_new_date(warehouse: Warehouse, conn, valid: pq.ParquetFile) -> int | None:
     """Copy the valid rows of a date with no fact row yet into the fact table: how many, or
     None, with nothing written, when another date holds one of their order_ids."""
-    return warehouse.insert_new_keys(conn, "fact_pesanan", list(FACT_COLUMNS), valid.iter_batches(
-        batch_size=BATCH_ROWS, columns=list(FACT_COLUMNS)))
+    return warehouse.insert_new_keys(conn, "fact_pesanan", list(FACT_COLUMNS),
+                                     _new_date_rows(valid, []))
 
 
 def _insert_new_date(warehouse: Warehouse, conn, valid: pq.ParquetFile,
                      conflicts: list[dict]) -> int:
     """Insert the rows of a date with no fact row yet, less the cross-date conflicts: no
     staged order_id can be in the fact table otherwise, so nothing needs merging."""
+    return warehouse.bulk_insert(conn, "fact_pesanan", list(FACT_COLUMNS),
+                                 _new_date_rows(valid, conflicts))
+
+
+def _new_date_rows(valid: pq.ParquetFile, conflicts: list[dict]) -> Iterator[pa.RecordBatch]:
+    """The valid rows' fact columns in batches, less the conflicts' lines."""
+    if not conflicts:
+        yield from valid.iter_batches(batch_size=BATCH_ROWS, columns=list(FACT_COLUMNS))
+        return
     excluded = pa.array([c["line"] for c in conflicts], pa.int64())
-    batches = valid.iter_batches(batch_size=BATCH_ROWS, columns=[*FACT_COLUMNS, "line"])
-    if conflicts:
-        batches = (b.filter(pc.invert(pc.is_in(b["line"], value_set=excluded))) for b in batches)
-    return warehouse.bulk_insert(conn, "fact_pesanan", list(FACT_COLUMNS), batches)
+    for batch in valid.iter_batches(batch_size=BATCH_ROWS, columns=[*FACT_COLUMNS, "line"]):
+        yield batch.filter(pc.invert(pc.is_in(batch["line"], value_set=excluded)))
 
 
 def _quarantine_table(staging: Path, day: date, conflicts: list[dict]) -> pa.Table:
