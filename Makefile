@@ -18,6 +18,9 @@ else
 	$(BIN)/pip install -q -r requirements.txt -c constraints.txt
 	$(BIN)/pip install -q --no-deps -e .
 endif
+	# an editable install leaves the project's modules uncompiled; where PYTHONDONTWRITEBYTECODE
+	# is set, every process (each `tokokita-etl run`, each Airflow task) would compile them again
+	$(BIN)/python -m compileall -q include plugins dags
 	touch $@
 
 setup: $(BIN)/tokokita-etl
