@@ -8,18 +8,19 @@ CHROMIUM := /usr/bin/chromium
 
 .PHONY: setup demo up down e2e test check faults lint lock bench clean image
 
+# the editable install leaves the project's modules uncompiled (and uv its requirements, unless
+# told): where PYTHONDONTWRITEBYTECODE is set, every process (each `tokokita-etl run`, each
+# Airflow task) would compile them again
 $(BIN)/tokokita-etl: requirements.txt requirements-runtime.txt constraints.txt pyproject.toml
 ifdef UV
 	uv venv -q --allow-existing -p $(PY) $(VENV)
-	uv pip install -q -p $(BIN)/python -r requirements.txt -c constraints.txt
+	uv pip install -q --compile-bytecode -p $(BIN)/python -r requirements.txt -c constraints.txt
 	uv pip install -q -p $(BIN)/python --no-deps -e .
 else
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q -r requirements.txt -c constraints.txt
 	$(BIN)/pip install -q --no-deps -e .
 endif
-	# an editable install leaves the project's modules uncompiled; where PYTHONDONTWRITEBYTECODE
-	# is set, every process (each `tokokita-etl run`, each Airflow task) would compile them again
 	$(BIN)/python -m compileall -q include plugins dags
 	touch $@
 
