@@ -4,6 +4,7 @@ PostgreSQL, which must equal `rows_checksum` over the canonical fact rows byte f
 from __future__ import annotations
 
 import hashlib
+import re
 from datetime import date
 from decimal import Decimal
 from pathlib import Path
@@ -129,6 +130,26 @@ def test_a_date_without_rows_has_the_checksum_of_no_lines(workspace):
     insert_facts(warehouse, ODD_ROWS)
     digest, rows = digest_and_rows(warehouse, date(2026, 11, 20))
     assert (digest.checksum, digest.rows, rows) == (EMPTY_SHA256, 0, [])
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("before", ["on", "off"])
+def test_the_postgresql_digest_leaves_the_planners_sort_setting_as_it_found_it(pg_url, before):
+    """Regression: the digest turned sorting off for the rest of validate's transaction, so
+    the server costed the summary's sorted query as prohibitive and JIT-compiled it (40-100
+    ms in every PostgreSQL validate)."""
+    warehouse = Warehouse(pg_url, "Asia/Jakarta")
+    insert_facts(warehouse, ODD_ROWS)
+    with warehouse.begin() as conn:
+        conn.exec_driver_sql(f"SET LOCAL enable_sort = {before}")
+        digest = fact_digest(warehouse, conn, DAY)
+        after = conn.exec_driver_sql("SELECT current_setting('enable_sort')").scalar_one()
+        summary_plan = "\n".join(conn.exec_driver_sql(
+            "EXPLAIN SELECT kota FROM summary_harian ORDER BY kota").scalars())
+    assert (digest.rows, after) == (len(ODD_ROWS), before)
+    # a plan the setting forbids is costed from 1e10 up
+    startup_cost = float(re.search(r"cost=([0-9.]+)\.\.", summary_plan).group(1))
+    assert (startup_cost >= 1e10) == (before == "off")
 
 
 @pytest.mark.postgres
