@@ -102,9 +102,20 @@ def write_new_atomic(path: Path, text: str) -> Path:
             os.unlink(tmp)
 
 
+def _fsync_path(path: str) -> None:
+    """fsync the file at `path` (opened again: its writer may have replaced it)."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 @contextlib.contextmanager
 def atomic_path(path: Path) -> Iterator[Path]:
-    """Yield a temporary sibling path for another writer; rename it over `path` on success."""
+    """Yield a temporary sibling path for another writer (a library that opens the file
+    itself: Arrow's own file writes need no Python call, nor its lock, per chunk); fsync
+    what it wrote and rename it over `path` on success."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = create_sibling(path)
@@ -112,6 +123,7 @@ def atomic_path(path: Path) -> Iterator[Path]:
     try:
         with naming_write_errors(path):
             yield Path(tmp)
+            _fsync_path(tmp)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):

@@ -8,6 +8,7 @@ from datetime import date
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tokokita_etl.config import default
@@ -28,7 +29,7 @@ from tokokita_etl.contract import (
     VALID_ROWS,
     WRONG_DATE,
 )
-from tokokita_etl.files import atomic_path, atomic_writer
+from tokokita_etl.files import atomic_path
 
 #: what every field is trimmed of, and whose runs inside `kota` collapse to one space: every
 #: character Python's `str.isspace` accepts (ASCII whitespace, the information separators
@@ -241,8 +242,8 @@ def transform(day: date, staging: Path, *, tz: str,
         """).to_arrow_reader(STREAM_ROWS)
         # DuckDB writes a sorted result to Parquet on one thread; Arrow writes the streamed
         # batches while DuckDB goes on sorting (1M rows: 1.2 s -> 0.9 s)
-        with atomic_writer(staging / VALID_ROWS, mode="wb") as out, \
-                pq.ParquetWriter(out, valid.schema, write_statistics=False,
+        with atomic_path(staging / VALID_ROWS) as out, pa.OSFile(str(out), "wb") as sink, \
+                pq.ParquetWriter(sink, valid.schema, write_statistics=False,
                                  use_dictionary=REPEATING_VALUES) as writer:
             for batch in valid:
                 writer.write_batch(batch)
