@@ -139,12 +139,12 @@ def _checked_sql(day: date, tz: str) -> str:
             END AS reason
         FROM valued
     )
-    -- a valid row keeps its parsed values, a rejected one its raw fields (never both: the
-    -- table stays narrow, so a large partition spills less)
+    -- a valid row keeps its parsed values; a rejected row's raw fields are read again from
+    -- the staged extract for the quarantine (the table stays narrow, so a large partition
+    -- spills less)
     SELECT line, reason, t_order_id, t_kota,
         {", ".join(f"CASE WHEN reason IS NULL THEN {expr} END AS {name}"
-                   for name, expr in _VALID_VALUES.items())},
-        {", ".join(f"CASE WHEN reason IS NOT NULL THEN {c} END AS {c}" for c in REQUIRED_COLUMNS)}
+                   for name, expr in _VALID_VALUES.items())}
     FROM reasoned
     """
 
@@ -255,16 +255,19 @@ def transform(day: date, staging: Path, *, tz: str,
             for batch in valid:
                 writer.write_batch(batch)
         con.execute("SET preserve_insertion_order = false")
-        raw = ", ".join(REQUIRED_COLUMNS)
+        # a record holding NUL is malformed: its fields are kept with NUL replaced (a no-op
+        # in every other record)
+        raw = ", ".join(f"replace({c}, chr(0), '{NUL_SUBSTITUTE}') AS {c}"
+                        for c in REQUIRED_COLUMNS)
         with atomic_path(staging / REJECTED_ROWS) as out:
             con.execute(f"""
                 COPY (
                     SELECT '{day.isoformat()}' AS order_date, line, reason, {raw}, '' AS raw
-                    FROM checked WHERE reason IS NOT NULL
-                    UNION ALL
-                    SELECT '{day.isoformat()}', line, '{DUPLICATE}', {raw}, ''
-                    FROM read_parquet($rows)
-                    WHERE line IN (SELECT line FROM losers)
+                    FROM read_parquet($rows) JOIN (
+                        SELECT line, reason FROM checked WHERE reason IS NOT NULL
+                        UNION ALL
+                        SELECT line, '{DUPLICATE}' FROM losers
+                    ) USING (line)
                     UNION ALL
                     SELECT '{day.isoformat()}', line, '{MALFORMED}',
                         {", ".join("''" for _ in REQUIRED_COLUMNS)},
