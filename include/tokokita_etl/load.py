@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import csv
+import io
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import date
 from decimal import Decimal
@@ -52,7 +54,13 @@ def load(warehouse: Warehouse, day: date, staging: Path, quarantine_file: Path) 
     """Load staged rows of `day` in one transaction, then publish its quarantine file."""
     warehouse.ensure_schema()
     d = warehouse.day_param(day)
-    with atomic_writer(quarantine_file, newline="") as qfile, warehouse.begin() as conn:
+    with ThreadPoolExecutor(max_workers=1) as pool, \
+            atomic_writer(quarantine_file, newline="") as qfile, warehouse.begin() as conn:
+        # the summary and the quarantine need no warehouse: they are prepared on a second
+        # thread while the database takes the fact rows, for the nightly case of no order_id
+        # held by another date (prepared again when a conflict turns up)
+        without_conflicts = pool.submit(_side_rows, staging, day, d, [],
+                                        as_text=warehouse.is_sqlite)
         if not warehouse.is_sqlite:
             # serialise loads so the cross-date order_id check cannot race another date's load
             conn.exec_driver_sql("LOCK TABLE fact_pesanan IN SHARE ROW EXCLUSIVE MODE")
@@ -74,18 +82,16 @@ def load(warehouse: Warehouse, day: date, staging: Path, quarantine_file: Path) 
                                               has_rows=has_rows)
         else:
             removed, conflicts = 0, []
+        summary_rows, rejected, quarantine_csv = (
+            _side_rows(staging, day, d, conflicts, as_text=warehouse.is_sqlite) if conflicts
+            else without_conflicts.result())
         conn.execute(text("DELETE FROM summary_harian WHERE order_date = :d"), {"d": d})
-        # the fact rows of D are now exactly the staged rows less the conflicts: the summary is
-        # summed from those in Arrow (exact decimals), not re-read from the fact table, so
-        # validate's fact-vs-summary totals compare two independent computations
-        summary_rows = _summary(valid, d, conflicts, as_text=warehouse.is_sqlite)
         if summary_rows:
             conn.execute(text(
                 f"INSERT INTO summary_harian ({', '.join(SUMMARY_COLUMNS)}) "
                 f"VALUES ({', '.join(f':{c}' for c in SUMMARY_COLUMNS)})"), summary_rows)
         summary = len(summary_rows)
 
-        rejected = _quarantine_table(staging, day, conflicts)
         conn.execute(text("DELETE FROM karantina WHERE order_date = :d"), {"d": d})
         warehouse.create_stage_table(conn, STAGE_KARANTINA, QUARANTINE_COLUMNS)
         warehouse.bulk_insert(conn, STAGE_KARANTINA, list(QUARANTINE_COLUMNS),
@@ -94,7 +100,7 @@ def load(warehouse: Warehouse, day: date, staging: Path, quarantine_file: Path) 
                                      for c in QUARANTINE_COLUMNS)
         conn.execute(text(f"INSERT INTO karantina ({', '.join(QUARANTINE_COLUMNS)}) "
                           f"SELECT {karantina_values} FROM {STAGE_KARANTINA}"))
-        _write_quarantine_csv(qfile, rejected)
+        qfile.write(quarantine_csv)
     return LoadResult(fact=fact, summary=summary, karantina=rejected.num_rows, removed=removed,
                       conflicts=conflicts)
 
@@ -142,6 +148,20 @@ def _merge(warehouse: Warehouse, conn, valid: pq.ParquetFile, d: date | str, *,
         f"SELECT {', '.join(fact_values)} FROM {STAGE_FACT} WHERE true "
         f"ON CONFLICT (order_id) DO UPDATE SET {updates}"), {"d": d}).rowcount
     return fact, removed, conflicts
+
+
+def _side_rows(staging: Path, day: date, d: date | str, conflicts: list[dict], *,
+               as_text: bool) -> tuple[list[dict], pa.Table, str]:
+    """What the date's summary and quarantine hold once the fact rows of D are the staged
+    rows less `conflicts`: the summary rows, the quarantine rows and the quarantine file's
+    text. The summary is summed from the staged rows in Arrow (exact decimals), not re-read
+    from the fact table, so validate's fact-vs-summary totals compare two independent
+    computations."""
+    summary = _summary(pq.ParquetFile(staging / VALID_ROWS), d, conflicts, as_text=as_text)
+    rejected = _quarantine_table(staging, day, conflicts)
+    quarantine_csv = io.StringIO(newline="")
+    _write_quarantine_csv(quarantine_csv, rejected)
+    return summary, rejected, quarantine_csv.getvalue()
 
 
 def _summary(valid: pq.ParquetFile, d: date | str, conflicts: list[dict], *,
