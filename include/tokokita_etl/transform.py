@@ -85,7 +85,7 @@ def trim_sql(column: str) -> str:
 
 def _checked_sql(day: date, tz: str) -> str:
     """One row per well-formed record: its line, reason (or NULL), trimmed order_id and kota,
-    and then either the valid row's parsed values or the rejected row's raw fields."""
+    and a valid row's parsed values (NULL in a rejected row)."""
     trimmed = ",\n".join(f"{trim_sql(c)} AS t_{c}" for c in REQUIRED_COLUMNS)
     # PostgreSQL text cannot hold NUL: such a record is malformed, kept with NUL replaced
     # (only in such records: the replace on every field cost 0.05 s per million rows)
