@@ -279,17 +279,20 @@ def transform(day: date, staging: Path, *, tz: str,
         counts = dict(con.execute(
             f"SELECT reason, count(*) FROM read_parquet('{_sql_path(staging / REJECTED_ROWS)}') "
             "GROUP BY reason").fetchall())
-        total = con.execute("SELECT count(*) FROM checked").fetchone()[0]
+        # a record holding NUL is a checked row and a malformed one: rows are counted where
+        # they are, not from the reasons
+        checked, checked_valid = con.execute(
+            "SELECT count(*), count(*) FILTER (WHERE reason IS NULL) FROM checked").fetchone()
+        losers = con.execute("SELECT count(*) FROM losers").fetchone()[0]
+        unreadable = con.execute("SELECT count(*) FROM read_parquet($malformed)",
+                                 {"malformed": str(staging / EXTRACT_MALFORMED)}).fetchone()[0]
     except duckdb.IOException as exc:
         raise os_error(exc) from exc
     finally:
         con.close()
     reasons = {r: int(counts.get(r, 0)) for r in ALL_REASONS if counts.get(r)}
-    malformed = reasons.get(MALFORMED, 0)
-    # every checked row is valid, a duplicate or rejected for a reason other than malformed
-    rejected_checked = sum(n for r, n in reasons.items() if r != MALFORMED)
     return TransformResult(
-        rows=int(total) + malformed, valid=int(total) - rejected_checked,
+        rows=int(checked) + int(unreadable), valid=int(checked_valid) - int(losers),
         karantina=sum(n for r, n in reasons.items() if r != DUPLICATE),
         duplikat=reasons.get(DUPLICATE, 0), reasons=reasons,
     )

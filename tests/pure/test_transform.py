@@ -233,6 +233,18 @@ def test_duplicates_the_last_valid_row_in_file_order_wins_the_others_are_kept(tm
     assert dup["qty"] == "1"
 
 
+def test_a_record_holding_nul_is_counted_once_as_malformed_and_never_as_valid(tmp_path):
+    """Regression: a record holding NUL (malformed in transform, not in extract) was counted
+    as valid in `TransformResult.valid` once valid was derived from the reason counts, and
+    twice in `TransformResult.rows` (as a checked row and as a malformed one)."""
+    out = process(tmp_path, csv_text([row(produk="Te\x00h"), row(order_id="TK-2")]))
+    assert out.extracted == 2 and out.result.rows == 2
+    assert sorted(out.valid) == ["TK-2"]
+    assert out.result.valid == 1
+    assert out.reasons() == {2: "malformed_row"}
+    assert out.result.karantina == 1
+
+
 # -- normalisation ----------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("raw", "expected"), [
