@@ -510,3 +510,17 @@ def test_valid_rows_are_written_in_order_id_order_across_every_batch(tmp_path):
     assert len(ids) == result.valid
     assert ids == sorted(ids)
     assert len(set(ids)) == len(ids)
+
+
+def test_more_distinct_kota_and_produk_than_an_enum_holds_are_kept_as_text(tmp_path):
+    """Kota and produk are kept as ENUMs of their distinct values up to MAX_ENUM_VALUES of
+    them, and as text beyond: every row still gets its own normalised kota and produk."""
+    from tokokita_etl.transform import MAX_ENUM_VALUES
+
+    n = MAX_ENUM_VALUES + 5
+    rows = [row(order_id=f"TK-{i}", kota=f" kota  {i}x ", produk=f"  Produk {i} ")
+            for i in range(n)]
+    out = process(tmp_path, csv_text(rows))
+    assert len(out.valid) == n
+    assert all((out.valid[f"TK-{i}"]["kota"], out.valid[f"TK-{i}"]["produk"])
+               == (f"Kota {i}X", f"Produk {i}") for i in range(n))
