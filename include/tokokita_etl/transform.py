@@ -119,7 +119,7 @@ def _checked_sql(day: date, tz: str, kota_type: str = "VARCHAR",
         FROM src
     ), valued AS (
         SELECT *, timezone('{tz}', ts) AS local_ts,
-            CAST(round(epoch(timezone('{tz}', ts)) - epoch(ts)) AS BIGINT) AS off_s,
+            CAST(round(epoch(timezone('{tz}', ts)) - epoch(ts)) AS INTEGER) AS off_s,
             -- qty as DECIMAL(38, 0): the product keeps scale 2 (DECIMAL(38, 2)); with
             -- DECIMAL(38, 2) it had scale 4, and every use rescaled a 128-bit value
             CAST(n_qty AS DECIMAL(38, 0)) * n_harga AS n_bruto
