@@ -43,6 +43,7 @@ from tokokita_etl.contract import FACT_COLUMNS, REQUIRED_COLUMNS, SUMMARY_COLUMN
 from tokokita_etl.errors import AccessDeniedError, ConfigError, WarehouseError
 
 SQLITE_CACHE_KB = 128 * 1024
+SQLITE_SORT_CACHE = -2000  # SQLite's default page cache (2 MB)
 #: the PostgreSQL advisory lock key that serialises `ensure_schema` (any fixed 64-bit number)
 SCHEMA_LOCK_KEY = 0x746F6B6F6B697461  # "tokokita"
 
@@ -416,13 +417,30 @@ class Warehouse:
             for row in partition:
                 yield [render(v) for v in row]
 
+    @contextlib.contextmanager
+    def _small_sorter(self, conn: Connection) -> Iterator[None]:
+        """On SQLite, the default 2 MB page cache while inside: SQLite's sorter keeps records
+        in memory up to the page cache's size before it writes a sorted run, and one run of
+        the whole date's rows (the 128 MB `SQLITE_CACHE_KB`) sorted slower than many small
+        runs merged (a 1M-row date's per-kota GROUP BY: 1.8-1.9 s -> 1.2-1.5 s)."""
+        if not self.is_sqlite:
+            yield
+            return
+        size = conn.exec_driver_sql("PRAGMA cache_size").scalar_one()
+        conn.exec_driver_sql(f"PRAGMA cache_size = {SQLITE_SORT_CACHE}")
+        try:
+            yield
+        finally:
+            conn.exec_driver_sql(f"PRAGMA cache_size = {int(size)}")
+
     def fact_totals(self, conn: Connection, day: date) -> FactTotals:
         """Rows, bruto and bersih of the fact rows of `day` (summed exactly by the database,
         per kota, then here) and the rows per kota."""
-        groups = conn.execute(text(
-            f"SELECT kota, COUNT(*), {self.money_sum('bruto')}, {self.money_sum('bersih')} "
-            "FROM fact_pesanan WHERE order_date = :d GROUP BY kota"),
-            {"d": self.day_param(day)}).all()
+        with self._small_sorter(conn):
+            groups = conn.execute(text(
+                f"SELECT kota, COUNT(*), {self.money_sum('bruto')}, {self.money_sum('bersih')} "
+                "FROM fact_pesanan WHERE order_date = :d GROUP BY kota"),
+                {"d": self.day_param(day)}).all()
         return FactTotals(
             rows=sum(int(n) for _, n, _, _ in groups),
             bruto=sum((Decimal(str(bruto)) for _, _, bruto, _ in groups), Decimal(0)),

@@ -13,6 +13,7 @@ from sqlalchemy import inspect, text
 from tokokita_etl.contract import FACT_COLUMNS
 from tokokita_etl.errors import ConfigError, WarehouseError
 from tokokita_etl.warehouse import (
+    SQLITE_CACHE_KB,
     Warehouse,
     fact_pesanan,
     karantina,
@@ -168,6 +169,32 @@ def test_fact_totals_sum_every_kota_and_count_the_rows_of_each(workspace):
         totals = warehouse.fact_totals(conn, DAY)
     assert totals == (4, Decimal("6.70"), Decimal("6.70"),
                       {"Medan": 2, "Band\x1fung": 1, "medan": 1})
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_sqlite_fact_totals_group_within_the_default_page_cache_then_restore_the_large_one(
+        workspace):
+    """SQLite's sorter keeps up to a page cache's worth of records in memory before it
+    writes a sorted run: with the warehouse's 128 MB cache the per-kota GROUP BY of a 5M-row
+    date took 10.9 s and 860 MB in validate, with the default 2 MB 8.2 s and 600 MB."""
+    warehouse = loaded(Warehouse(workspace.warehouse_url, "Asia/Jakarta"),
+                       [fact("TK-1", "1.10"), fact("TK-2", "2.20", kota="Bandung")])
+    with warehouse.begin(read_only=True) as conn:
+        dbapi = conn.connection.dbapi_connection
+        before = conn.exec_driver_sql("PRAGMA cache_size").scalar_one()
+        statements: list[str] = []
+        dbapi.set_trace_callback(statements.append)
+        try:
+            totals = warehouse.fact_totals(conn, DAY)
+        finally:
+            dbapi.set_trace_callback(None)
+        after = conn.exec_driver_sql("PRAGMA cache_size").scalar_one()
+    grouped = next(i for i, s in enumerate(statements) if "GROUP BY kota" in s)
+    sizes = [s for s in statements if s.startswith("PRAGMA cache_size = ")]
+    assert before == after == -SQLITE_CACHE_KB
+    assert sizes == ["PRAGMA cache_size = -2000", f"PRAGMA cache_size = {before}"]
+    assert statements.index(sizes[0]) < grouped < statements.index(sizes[1])
+    assert totals == (2, Decimal("3.30"), Decimal("3.30"), {"Medan": 1, "Bandung": 1})
 
 
 def test_a_read_only_transaction_reads_beside_an_open_write_transaction(workspace):
