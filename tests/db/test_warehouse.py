@@ -174,9 +174,10 @@ def test_fact_totals_sum_every_kota_and_count_the_rows_of_each(workspace):
 @pytest.mark.parametrize("backend", ["sqlite"])
 def test_sqlite_fact_totals_group_within_the_default_page_cache_then_restore_the_large_one(
         workspace):
-    """SQLite's sorter keeps up to a page cache's worth of records in memory before it
-    writes a sorted run: with the warehouse's 128 MB cache the per-kota GROUP BY of a 5M-row
-    date took 10.9 s and 860 MB in validate, with the default 2 MB 8.2 s and 600 MB."""
+    """Guards the slow totals sort: SQLite's sorter keeps up to a page cache's worth of
+    records in memory before it writes a sorted run, and under the warehouse's 128 MB cache
+    validate of a 5M-row date took 10.9 s and 860 MB, under the default 2 MB 8.2 s and
+    600 MB."""
     warehouse = loaded(Warehouse(workspace.warehouse_url, "Asia/Jakarta"),
                        [fact("TK-1", "1.10"), fact("TK-2", "2.20", kota="Bandung")])
     with warehouse.begin(read_only=True) as conn:
