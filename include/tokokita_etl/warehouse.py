@@ -43,7 +43,7 @@ from tokokita_etl.contract import FACT_COLUMNS, REQUIRED_COLUMNS, SUMMARY_COLUMN
 from tokokita_etl.errors import AccessDeniedError, ConfigError, WarehouseError
 
 SQLITE_CACHE_KB = 128 * 1024
-SQLITE_SORT_CACHE = -2000  # SQLite's default page cache (2 MB)
+SQLITE_SORT_CACHE_KB = 2000  # SQLite's default page cache
 #: the PostgreSQL advisory lock key that serialises `ensure_schema` (any fixed 64-bit number)
 SCHEMA_LOCK_KEY = 0x746F6B6F6B697461  # "tokokita"
 
@@ -427,7 +427,7 @@ class Warehouse:
             yield
             return
         size = conn.exec_driver_sql("PRAGMA cache_size").scalar_one()
-        conn.exec_driver_sql(f"PRAGMA cache_size = {SQLITE_SORT_CACHE}")
+        conn.exec_driver_sql(f"PRAGMA cache_size = -{SQLITE_SORT_CACHE_KB}")
         try:
             yield
         finally:
