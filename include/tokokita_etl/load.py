@@ -56,12 +56,14 @@ def load(warehouse: Warehouse, day: date, staging: Path, quarantine_file: Path) 
     d = warehouse.day_param(day)
     with ThreadPoolExecutor(max_workers=1) as pool, \
             atomic_writer(quarantine_file, newline="") as qfile, warehouse.begin() as conn:
-        # the summary and the quarantine need no warehouse: on PostgreSQL they are prepared on
-        # a second thread while the server takes the fact rows, for the nightly case of no
-        # order_id held by another date (prepared again when a conflict turns up). SQLite
-        # inserts in this process, where the second thread slowed the insert and kept 85 MB
+        # the summary and the quarantine need no warehouse, so they are made on a second thread
+        # while the database writes the fact rows. PostgreSQL: from the start, during the
+        # server's copy, for the nightly case of no order_id held by another date (made again
+        # when a conflict turns up). SQLite: once the rows are staged, during the one
+        # INSERT .. SELECT it steps without the GIL; beside the staging's executemany, where a
+        # second thread already converts the next batch, it slowed the insert and kept 85 MB
         # more of resident memory at 5M rows
-        without_conflicts = None if warehouse.is_sqlite else \
+        side = None if warehouse.is_sqlite else \
             pool.submit(_side_rows, staging, day, d, [], as_text=False)
         if not warehouse.is_sqlite:
             # serialise loads so the cross-date order_id check cannot race another date's load
@@ -70,7 +72,7 @@ def load(warehouse: Warehouse, day: date, staging: Path, quarantine_file: Path) 
         # PostgreSQL, a date loaded for the first time (the nightly case): no fact row of the
         # date exists and the valid rows' order_ids are distinct, so the rows are copied
         # straight into the fact table, where only an order_id another date holds can stop
-        # them; such a copy is undone and `_merge` stages the keys to find the conflicts
+        # them; such a copy is undone and `_stage_fact` stages the keys to find the conflicts
         # (staging the keys first took 0.54 s of a 1M-row load's 4.6 s). Otherwise the rows
         # are merged from a stage of whole rows (on SQLite the faster way even for a new
         # date; on PostgreSQL INSERT .. SELECT .. ON CONFLICT took longer than the copy).
@@ -80,13 +82,16 @@ def load(warehouse: Warehouse, day: date, staging: Path, quarantine_file: Path) 
         first_load = not warehouse.is_sqlite and not has_rows
         fact = _copy_new_date(warehouse, conn, valid) if first_load else None
         if fact is None:
-            fact, removed, conflicts = _merge(warehouse, conn, valid, d, first_load=first_load,
-                                              has_rows=has_rows)
+            conflicts = _stage_fact(warehouse, conn, valid, d, first_load=first_load,
+                                    has_rows=has_rows)
+            if side is None or conflicts:
+                side = pool.submit(_side_rows, staging, day, d, conflicts,
+                                   as_text=warehouse.is_sqlite)
+            fact, removed = _write_fact(warehouse, conn, valid, d, conflicts,
+                                        first_load=first_load)
         else:
             removed, conflicts = 0, []
-        summary_rows, rejected, quarantine_csv = (
-            without_conflicts.result() if without_conflicts is not None and not conflicts
-            else _side_rows(staging, day, d, conflicts, as_text=warehouse.is_sqlite))
+        summary_rows, rejected, quarantine_csv = side.result()
         conn.execute(text("DELETE FROM summary_harian WHERE order_date = :d"), {"d": d})
         if summary_rows:
             conn.execute(text(
@@ -107,12 +112,10 @@ def load(warehouse: Warehouse, day: date, staging: Path, quarantine_file: Path) 
                       conflicts=conflicts)
 
 
-def _merge(warehouse: Warehouse, conn, valid: pq.ParquetFile, d: date | str, *,
-           first_load: bool, has_rows: bool) -> tuple[int, int, list[dict]]:
+def _stage_fact(warehouse: Warehouse, conn, valid: pq.ParquetFile, d: date | str, *,
+                first_load: bool, has_rows: bool) -> list[dict]:
     """Stage the valid rows (only their keys for a `first_load`, a date with no fact row on
-    PostgreSQL), find the order_ids another date holds (the conflicts, left out), then insert
-    the rest (`first_load`) or upsert them and remove the date's rows that vanished: the fact
-    rows written, removed, and the conflicts."""
+    PostgreSQL) and find the order_ids another date holds: the conflicts, by line."""
     # every valid row's order_date is D (else it was wrong_date): bound once, not staged
     stage_columns = [c for c in FACT_COLUMNS if c != "order_date"] + ["line"]
     staged = KEY_COLUMNS if first_load else stage_columns
@@ -131,8 +134,16 @@ def _merge(warehouse: Warehouse, conn, valid: pq.ParquetFile, d: date | str, *,
         "ORDER BY s.line"), {"d": d})]
     for conflict in conflicts:
         conflict["other_date"] = str(conflict["other_date"])
+    return conflicts
+
+
+def _write_fact(warehouse: Warehouse, conn, valid: pq.ParquetFile, d: date | str,
+                conflicts: list[dict], *, first_load: bool) -> tuple[int, int]:
+    """After `_stage_fact`: insert the valid rows less the `conflicts` (`first_load`), or
+    upsert them from the stage and remove the date's rows that vanished: the fact rows
+    written and removed."""
     if first_load:
-        return _insert_new_date(warehouse, conn, valid, conflicts), 0, conflicts
+        return _insert_new_date(warehouse, conn, valid, conflicts), 0
     if conflicts:
         conn.execute(text(
             f"DELETE FROM {STAGE_FACT} WHERE EXISTS (SELECT 1 FROM fact_pesanan f "
@@ -149,7 +160,7 @@ def _merge(warehouse: Warehouse, conn, valid: pq.ParquetFile, d: date | str, *,
         f"INSERT INTO fact_pesanan ({', '.join(FACT_COLUMNS)}) "
         f"SELECT {', '.join(fact_values)} FROM {STAGE_FACT} WHERE true "
         f"ON CONFLICT (order_id) DO UPDATE SET {updates}"), {"d": d}).rowcount
-    return fact, removed, conflicts
+    return fact, removed
 
 
 def _side_rows(staging: Path, day: date, d: date | str, conflicts: list[dict], *,
