@@ -60,7 +60,7 @@ def load(warehouse: Warehouse, day: date, staging: Path, quarantine_file: Path) 
         # while the database writes the fact rows. PostgreSQL: from the start, during the
         # server's copy, for the nightly case of no order_id held by another date (made again
         # when a conflict turns up). SQLite: once the rows are staged, during the one
-        # INSERT .. SELECT it steps without the GIL; beside the staging's executemany, where a
+        # INSERT .. SELECT it steps without the GIL; beside the staging's inserts, where a
         # second thread already converts the next batch, it slowed the insert and kept 85 MB
         # more of resident memory at 5M rows
         side = None if warehouse.is_sqlite else \

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from datetime import date
 from decimal import Decimal
+from itertools import pairwise
 
 import pyarrow as pa
 import pytest
@@ -14,6 +16,7 @@ from tokokita_etl.contract import FACT_COLUMNS
 from tokokita_etl.errors import ConfigError, WarehouseError
 from tokokita_etl.warehouse import (
     SQLITE_CACHE_KB,
+    SQLITE_ROWS_PER_INSERT,
     Warehouse,
     fact_pesanan,
     karantina,
@@ -129,6 +132,65 @@ def test_bulk_insert_and_fact_rows_round_trip_canonical_values_in_code_point_ord
         rows = list(warehouse.fact_rows(conn, DAY))
     assert rows == [list(fact(oid, bruto)) for oid, bruto in
                     (("TK-Z", "0.05"), ("TK-a", "20.00"), ("TK-É", "10.50"))]
+
+
+def stage_batch(lines: range) -> pa.RecordBatch:
+    """Stage rows with a text, a missing and an integer value each."""
+    return pa.RecordBatch.from_pydict({
+        "order_id": [f"TK-{n}-É" for n in lines],
+        "produk": [None if n % 3 == 0 else "Teh" for n in lines],
+        "line": list(lines),
+    })
+
+
+def test_bulk_insert_keeps_every_row_in_order_across_batches_of_any_size(workspace):
+    """Batches of a whole number of SQLite's multi-row INSERTs, with a remainder, of one row
+    and of none."""
+    per = SQLITE_ROWS_PER_INSERT
+    sizes = [2 * per, per + 1, 1, 0, per - 1]
+    bounds = [sum(sizes[:i]) for i in range(len(sizes) + 1)]
+    batches = [stage_batch(range(start, end)) for start, end in pairwise(bounds)]
+    warehouse = Warehouse(workspace.warehouse_url, "Asia/Jakarta")
+    with warehouse.begin() as conn:
+        warehouse.create_stage_table(conn, "stage_rows", ["order_id", "produk", "line"])
+        assert warehouse.bulk_insert(conn, "stage_rows", ["order_id", "produk", "line"],
+                                     batches) == sum(sizes)
+        rows = conn.exec_driver_sql("SELECT order_id, produk, line FROM stage_rows").fetchall()
+    expected = stage_batch(range(sum(sizes)))
+    assert [tuple(r) for r in rows] == list(zip(*(expected.column(c).to_pylist()
+                                                  for c in ("order_id", "produk", "line")),
+                                                strict=True))
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+@pytest.mark.parametrize("variables", [None, 7])
+def test_sqlite_bulk_insert_binds_many_rows_per_statement_within_the_variable_limit(
+        workspace, variables):
+    """Guards the per-row cost of the SQLite stage insert: `executemany` stepped and reset
+    the statement once a row, a third of a 288k-row stage insert (0.84-1.0 s against
+    0.53-0.57 s in INSERTs of 200 rows)."""
+    per = SQLITE_ROWS_PER_INSERT
+    warehouse = Warehouse(workspace.warehouse_url, "Asia/Jakarta")
+    with warehouse.begin() as conn:
+        warehouse.create_stage_table(conn, "stage_rows", ["order_id", "produk", "line"])
+        dbapi = conn.connection.dbapi_connection
+        if variables:
+            dbapi.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, variables)
+        statements: list[str] = []
+        dbapi.set_trace_callback(statements.append)
+        try:
+            warehouse.bulk_insert(conn, "stage_rows", ["order_id", "produk", "line"],
+                                  [stage_batch(range(2 * per + 5))])
+        finally:
+            dbapi.set_trace_callback(None)
+        count = conn.exec_driver_sql("SELECT count(*) FROM stage_rows").scalar_one()
+    inserts = [s for s in statements if s.startswith("INSERT INTO stage_rows")]
+    rows_each = [s.count("), (") + 1 for s in inserts]
+    assert count == 2 * per + 5
+    if variables:  # 7 variables hold two rows of three values
+        assert rows_each == [2] * (per + 2) + [1]
+    else:
+        assert rows_each == [per, per] + [1] * 5
 
 
 def test_summary_rows_are_canonical_in_kota_order(workspace):
