@@ -56,35 +56,30 @@ def load(warehouse: Warehouse, day: date, staging: Path, quarantine_file: Path) 
     d = warehouse.day_param(day)
     with ThreadPoolExecutor(max_workers=1) as pool, \
             atomic_writer(quarantine_file, newline="") as qfile, warehouse.begin() as conn:
-        # the summary and the quarantine need no warehouse, so they are made on a second thread
-        # while the database writes the fact rows. PostgreSQL: from the start, during the
-        # server's copy, for the nightly case of no order_id held by another date (made again
-        # when a conflict turns up). SQLite: once the rows are staged, during the one
-        # INSERT .. SELECT it steps without the GIL; beside the staging's inserts, where a
-        # second thread already converts the next batch, it slowed the insert and kept 85 MB
-        # more of resident memory at 5M rows
-        side = None if warehouse.is_sqlite else \
-            pool.submit(_side_rows, staging, day, d, [], as_text=False)
+        # the summary and the quarantine need no warehouse: they are made on a second thread
+        # while the database takes the fact rows, for the nightly case of no order_id held by
+        # another date (made again when a conflict turns up). SQLite steps its multi-row
+        # INSERTs without the GIL; beside executemany's single rows this thread had slowed
+        # the insert (part 12 of bench/ANALYSIS.md)
+        side = pool.submit(_side_rows, staging, day, d, [], as_text=warehouse.is_sqlite)
         if not warehouse.is_sqlite:
             # serialise loads so the cross-date order_id check cannot race another date's load
             conn.exec_driver_sql("LOCK TABLE fact_pesanan IN SHARE ROW EXCLUSIVE MODE")
         valid = pq.ParquetFile(staging / VALID_ROWS)
-        # PostgreSQL, a date loaded for the first time (the nightly case): no fact row of the
-        # date exists and the valid rows' order_ids are distinct, so the rows are copied
-        # straight into the fact table, where only an order_id another date holds can stop
-        # them; such a copy is undone and `_stage_fact` stages the keys to find the conflicts
-        # (staging the keys first took 0.54 s of a 1M-row load's 4.6 s). Otherwise the rows
-        # are merged from a stage of whole rows (on SQLite the faster way even for a new
-        # date; on PostgreSQL INSERT .. SELECT .. ON CONFLICT took longer than the copy).
-        has_rows = bool(conn.execute(text(
+        # a date loaded for the first time (the nightly case): no fact row of the date exists
+        # and the valid rows' order_ids are distinct, so the rows are copied straight into the
+        # fact table, where only an order_id another date holds can stop them; such a copy is
+        # undone and `_stage_fact` stages the keys to find the conflicts (staging the keys
+        # first took 0.54 s of a 1M-row PostgreSQL load's 4.6 s). A date loaded again is
+        # merged from a stage of whole rows (INSERT .. SELECT .. ON CONFLICT took longer than
+        # the copy: on SQLite 4.9-5.4 s against 4.35-4.6 s for a 1M-row load)
+        first_load = not conn.execute(text(
             "SELECT EXISTS (SELECT 1 FROM fact_pesanan WHERE order_date = :d)"),
-            {"d": d}).scalar_one())
-        first_load = not warehouse.is_sqlite and not has_rows
+            {"d": d}).scalar_one()
         fact = _copy_new_date(warehouse, conn, valid) if first_load else None
         if fact is None:
-            conflicts = _stage_fact(warehouse, conn, valid, d, first_load=first_load,
-                                    has_rows=has_rows)
-            if side is None or conflicts:
+            conflicts = _stage_fact(warehouse, conn, valid, d, first_load=first_load)
+            if conflicts:
                 side = pool.submit(_side_rows, staging, day, d, conflicts,
                                    as_text=warehouse.is_sqlite)
             fact, removed = _write_fact(warehouse, conn, valid, d, conflicts,
@@ -113,16 +108,16 @@ def load(warehouse: Warehouse, day: date, staging: Path, quarantine_file: Path) 
 
 
 def _stage_fact(warehouse: Warehouse, conn, valid: pq.ParquetFile, d: date | str, *,
-                first_load: bool, has_rows: bool) -> list[dict]:
-    """Stage the valid rows (only their keys for a `first_load`, a date with no fact row on
-    PostgreSQL) and find the order_ids another date holds: the conflicts, by line."""
+                first_load: bool) -> list[dict]:
+    """Stage the valid rows (only their keys for a `first_load`, a date with no fact row) and
+    find the order_ids another date holds: the conflicts, by line."""
     # every valid row's order_date is D (else it was wrong_date): bound once, not staged
     stage_columns = [c for c in FACT_COLUMNS if c != "order_date"] + ["line"]
     staged = KEY_COLUMNS if first_load else stage_columns
     warehouse.create_stage_table(conn, STAGE_FACT, staged, integers=("line", "qty"))
     warehouse.bulk_insert(conn, STAGE_FACT, list(staged),
                           valid.iter_batches(batch_size=BATCH_ROWS, columns=list(staged)))
-    if warehouse.is_sqlite and has_rows:
+    if warehouse.is_sqlite and not first_load:
         # removing the date's vanished rows probes the stage by order_id for every fact
         # row of D: without an index SQLite scans the stage each time (a forced re-run of
         # a 1M-row date did not finish in 15 minutes)

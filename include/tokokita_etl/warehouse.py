@@ -396,13 +396,17 @@ class Warehouse:
                         batches: Iterable[pa.RecordBatch]) -> int | None:
         """`bulk_insert` of rows whose keys must all be new to `table`, under a savepoint:
         the rows inserted, or None, with the savepoint rolled back, when the table holds one
-        of the keys already (PostgreSQL)."""
-        from psycopg.errors import UniqueViolation
-
+        of the keys already."""
+        if self.is_sqlite:
+            duplicate_key: type[Exception] = sqlite3.IntegrityError
+        else:
+            from psycopg.errors import UniqueViolation as duplicate_key
         try:
             with conn.begin_nested():
                 return self.bulk_insert(conn, table, columns, batches)
-        except UniqueViolation:
+        except duplicate_key as exc:
+            if self.is_sqlite and exc.sqlite_errorcode != sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY:
+                raise  # a NOT NULL or CHECK failure is no key held already
             return None
 
     def _render(self, value: object) -> object:

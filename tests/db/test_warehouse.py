@@ -193,6 +193,31 @@ def test_sqlite_bulk_insert_binds_many_rows_per_statement_within_the_variable_li
         assert rows_each == [per, per] + [1] * 5
 
 
+def test_insert_new_keys_undoes_every_row_when_the_table_holds_one_of_the_keys(workspace):
+    """The straight copy of a new date: one order_id held already (here in the second
+    batch, after a whole first batch went in) leaves nothing of the copy behind."""
+    warehouse = loaded(Warehouse(workspace.warehouse_url, "Asia/Jakarta"),
+                       [fact("TK-9", "9.00", day=date(2026, 11, 20))])
+    first = fact_batch([fact(f"TK-{n}", "1.00") for n in range(SQLITE_ROWS_PER_INSERT + 3)])
+    with warehouse.begin() as conn:
+        copied = warehouse.insert_new_keys(conn, "fact_pesanan", list(FACT_COLUMNS), [
+            first, fact_batch([fact("TK-A", "1.00"), fact("TK-9", "2.00")])])
+        rows = conn.exec_driver_sql("SELECT order_id FROM fact_pesanan").fetchall()
+        fresh = warehouse.insert_new_keys(conn, "fact_pesanan", list(FACT_COLUMNS),
+                                          [fact_batch([fact("TK-B", "1.00")])])
+    assert copied is None
+    assert [r[0] for r in rows] == ["TK-9"]
+    assert fresh == 1
+
+
+def test_insert_new_keys_raises_a_failure_that_is_no_key_held_already(workspace):
+    warehouse = loaded(Warehouse(workspace.warehouse_url, "Asia/Jakarta"), [])
+    no_kota = fact_batch([fact("TK-1", "1.00")]).set_column(
+        FACT_COLUMNS.index("kota"), "kota", pa.array([None], pa.string()))
+    with pytest.raises(WarehouseError, match=r"(?i)null"), warehouse.begin() as conn:
+        warehouse.insert_new_keys(conn, "fact_pesanan", list(FACT_COLUMNS), [no_kota])
+
+
 def test_summary_rows_are_canonical_in_kota_order(workspace):
     warehouse = Warehouse(workspace.warehouse_url, "Asia/Jakarta")
     warehouse.ensure_schema()
