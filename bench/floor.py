@@ -12,8 +12,8 @@ writing the staged extract the transform floor reads) is not timed.
   every row with its fields trimmed and cast to their types to Parquet, in one pass: no rule
   is applied, nothing is de-duplicated or sorted;
 * load: the date's final fact, summary and quarantine rows, as the pipeline left them in its
-  warehouse, ingested in one transaction: SQLite INSERTs of 256 rows each (the pipeline's
-  ``SQLITE_ROWS_PER_INSERT``; the values already flat lists of Python objects), PostgreSQL
+  warehouse, ingested in one transaction: SQLite INSERTs of as many rows as the pipeline's
+  (``sqlite_rows_per_insert``: 256; the values already flat lists of Python objects), PostgreSQL
   ``COPY .. FROM STDIN (FORMAT binary)`` (the rows already in COPY's binary format);
 * validate: the fact checksum's read-back: the rows of the date in key order, each row's
   canonical line written by the database (SQLite ``json_array``; PostgreSQL the
@@ -113,9 +113,12 @@ def _pg_rows(source_url: str, day: date) -> dict[str, bytes]:
     return out
 
 
-def _multi_row_inserts(table: str, rows: list[tuple], per_insert: int) -> list[tuple[str, list]]:
-    """`rows` of `table` as INSERT statements of at most `per_insert` rows, each with its
-    values in one flat list."""
+def _multi_row_inserts(conn, table: str, rows: list[tuple]) -> list[tuple[str, list]]:
+    """`rows` of `table` as INSERT statements of as many rows as the pipeline's bind on
+    `conn` (`sqlite_rows_per_insert`), each with its values in one flat list."""
+    from tokokita_etl.warehouse import sqlite_rows_per_insert
+
+    per_insert = sqlite_rows_per_insert(conn, len(rows[0]))
     row = f"({', '.join('?' * len(rows[0]))})"
     return [(f"INSERT INTO {table} VALUES " + ", ".join([row] * len(chunk)),
              [value for values in chunk for value in values])
@@ -127,16 +130,15 @@ def load_floor(warehouse, source_url: str, day: date) -> tuple[float, dict[str, 
     if warehouse.is_sqlite:
         import sqlite3
 
-        from tokokita_etl.warehouse import SQLITE_CACHE_KB, SQLITE_ROWS_PER_INSERT
+        from tokokita_etl.warehouse import SQLITE_CACHE_KB
 
         rows = _sqlite_rows(source_url, day)
-        # the fastest way found to bind rows: multi-row INSERTs (as the pipeline's stage
-        # insert, `SQLITE_ROWS_PER_INSERT` rows each), their values already flat lists
-        statements = {t: _multi_row_inserts(t, rows[t], SQLITE_ROWS_PER_INSERT)
-                      for t in TABLES if rows[t]}
         conn = sqlite3.connect(warehouse.url.database, isolation_level=None)
         conn.execute(f"PRAGMA cache_size = -{SQLITE_CACHE_KB}")  # as the pipeline's
+        # the fastest way found to bind rows: multi-row INSERTs, as the pipeline's, their
+        # values already flat lists (untimed)
         try:
+            statements = {t: _multi_row_inserts(conn, t, rows[t]) for t in TABLES if rows[t]}
             start = time.perf_counter()
             conn.execute("BEGIN IMMEDIATE")
             for inserts in statements.values():

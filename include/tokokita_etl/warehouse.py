@@ -166,6 +166,13 @@ _LOGIN_REFUSED = ("authentication failed", "no password supplied", "no pg_hba.co
 READ_ONLY = "tokokita_read_only"  # the execution option of `Warehouse.begin(read_only=True)`
 
 
+def sqlite_rows_per_insert(connection: sqlite3.Connection, width: int) -> int:
+    """Rows one multi-row INSERT of `width` values a row binds on `connection`:
+    `SQLITE_ROWS_PER_INSERT`, fewer when the connection allows fewer variables."""
+    return max(1, min(SQLITE_ROWS_PER_INSERT,
+                      connection.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // width))
+
+
 def _row_major(batch: pa.RecordBatch, columns: list[str]) -> tuple[list, int]:
     """The values of `batch`'s `columns` as Python objects, row after row, and its rows."""
     return list(chain.from_iterable(zip(*(batch.column(c).to_pylist() for c in columns),
@@ -370,8 +377,7 @@ class Warehouse:
             width = len(columns)
             row = f"({', '.join('?' * width)})"
             head = f"INSERT INTO {table} ({', '.join(columns)}) VALUES "
-            per_insert = max(1, min(SQLITE_ROWS_PER_INSERT,
-                                    driver.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // width))
+            per_insert = sqlite_rows_per_insert(driver, width)
             many_rows, step = head + ", ".join([row] * per_insert), per_insert * width
             cursor = driver.cursor()
             for values, rows in read_ahead(_row_major(batch, columns) for batch in batches):
