@@ -191,19 +191,24 @@ def _offset_sql(con: duckdb.DuckDBPyConnection) -> str:
 
 def _fact_values(day: date, offset: str = OFFSET_SQL) -> str:
     """The canonical text of a valid row's fact columns, in FACT_COLUMNS order (and its line);
-    order_date is D for every valid row (the wrong_date rule); `offset`: the SQL of the UTC
-    offset's text (`OFFSET_SQL`)."""
+    `offset`: the SQL of the UTC offset's text (`OFFSET_SQL`). A valid row's local date is D
+    (the wrong_date rule), so order_date is D and order_ts is D followed by the local time:
+    a whole second as the TIME's own text, a fraction through strftime's six digits (at 5M
+    rows, 1.17 -> 0.57 CPU seconds against strftime of the whole timestamp). bersih is cast
+    back to DECIMAL(18, 2), where it fits (0 <= bersih <= bruto): the difference of two
+    DECIMAL(18, 2) values is a 128-bit DECIMAL(19, 2), whose text cost three times as much
+    (5M rows: 1.43 -> 0.51 CPU seconds)."""
     return f"""t_order_id AS order_id, '{day.isoformat()}' AS order_date,
-        strftime(local_ts, '%Y-%m-%dT%H:%M:%S')
-            || CASE WHEN microsecond(local_ts) % 1000000 <> 0
-                    THEN '.' || lpad(CAST(microsecond(local_ts) % 1000000 AS VARCHAR), 6, '0')
-                    ELSE '' END
+        '{day.isoformat()}T'
+            || CASE WHEN microsecond(local_ts) % 1000000 = 0
+                    THEN CAST(CAST(local_ts AS TIME) AS VARCHAR)
+                    ELSE strftime(local_ts, '%H:%M:%S.%f') END
             || {offset} AS order_ts,
         v_customer_id AS customer_id, CAST(kota_norm AS VARCHAR) AS kota,
         CAST(v_produk AS VARCHAR) AS produk, v_qty AS qty,
         CAST(v_harga AS VARCHAR) AS harga_satuan, CAST(v_diskon AS VARCHAR) AS diskon,
         CAST({BRUTO_SQL} AS VARCHAR) AS bruto,
-        CAST({BRUTO_SQL} - v_diskon AS VARCHAR) AS bersih, line"""
+        CAST(CAST({BRUTO_SQL} - v_diskon AS DECIMAL(18, 2)) AS VARCHAR) AS bersih, line"""
 
 
 def _value_type(con: duckdb.DuckDBPyConnection, name: str, values_sql: str,
