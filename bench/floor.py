@@ -13,7 +13,8 @@ writing the staged extract the transform floor reads) is not timed.
   is applied, nothing is de-duplicated or sorted;
 * load: the date's final fact, summary and quarantine rows, as the pipeline left them in its
   warehouse, ingested in one transaction: SQLite INSERTs of as many rows as the pipeline's
-  (``sqlite_rows_per_insert``: 256; the values already flat lists of Python objects), PostgreSQL
+  (``sqlite_rows_per_insert``: 256; the values already flat lists of Python objects, the
+  date's order_date written into each statement, as the pipeline's fact insert does), PostgreSQL
   ``COPY .. FROM STDIN (FORMAT binary)`` (the rows already in COPY's binary format);
 * validate: the fact checksum's read-back: the rows of the date in key order, each row's
   canonical line written by the database (SQLite ``json_array``; PostgreSQL the
@@ -87,13 +88,19 @@ def transform_floor(table, work: Path, memory_limit: str) -> float:
         con.close()
 
 
-def _sqlite_rows(source_url: str, day: date) -> dict[str, list[tuple]]:
+def _sqlite_rows(source_url: str, day: date) -> dict[str, tuple[list[str], list[tuple]]]:
+    """Each table's columns but order_date, and the values of its rows of `day`."""
     import sqlite3
 
     conn = sqlite3.connect(source_url.removeprefix("sqlite:///"))
     try:
-        return {t: conn.execute(f"SELECT * FROM {t} WHERE order_date = ?",
-                                (day.isoformat(),)).fetchall() for t in TABLES}
+        out = {}
+        for t in TABLES:
+            columns = [r[1] for r in conn.execute(f"PRAGMA table_info({t})")
+                       if r[1] != "order_date"]
+            out[t] = columns, conn.execute(f"SELECT {', '.join(columns)} FROM {t} "
+                                           "WHERE order_date = ?", (day.isoformat(),)).fetchall()
+        return out
     finally:
         conn.close()
 
@@ -113,14 +120,17 @@ def _pg_rows(source_url: str, day: date) -> dict[str, bytes]:
     return out
 
 
-def _multi_row_inserts(conn, table: str, rows: list[tuple]) -> list[tuple[str, list]]:
-    """`rows` of `table` as INSERT statements of as many rows as the pipeline's bind on
-    `conn` (`sqlite_rows_per_insert`), each with its values in one flat list."""
+def _multi_row_inserts(conn, table: str, columns: list[str], rows: list[tuple],
+                       day: date) -> list[tuple[str, list]]:
+    """`rows` of `table`'s `columns` as INSERT statements of as many rows as the pipeline's
+    bind on `conn` (`sqlite_rows_per_insert`), each with its values in one flat list and
+    order_date `day` written into the statement."""
     from tokokita_etl.warehouse import sqlite_rows_per_insert
 
-    per_insert = sqlite_rows_per_insert(conn, len(rows[0]))
-    row = f"({', '.join('?' * len(rows[0]))})"
-    return [(f"INSERT INTO {table} VALUES " + ", ".join([row] * len(chunk)),
+    per_insert = sqlite_rows_per_insert(conn, len(columns))
+    row = f"({', '.join(['?'] * len(columns))}, '{day.isoformat()}')"
+    head = f"INSERT INTO {table} ({', '.join(columns)}, order_date) VALUES "
+    return [(head + ", ".join([row] * len(chunk)),
              [value for values in chunk for value in values])
             for chunk in (rows[i:i + per_insert] for i in range(0, len(rows), per_insert))]
 
@@ -138,7 +148,8 @@ def load_floor(warehouse, source_url: str, day: date) -> tuple[float, dict[str, 
         # the fastest way found to bind rows: multi-row INSERTs, as the pipeline's, their
         # values already flat lists (untimed)
         try:
-            statements = {t: _multi_row_inserts(conn, t, rows[t]) for t in TABLES if rows[t]}
+            statements = {t: _multi_row_inserts(conn, t, *rows[t], day)
+                          for t in TABLES if rows[t][1]}
             start = time.perf_counter()
             conn.execute("BEGIN IMMEDIATE")
             for inserts in statements.values():
@@ -148,7 +159,7 @@ def load_floor(warehouse, source_url: str, day: date) -> tuple[float, dict[str, 
             seconds = time.perf_counter() - start
         finally:
             conn.close()
-        return seconds, {t: len(rows[t]) for t in TABLES}
+        return seconds, {t: len(rows[t][1]) for t in TABLES}
     import psycopg
 
     data = _pg_rows(source_url, day)

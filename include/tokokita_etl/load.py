@@ -33,6 +33,9 @@ STAGE_FACT = "stage_fact"
 KEY_COLUMNS = ("order_id", "kota", "line")  # staged when a new date's copy met a conflict
 STAGE_KARANTINA = "stage_karantina"
 BATCH_ROWS = 65_536
+#: the fact columns a valid row has its own value of: every valid row's order_date is D (else
+#: it was wrong_date), written as a constant
+VARYING_FACT_COLUMNS = tuple(c for c in FACT_COLUMNS if c != "order_date")
 
 
 @dataclass
@@ -76,13 +79,13 @@ def load(warehouse: Warehouse, day: date, staging: Path, quarantine_file: Path) 
         first_load = not conn.execute(text(
             "SELECT EXISTS (SELECT 1 FROM fact_pesanan WHERE order_date = :d)"),
             {"d": d}).scalar_one()
-        fact = _copy_new_date(warehouse, conn, valid) if first_load else None
+        fact = _copy_new_date(warehouse, conn, valid, day) if first_load else None
         if fact is None:
             conflicts = _stage_fact(warehouse, conn, valid, d, first_load=first_load)
             if conflicts:
                 side = pool.submit(_side_rows, staging, day, d, conflicts,
                                    as_text=warehouse.is_sqlite)
-            fact, removed = _write_fact(warehouse, conn, valid, d, conflicts,
+            fact, removed = _write_fact(warehouse, conn, valid, day, conflicts,
                                         first_load=first_load)
         else:
             removed, conflicts = 0, []
@@ -111,8 +114,7 @@ def _stage_fact(warehouse: Warehouse, conn, valid: pq.ParquetFile, d: date | str
                 first_load: bool) -> list[dict]:
     """Stage the valid rows (only their keys for a `first_load`, a date with no fact row) and
     find the order_ids another date holds: the conflicts, by line."""
-    # every valid row's order_date is D (else it was wrong_date): bound once, not staged
-    stage_columns = [c for c in FACT_COLUMNS if c != "order_date"] + ["line"]
+    stage_columns = [*VARYING_FACT_COLUMNS, "line"]
     staged = KEY_COLUMNS if first_load else stage_columns
     warehouse.create_stage_table(conn, STAGE_FACT, staged, integers=("line", "qty"))
     warehouse.bulk_insert(conn, STAGE_FACT, list(staged),
@@ -132,13 +134,14 @@ def _stage_fact(warehouse: Warehouse, conn, valid: pq.ParquetFile, d: date | str
     return conflicts
 
 
-def _write_fact(warehouse: Warehouse, conn, valid: pq.ParquetFile, d: date | str,
+def _write_fact(warehouse: Warehouse, conn, valid: pq.ParquetFile, day: date,
                 conflicts: list[dict], *, first_load: bool) -> tuple[int, int]:
     """After `_stage_fact`: insert the valid rows less the `conflicts` (`first_load`), or
     upsert them from the stage and remove the date's rows that vanished: the fact rows
     written and removed."""
     if first_load:
-        return _insert_new_date(warehouse, conn, valid, conflicts), 0
+        return _insert_new_date(warehouse, conn, valid, day, conflicts), 0
+    d = warehouse.day_param(day)
     if conflicts:
         conn.execute(text(
             f"DELETE FROM {STAGE_FACT} WHERE EXISTS (SELECT 1 FROM fact_pesanan f "
@@ -206,28 +209,31 @@ def _summary(valid: pq.ParquetFile, d: date | str, conflicts: list[dict], *,
             for kota, (n, qty, bruto, bersih) in sorted(totals.items())]
 
 
-def _copy_new_date(warehouse: Warehouse, conn, valid: pq.ParquetFile) -> int | None:
+def _copy_new_date(warehouse: Warehouse, conn, valid: pq.ParquetFile, day: date) -> int | None:
     """Copy the valid rows of a date with no fact row yet into the fact table: how many, or
     None, with nothing written, when another date holds one of their order_ids."""
-    return warehouse.insert_new_keys(conn, "fact_pesanan", list(FACT_COLUMNS),
-                                     _new_date_rows(valid, []))
+    return warehouse.insert_new_keys(conn, "fact_pesanan", list(VARYING_FACT_COLUMNS),
+                                     _new_date_rows(valid, []),
+                                     constants={"order_date": day.isoformat()})
 
 
-def _insert_new_date(warehouse: Warehouse, conn, valid: pq.ParquetFile,
+def _insert_new_date(warehouse: Warehouse, conn, valid: pq.ParquetFile, day: date,
                      conflicts: list[dict]) -> int:
     """Insert the rows of a date with no fact row yet, less the cross-date conflicts: no
     staged order_id can be in the fact table otherwise, so nothing needs merging."""
-    return warehouse.bulk_insert(conn, "fact_pesanan", list(FACT_COLUMNS),
-                                 _new_date_rows(valid, conflicts))
+    return warehouse.bulk_insert(conn, "fact_pesanan", list(VARYING_FACT_COLUMNS),
+                                 _new_date_rows(valid, conflicts),
+                                 constants={"order_date": day.isoformat()})
 
 
 def _new_date_rows(valid: pq.ParquetFile, conflicts: list[dict]) -> Iterator[pa.RecordBatch]:
-    """The valid rows' fact columns in batches, less the conflicts' lines."""
+    """The valid rows' `VARYING_FACT_COLUMNS` in batches, less the conflicts' lines."""
     if not conflicts:
-        yield from valid.iter_batches(batch_size=BATCH_ROWS, columns=list(FACT_COLUMNS))
+        yield from valid.iter_batches(batch_size=BATCH_ROWS, columns=list(VARYING_FACT_COLUMNS))
         return
     excluded = pa.array([c["line"] for c in conflicts], pa.int64())
-    for batch in valid.iter_batches(batch_size=BATCH_ROWS, columns=[*FACT_COLUMNS, "line"]):
+    for batch in valid.iter_batches(batch_size=BATCH_ROWS,
+                                    columns=[*VARYING_FACT_COLUMNS, "line"]):
         yield batch.filter(pc.invert(pc.is_in(batch["line"], value_set=excluded)))
 
 

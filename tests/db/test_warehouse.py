@@ -162,6 +162,23 @@ def test_bulk_insert_keeps_every_row_in_order_across_batches_of_any_size(workspa
                                                 strict=True))
 
 
+def test_bulk_insert_writes_each_constant_into_every_row_quotes_and_all(workspace):
+    """A column whose text is the same in every row (a fact row's order_date) is given once,
+    not read from the batches: every row gets it, in whole statements and in the rest."""
+    per = SQLITE_ROWS_PER_INSERT
+    constant = "Kopi 'Toraja', 1kg; --"
+    warehouse = Warehouse(workspace.warehouse_url, "Asia/Jakarta")
+    with warehouse.begin() as conn:
+        warehouse.create_stage_table(conn, "stage_rows", ["order_id", "produk", "line"])
+        assert warehouse.bulk_insert(
+            conn, "stage_rows", ["order_id", "line"],
+            [stage_batch(range(per + 3)).select(["order_id", "line"])],
+            constants={"produk": constant}) == per + 3
+        rows = conn.exec_driver_sql(
+            "SELECT order_id, produk, line FROM stage_rows ORDER BY line").fetchall()
+    assert [tuple(r) for r in rows] == [(f"TK-{n}-É", constant, n) for n in range(per + 3)]
+
+
 @pytest.mark.parametrize("backend", ["sqlite"])
 @pytest.mark.parametrize("variables", [None, 7])
 def test_sqlite_bulk_insert_binds_many_rows_per_statement_within_the_variable_limit(
