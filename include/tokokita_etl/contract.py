@@ -34,5 +34,10 @@ QUARANTINE_COLUMNS = ("order_date", "line", "reason", *REQUIRED_COLUMNS, "raw")
 EXTRACT_ROWS = "extract.parquet"
 EXTRACT_MALFORMED = "malformed.parquet"
 VALID_ROWS = "valid.parquet"
+#: valid.parquet's columns whose values repeat: written with a Parquet dictionary (order_id,
+#: order_ts, customer_id and line overflowed theirs, after the attempt had cost its time) and
+#: read back as Arrow dictionaries where load turns them into Python values
+REPEATING_VALID_COLUMNS = ("order_date", "kota", "produk", "qty", "harga_satuan", "diskon",
+                           "bruto", "bersih")
 REJECTED_ROWS = "rejected.parquet"
 STAGED_GOLD_PREFIX = ".staged-"

