@@ -162,7 +162,6 @@ def test_bulk_insert_keeps_every_row_in_order_across_batches_of_any_size(workspa
                                                 strict=True))
 
 
-
 def test_bulk_insert_writes_dictionary_columns_as_their_values(workspace):
     """Columns read as Arrow dictionaries (load reads valid.parquet's repeating columns so)
     are written as their values: text, integers and missing values alike, in batches of many
