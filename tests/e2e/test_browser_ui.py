@@ -29,6 +29,7 @@ import contextlib
 import os
 import re
 import shutil
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
@@ -44,7 +45,7 @@ from stack.rest import TERMINAL, wait_for
 from tests.browser import chromium
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Browser, BrowserContext, Page
+    from playwright.sync_api import Browser, BrowserContext, Locator, Page
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.browser]
 
@@ -58,6 +59,7 @@ SCHEDULED_DAY = SAMPLE_DAYS[0]  # the catch-up's only run
 FORM_DAY = SAMPLE_DAYS[1]  # triggered from the form with partition_date
 VIEWPORT = {"width": 1280, "height": 800}
 UI_TIMEOUT_MS = 30_000  # every browser action and expectation
+TOOLTIP_WAIT_MS = 3_000  # a hovered grid link's tooltip, before it is hovered again
 PLAYWRIGHT_EXPECT_TIMEOUT_MS = 5_000  # Playwright's default, restored afterwards
 RUN_TIMEOUT_S = 180  # a run, from trigger or clear to its end
 CLEARED = ("load", "validate", "publish_gold")
@@ -117,6 +119,26 @@ class Ui:
 
     def goto(self, path: str) -> None:
         self.page.goto(self.base_url + path)
+
+    def run_tooltip(self, run_id: str) -> Locator:
+        """The grid's tooltip of run `run_id`, its link hovered until the tooltip shows. The
+        grid lays itself out again as its runs arrive, and a pointer left where a link was
+        shows no tooltip until it moves (seen once on a slow machine: the tooltip did not show
+        in 30 s), so the pointer leaves and hovers the link again."""
+        from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+        link = self.page.locator(f'a[href="/dags/{DAG_ID}/runs/{run_id}/"]')
+        tooltip = self.page.get_by_test_id("basic-tooltip").filter(has_text=f"Run ID: {run_id}")
+        deadline = time.monotonic() + UI_TIMEOUT_MS / 1000
+        while True:
+            self.page.mouse.move(0, 0)
+            link.hover()
+            try:
+                tooltip.wait_for(state="visible", timeout=TOOLTIP_WAIT_MS)
+                return tooltip
+            except PlaywrightTimeout:
+                if time.monotonic() > deadline:
+                    raise
 
     def scheduled_run(self) -> dict[str, Any]:
         return next(r for r in self.stack.api.dag_runs(DAG_ID)
@@ -445,10 +467,8 @@ def test_a_manual_and_a_backfill_run_show_their_partition_date_in_the_ui(ui):
 
     ui.goto(f"/dags/{DAG_ID}")
     for run in (manual, backfill):
-        ui.page.locator(f'a[href="/dags/{DAG_ID}/runs/{run["dag_run_id"]}/"]').hover()
-        tooltip = ui.page.get_by_test_id("basic-tooltip")
         # the grid's tooltip shows a run's id, which Airflow names for these runs
-        expect(tooltip).to_contain_text(f"Run ID: {run['dag_run_id']}")
+        expect(ui.run_tooltip(run["dag_run_id"])).to_contain_text(f"Run ID: {run['dag_run_id']}")
     for run, day, name in ((manual, FORM_DAY, "manual"), (backfill, backfill_day, "backfill")):
         ui.goto(f"/dags/{DAG_ID}/runs/{run['dag_run_id']}")
         header = ui.page.get_by_test_id("stat")
@@ -468,8 +488,7 @@ def test_the_grid_and_the_run_header_show_the_partition_date_in_jakarta_time(ui)
     assert local.startswith(str(SCHEDULED_DAY + timedelta(days=1)))
 
     ui.goto(f"/dags/{DAG_ID}")
-    ui.page.locator(f'a[href="/dags/{DAG_ID}/runs/{run_id}/"]').hover()
-    tooltip = ui.page.get_by_test_id("basic-tooltip")
+    tooltip = ui.run_tooltip(run_id)
     expect(tooltip).to_contain_text(f"Run ID: scheduled__{SCHEDULED_DAY}__")
     # the fire time in Jakarta, its UTC value in the title
     expect(tooltip.get_by_text(local, exact=True)).to_have_attribute(
