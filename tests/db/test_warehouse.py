@@ -184,6 +184,7 @@ def test_bulk_insert_writes_dictionary_columns_as_their_values(workspace):
     assert sorted(tuple(r) for r in rows) == sorted(
         (f"TK-{n}-É", None if n % 3 == 0 else "Teh", n % 4) for n in range(sum(sizes)))
 
+
 def test_bulk_insert_writes_each_constant_into_every_row_quotes_and_all(workspace):
     """A column whose text is the same in every row (a fact row's order_date) is given once,
     not read from the batches: every row gets it, in whole statements and in the rest."""
