@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import itertools
 import logging
 import operator
 import os
@@ -246,7 +247,11 @@ def _extract_by_lines(path: Path, size: int, staging: Path) -> ExtractResult:
                 if table.num_rows:
                     writer.write_table(table)
 
-            for data, first_line, lines in _line_blocks(handle, limit, block_bytes(size)):
+            # a block's buffer is read into again `PARSE_THREADS + 1` blocks later: by then
+            # the oldest pending block has been parsed and written (at most `PARSE_THREADS`
+            # stay pending while the next one is read)
+            for data, first_line, lines in _line_blocks(handle, limit, block_bytes(size),
+                                                        buffers=PARSE_THREADS + 1):
                 pending.append(pool.submit(_parse_block, data, first_line, lines, shape))
                 if len(pending) > PARSE_THREADS:
                     write_oldest()
@@ -273,14 +278,32 @@ def block_bytes(size: int) -> int:
     return max(MIN_BLOCK_BYTES, min(BLOCK_BYTES, -(-size // (2 * PARSE_THREADS))))
 
 
-def _line_blocks(handle, limit: int, size: int) -> Iterator[tuple[bytes, int, int]]:
+def _line_blocks(handle, limit: int, size: int, *, buffers: int
+                 ) -> Iterator[tuple[bytearray, int, int]]:
     """Blocks of whole lines (each ending in a newline), read `size` bytes at a time, with
     the number of their first line and how many lines they hold. A block's partial last
     line is read again with the next block (joining it to the next block instead copied
-    every block twice: 1M rows, 0.18-0.22 -> 0.14-0.15 s, most of it page faults)."""
+    every block twice: 1M rows, 0.18-0.22 -> 0.14-0.15 s, most of it page faults).
+
+    The blocks are read into `buffers` bytearrays in turn, so a buffer is filled again
+    `buffers` blocks later: the caller is done with a block by then. A new 8 MiB object per
+    block cost its pages' first-touch faults on every block, and so did each copy of it.
+    A buffer still exported (a view of it kept past its block) makes the refill raise
+    BufferError rather than change what the view shows."""
+    pool: list[bytearray] = []
     line = 1  # the header
-    while data := handle.read(size):
-        at_end = len(data) < size
+    for turn in itertools.count():
+        if len(pool) < buffers:
+            pool.append(bytearray(size))
+        data = pool[turn % buffers]
+        if len(data) < size:
+            data.extend(bytes(size - len(data)))  # within the memory it already holds
+        with memoryview(data) as view:
+            got = handle.readinto(view)
+        if not got:
+            return
+        at_end = got < len(data)
+        del data[got:]
         cut = data.rfind(b"\n") + 1
         while cut == 0 and not at_end:  # one line longer than the block
             if len(data) > limit:
@@ -292,7 +315,7 @@ def _line_blocks(handle, limit: int, size: int) -> Iterator[tuple[bytes, int, in
         if cut < len(data):
             if not at_end:
                 handle.seek(cut - len(data), os.SEEK_CUR)
-                data = data[:cut]
+                del data[cut:]
             elif data.endswith(b"\r"):  # a CR ending the file is text, not a CRLF to trim
                 raise NeedsRecordReader("a carriage return that does not end a line")
             else:
@@ -316,15 +339,17 @@ def _decode_line(raw: bytes) -> str:
         raise NeedsRecordReader("the header is not valid UTF-8") from None
 
 
-def _parse_block(data: bytes, first_line: int, lines: int, shape: _LineShape
+def _parse_block(data: bytearray, first_line: int, lines: int, shape: _LineShape
                  ) -> tuple[pa.Table, list[tuple[int, str]], int]:
     """`_parse_lines`' result, from Arrow's CSV reader: one C++ pass (1M rows: 0.94 -> 0.42
     CPU seconds against splitting the lines and then the fields in Arrow). The reader reads
     a line exactly as the csv module does when each of its quotes opens a field, is doubled
     inside one or closes it before a comma or the line end: the other lines
-    (`_unplain_lines`) are taken out and read by the csv module. A block with an empty line
-    (the reader's row numbers skip it) or whose first line for the reader starts with a byte
-    order mark (the reader drops it) is left to `_parse_lines`."""
+    (`_unplain_lines`) are read by the csv module, and blanked in `data` first, so that the
+    reader sees each as a one-field row of spaces, which it hands to `keep_invalid` like
+    any row of the wrong width (taking them out of a copy of the block cost as much as
+    parsing it). A block with an empty line (the reader's row numbers skip it) or that
+    starts with a byte order mark (the reader drops it) is left to `_parse_lines`."""
     if b"\x00" in data:
         raise NeedsRecordReader("a NUL character")
     if b"\r" in data and data.count(b"\r") != data.count(b"\r\n"):
@@ -334,13 +359,14 @@ def _parse_block(data: bytes, first_line: int, lines: int, shape: _LineShape
             data.decode("utf-8")  # before the reader, which decodes an invalid row to report it
         except UnicodeDecodeError:
             raise NeedsRecordReader("invalid UTF-8") from None
-    unplain = _unplain_lines(data)  # (index in the block, start, end) of each
-    plain_data = b"".join(data[start:end] for start, end in _between(unplain, len(data))) \
-        if unplain else data
-    if plain_data.startswith(BOM):
+    if data.startswith(BOM):
         return _parse_lines(data, first_line, shape)
+    unplain = _unplain_lines(data)  # (index in the block, start, end) of each
     if any(end - start > shape.limit for _, start, end in unplain):
         raise NeedsRecordReader("a line longer than the csv field limit")
+    unplain_text = [bytes(data[start:end]) for _, start, end in unplain]
+    for _, start, end in unplain:
+        data[start:end - 1] = b" " * (end - 1 - start)  # its line end stays
     invalid: list[tuple[int, str]] = []  # (row number from 1, raw text): not the header's width
 
     def keep_invalid(row) -> str:
@@ -349,29 +375,31 @@ def _parse_block(data: bytes, first_line: int, lines: int, shape: _LineShape
 
     names = [str(i) for i in range(shape.width)]
     table = pacsv.read_csv(
-        pa.BufferReader(plain_data),
+        pa.BufferReader(data),
         read_options=pacsv.ReadOptions(use_threads=False, column_names=names),
         parse_options=pacsv.ParseOptions(invalid_row_handler=keep_invalid),
         convert_options=pacsv.ConvertOptions(
             column_types=dict.fromkeys(names, pa.string()), strings_can_be_null=False,
             quoted_strings_can_be_null=False, check_utf8=False),
-    ) if plain_data else pa.table({name: pa.array([], pa.string()) for name in names})
+    )
     # the reader skips empty lines: only a row per line makes its row numbers line numbers
-    if table.num_rows + len(invalid) + len(unplain) != lines:
+    if table.num_rows + len(invalid) != lines:
+        for (_, start, end), text in zip(unplain, unplain_text, strict=True):
+            data[start:end] = text
         return _parse_lines(data, first_line, shape)
+    blanked = {index for index, _, _ in unplain}
+    invalid = [(n - 1, text) for n, text in invalid if n - 1 not in blanked]  # block indexes
     if any((pc.max(pc.binary_length(column)).as_py() or 0) > shape.limit
            for column in table.columns) or any(len(text) > shape.limit for _, text in invalid):
         raise NeedsRecordReader("a line longer than the csv field limit")
-    # the block index of each row the reader saw, then of each well-formed one
-    read = _ones_but(lines, (index for index, _, _ in unplain))
-    well_formed = _ones_but(table.num_rows + len(invalid), (n - 1 for n, _ in invalid))
-    at = read.take(well_formed)
+    # the block index of each well-formed row the reader kept
+    at = _ones_but(lines, itertools.chain(blanked, (index for index, _ in invalid)))
     rows = pa.Table.from_arrays([pc.add(at.cast(pa.int64()), first_line),
                                  *(table.column(i) for i in shape.indexes)], schema=ROWS_SCHEMA)
-    malformed = [(first_line + read[n - 1].as_py(), text) for n, text in invalid]
+    malformed = [(first_line + index, text) for index, text in invalid]
     if unplain:
         parsed, bad = _parse_quoted(
-            [_strip_line_end(data[start:end].decode()) for _, start, end in unplain],
+            [_strip_line_end(text.decode()) for text in unplain_text],
             [first_line + index for index, _, _ in unplain], shape)
         malformed.extend(bad)
         if parsed:
@@ -386,15 +414,6 @@ def _ones_but(length: int, zeros: Iterable[int]) -> pa.UInt64Array:
         kept[index] = 0
     return pc.indices_nonzero(pa.Array.from_buffers(pa.uint8(), length,
                                                     [None, pa.py_buffer(kept)]))
-
-
-def _between(spans: list[tuple[int, int, int]], size: int) -> Iterator[tuple[int, int]]:
-    """The byte ranges of a `size`-byte block around `spans` (sorted, not overlapping)."""
-    start = 0
-    for _, begin, end in spans:
-        yield start, begin
-        start = end
-    yield start, size
 
 
 def _unplain_lines(data: bytes) -> list[tuple[int, int, int]]:

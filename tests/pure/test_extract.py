@@ -25,6 +25,7 @@ from tokokita_etl.extract import (
     NeedsRecordReader,
     _extract_by_lines,
     _extract_by_records,
+    _line_blocks,
     _unplain_lines,
     block_bytes,
     extract,
@@ -82,6 +83,55 @@ def test_blocks_split_inside_a_quoted_line_keep_every_line_number(tmp_path):
     assert fast is not None
     assert (fast, fast_staged) == (slow, slow_staged)
     assert fast_staged[0][-1]["line"] == n_lines + 1
+
+
+def test_blocks_read_into_reused_buffers_stage_exactly_like_the_record_reader(tmp_path):
+    """Every block holds lines the csv module reads (blanked in the buffer for Arrow's
+    reader), rows of the wrong width and CRLF line ends, over more blocks than there are
+    buffers, the last line without a line end: a buffer filled again too early, or a
+    blanked line read as a row, would change what is staged."""
+    kinds = [
+        GOOD.replace("TK-1", "TK-{n}") + "\n",
+        'TK-{n},2026-11-10 10:00:00,C,"Medan"x,Kaos,1,1,\n',  # read by the csv module
+        'TK-{n},2026-11-10 10:00:00,C,"Jakarta, Barat",Kaos,1,1,\r\n',
+        "TK-{n},2026-11-10 10:00:00,C,Medan,Kaos,1,1,,extra\n",  # the wrong width
+        'TK-{n},2026-11-10 10:00:00,C,Me"dan,Kaos,1,1,\n',  # read by the csv module
+    ]
+    path = tmp_path / f"pesanan_{DAY}.csv"
+    n_lines = 90_000
+    with open(path, "w", encoding="utf-8", newline="") as handle:
+        handle.write(HEADER + "\n")
+        for n in range(n_lines):
+            handle.write(kinds[n % 7 % len(kinds)].format(n=n))
+        handle.write(GOOD.replace("TK-1", "TK-last"))
+    size = path.stat().st_size
+    assert -(-size // block_bytes(size)) > PARSE_THREADS + 1, "more blocks than buffers"
+    (fast, fast_staged), (slow, slow_staged) = both_readers(path, tmp_path)
+    assert fast is not None
+    assert (fast, fast_staged) == (slow, slow_staged)
+    assert fast.rows == n_lines + 1
+    assert fast.malformed > 0
+
+
+def test_a_block_buffer_is_filled_again_only_after_as_many_blocks_as_there_are_buffers(
+        tmp_path):
+    """The reuse is the caller's contract: block k's buffer is block k + buffers'. A view of
+    a block kept past its turn makes the refill raise instead of changing under the view."""
+    path = tmp_path / "lines.csv"
+    path.write_bytes(b"".join(b"%07d,x\n" % n for n in range(400_000)))  # 4 MB
+    with open(path, "rb") as handle:
+        blocks = [(id(data), bytes(data), first, lines) for data, first, lines
+                  in _line_blocks(handle, 131_072, MIN_BLOCK_BYTES, buffers=3)]
+    assert b"".join(data for _, data, _, _ in blocks) == path.read_bytes()
+    assert [first for _, _, first, _ in blocks] == \
+        [2 + sum(lines for *_, lines in blocks[:k]) for k in range(len(blocks))]
+    ids = [buffer for buffer, *_ in blocks]
+    assert len(blocks) > 3 and len(set(ids)) == 3
+    assert all(ids[k] == ids[k + 3] for k in range(len(ids) - 3))
+    with open(path, "rb") as handle, pytest.raises(BufferError):
+        kept = []
+        for data, _, _ in _line_blocks(handle, 131_072, MIN_BLOCK_BYTES, buffers=3):
+            kept.append(memoryview(data))
 
 
 def test_a_small_partition_is_read_in_blocks_that_give_each_parse_thread_two():
