@@ -35,8 +35,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=1,
                         help="with --rows: N paired runs (the pipeline, then the floor, N "
                              "times; the baseline in the first pair only): medians, and the "
-                             "spread (min, max) of the ratios; with --all: pairs per size up "
-                             "to 1M rows (default 3)")
+                             "spread (min, max) of the ratios; with --all: pairs per size "
+                             "(default 3)")
     parser.add_argument("--side", choices=("both", "project", "baseline"), default="both")
     parser.add_argument("--no-floor", action="store_true",
                         help="skip the floor (the database's and CPU's fastest way to do the "
