@@ -67,10 +67,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--days", type=int, default=30, help="with --catchup")
     parser.add_argument("--catchup-rows", type=int, default=2000, help="with --catchup")
     parser.add_argument("--all", action="store_true",
-                        help="100k, 1M, 5M rows on both backends, DAG parse, cron; "
+                        help="100k, 300k, 1M, 5M rows on both backends, DAG parse, cron; "
                              "writes bench/RESULTS.md")
     parser.add_argument("--sizes", default=None,
-                        help="with --all: comma-separated row counts (default 100000,1000000,5000000)")
+                        help="with --all: comma-separated row counts (default 100000,300000,1000000,5000000)")
     parser.add_argument("--results", type=Path, default=None, help="with --all: output file")
     parser.add_argument("--render", action="store_true",
                         help="re-write bench/RESULTS.md from bench/out/results.json")
