@@ -287,6 +287,19 @@ def test_fact_totals_are_exact_beyond_binary_floating_point(workspace):
     assert empty == (0, Decimal(0), Decimal(0), {})
 
 
+def test_fact_totals_of_a_date_whose_bruto_passes_64_bit_integers_are_exact(workspace):
+    """Regression: on SQLite the rupiah were summed as one 64-bit integer, so 923 rows at the
+    largest bruto the rules allow made validate fail with `integer overflow`."""
+    big = "9999999999999999.99"
+    amounts = [big] * 923 + ["0.05"]
+    warehouse = loaded(Warehouse(workspace.warehouse_url, "Asia/Jakarta"),
+                       [fact(f"TK-{i}", bruto) for i, bruto in enumerate(amounts)])
+    with warehouse.begin(read_only=True) as conn:
+        rows, bruto, bersih, _ = warehouse.fact_totals(conn, DAY)
+    assert (rows, str(bruto), str(bersih)) == (924, "9229999999999999990.82",
+                                               "9229999999999999990.82")
+
+
 def test_fact_totals_sum_every_kota_and_count_the_rows_of_each(workspace):
     warehouse = loaded(Warehouse(workspace.warehouse_url, "Asia/Jakarta"),
                        [fact("TK-1", "1.10"), fact("TK-2", "2.20", kota="Band\x1fung"),
