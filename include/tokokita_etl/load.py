@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import errno
 import io
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -56,6 +57,11 @@ class LoadResult:
 
 def load(warehouse: Warehouse, day: date, staging: Path, quarantine_file: Path) -> LoadResult:
     """Load staged rows of `day` in one transaction, then publish its quarantine file."""
+    if Path(quarantine_file).is_dir():
+        # the file is renamed into place after the commit: a folder in its way is refused
+        # before the warehouse changes
+        raise IsADirectoryError(errno.EISDIR, "a folder is where the quarantine file goes",
+                                str(quarantine_file))
     warehouse.ensure_schema()
     d = warehouse.day_param(day)
     with ThreadPoolExecutor(max_workers=1) as pool, \

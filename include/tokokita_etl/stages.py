@@ -10,6 +10,7 @@ The DAG, the command line and the tests take the stage list from `STAGE_NAMES`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import time
@@ -274,7 +275,9 @@ def drop_staged(settings: Settings, day: date, *names: str) -> None:
     staging, url = settings.staging_path(day), settings.staging_url(day)
     if names:
         for name in names:
-            (staging / name).unlink(missing_ok=True)
+            # NotADirectoryError: a file where the date's staging folder goes holds nothing
+            with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+                (staging / name).unlink()
     else:
         shutil.rmtree(staging, ignore_errors=True)
     if url:

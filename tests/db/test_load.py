@@ -155,3 +155,20 @@ def test_a_failed_load_changes_nothing_and_publishes_no_quarantine_file(workspac
     assert summary(workspace, D1) == []
     assert not workspace.quarantine_file(D1).exists()
     assert workspace.leftovers() == []
+
+
+def test_a_folder_where_the_quarantine_file_goes_fails_the_load_before_the_warehouse_changes(
+        workspace):
+    """Regression: the quarantine file is renamed into place after the commit, so a folder
+    in its way failed the load with the date's rows already committed."""
+    workspace.write_partition(D2, csv_text([order("TK-B", D2)]))
+    load_day(workspace, D2)  # the warehouse's tables exist
+    workspace.write_partition(D1, csv_text([order("TK-A", D1)]))
+    staging = staged(workspace, D1)
+    workspace.quarantine_file(D1).mkdir(parents=True)
+    with pytest.raises(IsADirectoryError, match=r"karantina_2026-11-10\.csv"):
+        load(Warehouse(workspace.warehouse_url, "Asia/Jakarta"), D1, staging,
+             workspace.quarantine_file(D1))
+    assert facts(workspace, D1) == []
+    assert summary(workspace, D1) == []
+    assert karantina(workspace, D1) == []

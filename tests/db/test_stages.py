@@ -4,12 +4,12 @@ them, on a real SQLite warehouse with a sample partition."""
 from __future__ import annotations
 
 import shutil
-from datetime import date
+from datetime import UTC, date, datetime
 
 import pyarrow.parquet as pq
 import pytest
 
-from tests.conftest import SAMPLE_DATES, Workspace
+from tests.conftest import SAMPLE_DATES, Workspace, in_process_cli
 from tokokita_etl.contract import VALID_ROWS
 from tokokita_etl.errors import EtlError
 from tokokita_etl.stages import (
@@ -111,3 +111,20 @@ def test_load_after_its_staging_folder_was_removed_fails_and_rebuilding_the_inpu
     assert warehouse_rows(ws, D03) == rows_before
     assert ws.quarantine_file(D03).read_bytes() == quarantine_before
     assert missing_inputs(settings, D03, "validate") == []
+
+
+def test_a_file_where_the_dates_staging_folder_goes_fails_the_run_with_one_error(
+        sqlite_workspace, monkeypatch, capsys):
+    """Regression: with a file in the place of the date's staging folder, extract failed and
+    then dropping its staged files raised NotADirectoryError, a traceback instead of the
+    run's one-line error."""
+    ws = sqlite_workspace
+    day = SAMPLE_DATES[0]
+    ws.copy_samples(day)
+    ws.staging.mkdir(parents=True)
+    (ws.staging / day.isoformat()).write_text("not a folder\n")
+    call = in_process_cli(ws, monkeypatch, capsys, datetime(2026, 11, 4, 19, 30, tzinfo=UTC))
+    code, _, err = call("run", "--date", day.isoformat())
+    assert code == 1, err
+    assert "extract" in err and str(ws.staging / day.isoformat()) in err
+    assert not ws.gold_file(day).exists()
