@@ -175,7 +175,11 @@ def cmd_state(args: argparse.Namespace) -> int:
         data = store.export()
         text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
         if args.output:
-            write_text_atomic(Path(args.output), text)
+            try:
+                write_text_atomic(Path(args.output), text)
+            except OSError as exc:
+                raise EtlError(f"{args.output}: cannot write the export: "
+                               f"{exc.strerror or exc}") from None
             print(f"exported {len(data['runs'])} dates from {store.location} to "
                   f"{args.output}", file=sys.stderr)
         else:

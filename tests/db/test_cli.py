@@ -153,6 +153,19 @@ def test_an_unsupported_warehouse_url_exits_2_without_an_attempt_or_outputs(
     assert ws.leftovers() == []
 
 
+def test_state_export_to_a_folder_names_it_and_leaves_nothing_behind(sqlite_workspace, call):
+    """Regression: `state export --output` onto an existing folder ended in a traceback."""
+    ws = sqlite_workspace
+    ws.copy_samples(SAMPLE_DATES[0])
+    assert call("run", "--date", SAMPLE_DATES[0].isoformat())[0] == 0
+    folder = ws.root / "exports"
+    folder.mkdir()
+    code, out, err = call("state", "export", "--output", str(folder))
+    assert code == 1 and out == ""
+    assert err == f"error: {folder}: cannot write the export: Is a directory\n"
+    assert list(folder.iterdir()) == [] and sorted(p.name for p in ws.root.glob(".*tmp")) == []
+
+
 def test_bad_date_message_names_the_option_and_the_value(call):
     code, _, err = call("run", "--date", "2026-02-30")
     assert code == 2
