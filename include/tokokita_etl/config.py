@@ -55,8 +55,8 @@ def _problem(text: str) -> PydanticCustomError:
     return PydanticCustomError("tokokita_problem", "{text}", {"text": text})
 
 
-def _count(value: Any) -> int:
-    """A whole number >= 1 (a YAML true or 2.5 is not one)."""
+def _count(value: Any, maximum: int | None = None) -> int:
+    """A whole number >= 1 (a YAML true or 2.5 is not one), at most `maximum`."""
     if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
         raise _rule(f"must be an integer, got {value!r}")
     try:
@@ -65,6 +65,8 @@ def _count(value: Any) -> int:
         raise _rule(f"must be an integer, got {value!r}") from None
     if number < 1:
         raise _rule(f"must be >= 1, got {number}")
+    if maximum is not None and number > maximum:
+        raise _rule(f"must be <= {maximum}, got {number}")
     return number
 
 
@@ -193,6 +195,12 @@ def _state_url_problem(url: str) -> str | None:
 
 
 Count = Annotated[int, PlainValidator(_count)]
+#: a span of dates or hours that dates and clocks are moved by: bounded so that the moved
+#: date stays a date (a lookback of a million days or a claim of 10^8 hours overflowed)
+Days = Annotated[int, PlainValidator(lambda value: _count(value, maximum=MAX_DAYS))]
+Hours = Annotated[int, PlainValidator(lambda value: _count(value, maximum=MAX_HOURS))]
+MAX_DAYS = 36_600  # about a hundred years
+MAX_HOURS = 8_784  # a leap year
 Share = Annotated[float, PlainValidator(_share)]
 CatchupDate = Annotated[date, PlainValidator(_catchup_date)]
 OptionalCatchupDate = Annotated[date | None, PlainValidator(
@@ -257,7 +265,7 @@ class Settings(BaseSettings):
     cron: Annotated[str, _text(problem=_cron_problem)] = "30 2 * * *"
     #: the pipeline's time zone: partition dates are its dates
     timezone: Annotated[str, _text(problem=_timezone_problem)] = "Asia/Jakarta"
-    lookback_days: Count = 7
+    lookback_days: Days = 7
     max_attempts: Count = 3
     raw_dir: Folder = Path("data/raw")
     gold_dir: Folder = Path("data/gold")
@@ -284,9 +292,9 @@ class Settings(BaseSettings):
     #: (with the rest of the process this bounds a large partition's peak RSS)
     duckdb_memory_limit: Annotated[str, _text(problem=_duckdb_size_problem)] = "400MB"
     #: how long after its scheduled fire time a run waits for its partition file
-    wait_window_hours: Count = 6
+    wait_window_hours: Hours = 6
     #: how long a run's claim on a date holds before another run may take the date over
-    claim_ttl_hours: Count = 6
+    claim_ttl_hours: Hours = 6
     #: the DAG's catch-up window: an ISO 8601 date (its midnight) or date-time, in `timezone`
     #: unless it has an offset
     start_date: CatchupDate = date(2026, 11, 1)

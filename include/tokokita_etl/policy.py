@@ -133,22 +133,25 @@ def decide(state: Watermark, day: date, *, max_attempts: int, force: bool = Fals
     return Decision(Action.RUN, f"processing {day}: {why}")
 
 
+def days_back(day: date, days: int) -> date:
+    """`day` less `days` days, or the first date there is when that would be earlier (a
+    window reaching back from a clock near year 1)."""
+    return day - timedelta(days=min(days, (day - date.min).days))
+
+
 def due_runs(state: Watermark, now: datetime, raw_dir: Path, lookback_days: int,
              max_attempts: int, *, tz: str) -> list[date]:
     """Past dates inside the lookback window with a partition that `decide` would run."""
     today = local_today(now, tz)
-    due = []
-    for offset in range(1, lookback_days + 1):
-        day = today - timedelta(days=offset)
-        if partition_exists(raw_dir, day) and \
-                decide(state, day, max_attempts=max_attempts).action is Action.RUN:
-            due.append(day)
-    return sorted(due)
+    first = days_back(today, lookback_days)
+    window = (first + timedelta(days=n) for n in range((today - first).days))
+    return [day for day in window if partition_exists(raw_dir, day)
+            and decide(state, day, max_attempts=max_attempts).action is Action.RUN]
 
 
 def outside_lookback(day: date, now: datetime, lookback_days: int, tz: str) -> bool:
     """Whether `day` is older than the lookback window at `now` (due_runs would not list it)."""
-    return day < local_today(now, tz) - timedelta(days=lookback_days)
+    return day < days_back(local_today(now, tz), lookback_days)
 
 
 def gate_decision(state: Watermark, day: date, *, run_type: str, now: datetime,
@@ -256,7 +259,7 @@ def volume_warnings(state: Watermark, day: date, valid_rows: int,
     if valid_rows == 0:
         return [f"{day}: 0 valid rows (every row was quarantined, or the partition is empty)"]
     history = []
-    for offset in range(1, VOLUME_HISTORY_DAYS + 1):
+    for offset in range(1, (day - days_back(day, VOLUME_HISTORY_DAYS)).days + 1):
         earlier = day - timedelta(days=offset)
         rows = state.entry(earlier).get("rows")
         if state.has_success(earlier) and isinstance(rows, dict) and \

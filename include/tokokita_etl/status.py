@@ -16,6 +16,7 @@ from tokokita_etl.config import PATH_SETTINGS, Settings, catchup_bound, partitio
 from tokokita_etl.errors import EtlError
 from tokokita_etl.policy import (
     Action,
+    days_back,
     decide,
     due_runs,
     failures_since_success,
@@ -75,7 +76,7 @@ def window(settings: Settings, now: datetime, days: int | None = None) -> list[d
     (in the pipeline zone), never before the catch-up's `start_date`."""
     today = local_today(now, settings.timezone)
     count = settings.lookback_days + HISTORY_DAYS if days is None else max(days, 0)
-    first = max(today - timedelta(days=count), settings.start_date)
+    first = max(days_back(today, count), settings.start_date)
     return [first + timedelta(days=n) for n in range((today - first).days)]
 
 

@@ -188,6 +188,10 @@ def test_transform_bounds_duckdb_by_the_duckdb_memory_limit_setting(tmp_path):
     ("yaml", "start_date", "2026-13-01", "ISO 8601 date"),
     ("env", "end_date", "next week", "ISO 8601 date or date-time (or empty)"),
     ("env", "wait_window_hours", "0", "must be >= 1"),
+    # regression: values past these overflowed the clocks and dates they move (a traceback)
+    ("env", "wait_window_hours", "1000000000", "must be <= 8784, got 1000000000"),
+    ("env", "claim_ttl_hours", "100000000", "must be <= 8784, got 100000000"),
+    ("yaml", "lookback_days", "1000000", "must be <= 36600, got 1000000"),
     ("yaml", "claim_ttl_hours", "enam", "must be an integer"),
     ("yaml", "claim_ttl_hours", "true", "must be an integer"),
 ])

@@ -36,11 +36,13 @@ from tokokita_etl.policy import (
     blocked_message,
     classify,
     counts_as_attempt,
+    days_back,
     decide,
     due_runs,
     failures_since_success,
     gate_decision,
     is_blocked,
+    outside_lookback,
     retry_decision,
     run_conf_problem,
     sensor_decision,
@@ -467,3 +469,19 @@ def test_due_runs_lists_exactly_the_dates_in_the_lookback_with_a_partition_that_
 
     assert due == sorted(d for d in with_partition if not state.has_success(d)
                          and failures(state.entry(d)) < max_attempts)
+
+
+def test_windows_reaching_back_past_year_1_stop_at_its_first_date():
+    """Regression: `due --now 0001-01-01T00:00` and a run of 0001-01-01 (its volume
+    history) moved dates before year 1 and ended in OverflowError."""
+    first = date(1, 1, 1)
+    assert days_back(date(1, 1, 3), 7) == first
+    assert days_back(date(2026, 11, 20), 7) == date(2026, 11, 13)
+    with tempfile.TemporaryDirectory() as tmp:
+        raw = Path(tmp)
+        partition_path(raw, first).write_bytes(b"order_id\n")
+        state = Watermark({"runs": {}})
+        now = datetime(1, 1, 2, 12, tzinfo=ZoneInfo("UTC"))
+        assert due_runs(state, now, raw, lookback_days=7, max_attempts=3, tz="UTC") == [first]
+    assert not outside_lookback(first, now, 7, "UTC")
+    assert volume_warnings(state, first, 5, 0.5) == []

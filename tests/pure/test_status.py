@@ -50,6 +50,15 @@ def test_the_window_is_lookback_plus_30_days_up_to_yesterday_from_the_start_date
     assert window(settings, at(12), days=3) == [TODAY - timedelta(days=n) for n in (3, 2, 1)]
 
 
+def test_a_window_longer_than_the_calendar_starts_at_the_first_date_there_is(tmp_path):
+    """Regression: `status --days 100000000` and a clock near year 1 moved dates before
+    year 1 and ended in OverflowError."""
+    settings = settings_in(tmp_path).replace(start_date=date(1, 1, 1))
+    days = window(settings, at(12), days=100_000_000)
+    assert (days[0], days[-1]) == (date(1, 1, 1), TODAY - timedelta(days=1))
+    assert window(settings, at(12, day=date(1, 1, 3))) == [date(1, 1, 1), date(1, 1, 2)]
+
+
 def test_each_date_gets_its_state_from_watermark_raw_folder_claims_and_policy(tmp_path):
     settings = settings_in(tmp_path)
     t = {n: TODAY - timedelta(days=n) for n in range(1, 12)}
