@@ -22,6 +22,7 @@ from __future__ import annotations
 import sys
 from array import array
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from functools import lru_cache
 from typing import NamedTuple
 
@@ -131,7 +132,7 @@ def _field_pieces(column: pa.Array, field: Field) -> list[pa.Array]:
             days = _as(column, pa.date32()).cast(pa.int32())
             values, width = pc.subtract_checked(days, pa.scalar(PG_EPOCH_DAYS, pa.int32())), 4
         elif field.kind == "timestamptz":
-            stamps = _as(column, pa.timestamp("us", tz="UTC")).cast(pa.int64())
+            stamps = _instants(column).cast(pa.int64())
             values, width = pc.subtract_checked(stamps, PG_EPOCH_US), 8
         else:
             return [_numeric_piece(column, field)]
@@ -146,6 +147,23 @@ def _as(column: pa.Array, target: pa.DataType) -> pa.Array:
             and column.type.tz is None:
         raise ValueError("a timestamp without a time zone is no timestamptz value")
     return column.cast(target)
+
+
+def _instants(column: pa.Array) -> pa.Array:
+    """`column` as UTC instants (`_as`). Arrow reads UTC offsets to the minute; a column
+    that holds an offset with seconds (a zone's local mean time, such as Jakarta's +07:07:12
+    before 1924) is read value by value by Python's `datetime.fromisoformat`."""
+    target = pa.timestamp("us", tz="UTC")
+    try:
+        return _as(column, target)
+    except pa.ArrowInvalid:
+        if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
+            raise
+    stamps = [None if text is None else datetime.fromisoformat(text)
+              for text in column.to_pylist()]
+    if any(stamp is not None and stamp.tzinfo is None for stamp in stamps):
+        raise ValueError("a timestamp without a time zone is no timestamptz value")
+    return pa.array(stamps, target)
 
 
 def _text_pieces(column: pa.Array, field: Field) -> list[pa.Array]:

@@ -166,10 +166,13 @@ _VALID_VALUES = {
 MAX_ENUM_VALUES = 10_000
 
 
-#: the `+HH:MM` text of a UTC offset of `off_s` seconds
+#: the `+HH:MM` text of a UTC offset of `off_s` seconds, `+HH:MM:SS` when it has seconds (a
+#: zone's local mean time, such as Jakarta's +07:07:12 before 1924), as Python writes it
 OFFSET_SQL = """(CASE WHEN off_s >= 0 THEN '+' ELSE '-' END)
         || lpad(CAST(abs(off_s) // 3600 AS VARCHAR), 2, '0') || ':'
-        || lpad(CAST((abs(off_s) % 3600) // 60 AS VARCHAR), 2, '0')"""
+        || lpad(CAST((abs(off_s) % 3600) // 60 AS VARCHAR), 2, '0')
+        || CASE WHEN abs(off_s) % 60 = 0 THEN ''
+                ELSE ':' || lpad(CAST(abs(off_s) % 60 AS VARCHAR), 2, '0') END"""
 
 
 #: a valid row's bruto, within DECIMAL(18, 2) (the bad_price rule); it and bersih are worked

@@ -172,3 +172,17 @@ def test_a_folder_where_the_quarantine_file_goes_fails_the_load_before_the_wareh
     assert facts(workspace, D1) == []
     assert summary(workspace, D1) == []
     assert karantina(workspace, D1) == []
+
+
+def test_an_offset_with_seconds_reaches_the_warehouse_as_the_same_instant(workspace):
+    """Regression: Jakarta's offset before 1924 (+07:07:12) was written +07:07, so the fact
+    row's time stamp named an instant 12 seconds away; PostgreSQL's binary COPY could not
+    read the offset with its seconds."""
+    day = date(1920, 6, 1)
+    workspace.write_partition(day, csv_text([
+        order("TK-A", day), ["TK-B", "1920-06-01T03:00:00Z", "C1", "Medan", "Teh", "1", "1000", ""]]))
+    load_day(workspace, day)
+    warehouse = Warehouse(workspace.warehouse_url, "Asia/Jakarta")
+    with warehouse.begin() as conn:
+        stamps = [row[2] for row in warehouse.fact_rows(conn, day)]
+    assert stamps == ["1920-06-01T10:00:00+07:07:12", "1920-06-01T10:07:12+07:07:12"]

@@ -9,8 +9,9 @@ from __future__ import annotations
 import gc
 import sys
 from dataclasses import dataclass
-from datetime import date
+from datetime import UTC, date, datetime
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pyarrow.parquet as pq
 import pytest
@@ -294,6 +295,20 @@ def test_order_ts_is_normalised_to_jakarta_iso_with_microseconds_only_when_nonze
     out = process(tmp_path, csv_text([row(order_ts=raw)]))
     assert out.valid["TK-1"]["order_ts"] == expected
     assert out.valid["TK-1"]["order_date"] == "2026-11-10"
+
+
+def test_an_offset_with_seconds_is_written_to_the_second_as_isoformat_does(tmp_path):
+    """Regression: Jakarta's offset before 1924, local mean time +07:07:12, was written
+    +07:07, text that names an instant 12 seconds away."""
+    day = date(1920, 6, 1)
+    out = process(tmp_path, csv_text([row(order_id="TK-1", order_ts="1920-06-01 10:00:00"),
+                                      row(order_id="TK-2", order_ts="1920-06-01T03:00:00Z")]),
+                  day)
+    jakarta = ZoneInfo("Asia/Jakarta")
+    assert [out.valid[k]["order_ts"] for k in ("TK-1", "TK-2")] == [
+        datetime(1920, 6, 1, 10, tzinfo=jakarta).isoformat(),
+        datetime(1920, 6, 1, 3, tzinfo=UTC).astimezone(jakarta).isoformat()]
+    assert out.valid["TK-2"]["order_ts"] == "1920-06-01T10:07:12+07:07:12"
 
 
 @pytest.mark.parametrize(("qty", "harga", "diskon", "expected"), [
