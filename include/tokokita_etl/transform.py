@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import asdict, dataclass, field
-from datetime import date
+from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import duckdb
 import pyarrow as pa
@@ -81,6 +83,34 @@ def trim_sql(column: str) -> str:
             f" THEN trim({column}, '{WS}') ELSE {column} END")
 
 
+def repeated_hour_offset(day: date, tz: str) -> int | None:
+    """The UTC offset in seconds that `tz` leaves during `day` when its clocks go back (the
+    wall times after the change repeat), or None on a day without such a change."""
+    zone = ZoneInfo(tz)
+    start = datetime.combine(day, time(), zone).astimezone(UTC)
+    # the offset every quarter hour of the day's instants (and two hours either side): a
+    # zone's changes are months apart, so each one falls between two neighbouring samples
+    instants = [start + timedelta(minutes=15 * n) for n in range(-8, 4 * 26 + 9)]
+    offsets = [t.astimezone(zone).utcoffset() for t in instants]
+    for before, after in itertools.pairwise(offsets):
+        if after < before:
+            return int(before.total_seconds())
+    return None
+
+
+def wall_time_sql(day: date, tz: str, wall: str) -> str:
+    """SQL for the instant of the wall time `wall` (a TIMESTAMP) in `tz`, as Python reads it
+    (`fold=0`): a wall time that happens twice, in the hour a change of `day` repeats, is its
+    first occurrence. DuckDB's `timezone` takes the second; on such a day the first is
+    `wall` less the offset before the change, wherever that instant's wall time is `wall`."""
+    later = f"timezone('{tz}', {wall})"
+    earlier_offset = repeated_hour_offset(day, tz)
+    if earlier_offset is None:
+        return later
+    first = f"(timezone('UTC', {wall}) - INTERVAL ({earlier_offset}) SECOND)"
+    return f"(CASE WHEN timezone('{tz}', {first}) = {wall} THEN {first} ELSE {later} END)"
+
+
 def _checked_sql(day: date, tz: str, kota_type: str = "VARCHAR",
                  produk_type: str = "VARCHAR") -> str:
     """One row per well-formed record: its line, reason (or NULL) as a `REASON_TYPE`, trimmed
@@ -104,7 +134,7 @@ def _checked_sql(day: date, tz: str, kota_type: str = "VARCHAR",
                       AND NOT starts_with(t_order_ts, '0000') THEN
                 CASE WHEN regexp_matches(t_order_ts, '(Z|[+-][0-9]{{2}}:[0-9]{{2}})$')
                      THEN try_cast(t_order_ts AS TIMESTAMPTZ)
-                     ELSE timezone('{tz}', try_cast(t_order_ts AS TIMESTAMP))
+                     ELSE {wall_time_sql(day, tz, "try_cast(t_order_ts AS TIMESTAMP)")}
                 END
             END AS ts,
             CASE WHEN regexp_full_match(t_qty, '[0-9]+')

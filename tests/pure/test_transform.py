@@ -311,6 +311,34 @@ def test_an_offset_with_seconds_is_written_to_the_second_as_isoformat_does(tmp_p
     assert out.valid["TK-2"]["order_ts"] == "1920-06-01T10:07:12+07:07:12"
 
 
+@pytest.mark.parametrize(("tz", "day", "wall_times"), [
+    ("America/New_York", date(2026, 11, 1),
+     ["00:59:59", "01:00:00", "01:30:00", "01:59:59.5", "02:00:00", "23:00:00"]),
+    ("Australia/Lord_Howe", date(2026, 4, 5), ["01:29:00", "01:30:00", "01:45:00", "02:00:00"]),
+    ("America/New_York", date(2026, 3, 8), ["01:59:59", "02:30:00", "03:00:00"]),
+])
+def test_a_wall_time_is_read_as_python_reads_it_on_the_days_clocks_change(
+        tmp_path, tz, day, wall_times):
+    """Regression: a wall time that happens twice, in the hour repeated when the clocks go
+    back, was read as its second occurrence; Python (fold=0) reads its first."""
+    zone = ZoneInfo(tz)
+    raws = [f"{day.isoformat()} {wall}" for wall in wall_times]
+    rows = [row(order_id=f"TK-{n}", order_ts=raw) for n, raw in enumerate(raws)]
+    rows.append(row(order_id="TK-Z", order_ts=f"{day.isoformat()}T06:30:00Z"))
+    raw_dir = tmp_path / "raw"
+    raw_dir.mkdir()
+    (raw_dir / f"pesanan_{day.isoformat()}.csv").write_text(csv_text(rows), encoding="utf-8")
+    extract(raw_dir, day, tmp_path / "staging")
+    transform(day, tmp_path / "staging", tz=tz)
+    valid = {r["order_id"]: r["order_ts"]
+             for r in pq.read_table(tmp_path / "staging" / VALID_ROWS).to_pylist()}
+    expected = {f"TK-{n}": datetime.fromisoformat(raw).replace(tzinfo=zone).astimezone(UTC)
+                .astimezone(zone).isoformat() for n, raw in enumerate(raws)}
+    expected["TK-Z"] = datetime(day.year, day.month, day.day, 6, 30, tzinfo=UTC).astimezone(
+        zone).isoformat()
+    assert valid == expected
+
+
 @pytest.mark.parametrize(("qty", "harga", "diskon", "expected"), [
     ("02", "89500.5", "", (2, "89500.50", "0.00", "179001.00", "179001.00")),
     ("1", "0", "0", (1, "0.00", "0.00", "0.00", "0.00")),
