@@ -86,6 +86,8 @@ def trim_sql(column: str) -> str:
 def repeated_hour_offset(day: date, tz: str) -> int | None:
     """The UTC offset in seconds that `tz` leaves during `day` when its clocks go back (the
     wall times after the change repeat), or None on a day without such a change."""
+    if day in (date.min, date.max):  # the day's neighbouring instants are outside Python's
+        return None
     zone = ZoneInfo(tz)
     start = datetime.combine(day, time(), zone).astimezone(UTC)
     # the offset every quarter hour of the day's instants (and two hours either side): a

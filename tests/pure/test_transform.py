@@ -339,6 +339,16 @@ def test_a_wall_time_is_read_as_python_reads_it_on_the_days_clocks_change(
     assert valid == expected
 
 
+@pytest.mark.parametrize("day", [date(1, 1, 1), date(9999, 12, 31)])
+def test_the_first_and_last_dates_of_the_calendar_are_transformed(tmp_path, day):
+    """The search for a day's repeated hour looks at instants around the day, which do not
+    exist around these two."""
+    out = process(tmp_path, csv_text([row(order_ts=f"{day.isoformat()} 10:00:00")]), day)
+    expected = datetime.combine(day, datetime.min.time().replace(hour=10),
+                                ZoneInfo("Asia/Jakarta")).isoformat()
+    assert out.valid["TK-1"]["order_ts"] == expected
+
+
 @pytest.mark.parametrize(("qty", "harga", "diskon", "expected"), [
     ("02", "89500.5", "", (2, "89500.50", "0.00", "179001.00", "179001.00")),
     ("1", "0", "0", (1, "0.00", "0.00", "0.00", "0.00")),
