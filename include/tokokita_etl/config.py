@@ -277,7 +277,7 @@ class Settings(BaseSettings):
     warehouse_url: Text = "sqlite:///data/warehouse/tokokita.db"
     #: where the watermark, the claims and the manifests live: empty for files in
     #: `state_dir`; a `postgresql://` URL, or `warehouse` for the warehouse's own PostgreSQL
-    #: database (schema `tokokita_state`), for workers on several machines
+    #: database (the first schema of its search_path), for workers on several machines
     state_url: Annotated[str, _text(empty=True, problem=_state_url_problem)] = ""
     #: inside Airflow: the Airflow connection the warehouse is read from (its URL then
     #: replaces `warehouse_url`); empty: `warehouse_url` inside Airflow too
