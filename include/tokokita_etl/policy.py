@@ -139,13 +139,17 @@ def days_back(day: date, days: int) -> date:
     return day - timedelta(days=min(days, (day - date.min).days))
 
 
+def days_before(day: date, days: int) -> list[date]:
+    """The `days` dates before `day`, oldest first (from `days_back`: fewer near year 1)."""
+    first = days_back(day, days)
+    return [first + timedelta(days=n) for n in range((day - first).days)]
+
+
 def due_runs(state: Watermark, now: datetime, raw_dir: Path, lookback_days: int,
              max_attempts: int, *, tz: str) -> list[date]:
     """Past dates inside the lookback window with a partition that `decide` would run."""
-    today = local_today(now, tz)
-    first = days_back(today, lookback_days)
-    window = (first + timedelta(days=n) for n in range((today - first).days))
-    return [day for day in window if partition_exists(raw_dir, day)
+    return [day for day in days_before(local_today(now, tz), lookback_days)
+            if partition_exists(raw_dir, day)
             and decide(state, day, max_attempts=max_attempts).action is Action.RUN]
 
 
@@ -259,8 +263,7 @@ def volume_warnings(state: Watermark, day: date, valid_rows: int,
     if valid_rows == 0:
         return [f"{day}: 0 valid rows (every row was quarantined, or the partition is empty)"]
     history = []
-    for offset in range(1, (day - days_back(day, VOLUME_HISTORY_DAYS)).days + 1):
-        earlier = day - timedelta(days=offset)
+    for earlier in days_before(day, VOLUME_HISTORY_DAYS):
         rows = state.entry(earlier).get("rows")
         if state.has_success(earlier) and isinstance(rows, dict) and \
                 isinstance(rows.get("fact"), int):
