@@ -40,14 +40,15 @@ class Outcome:
         return {r["line"]: r["reason"] for r in self.rejected}
 
 
-def process(tmp_path: Path, text: str | bytes, day: date = DAY) -> Outcome:
+def process(tmp_path: Path, text: str | bytes, day: date = DAY, *,
+            tz: str = "Asia/Jakarta") -> Outcome:
     raw = tmp_path / "raw"
     raw.mkdir(exist_ok=True)
     data = text.encode("utf-8") if isinstance(text, str) else text
     (raw / f"pesanan_{day.isoformat()}.csv").write_bytes(data)
     staging = tmp_path / "staging"
     ext = extract(raw, day, staging)
-    result = transform(day, staging, tz="Asia/Jakarta")
+    result = transform(day, staging, tz=tz)
     valid = {r["order_id"]: r for r in pq.read_table(staging / VALID_ROWS).to_pylist()}
     rejected = pq.read_table(staging / REJECTED_ROWS).to_pylist()
     assert ext.rows == result.rows
@@ -325,13 +326,8 @@ def test_a_wall_time_is_read_as_python_reads_it_on_the_days_clocks_change(
     raws = [f"{day.isoformat()} {wall}" for wall in wall_times]
     rows = [row(order_id=f"TK-{n}", order_ts=raw) for n, raw in enumerate(raws)]
     rows.append(row(order_id="TK-Z", order_ts=f"{day.isoformat()}T06:30:00Z"))
-    raw_dir = tmp_path / "raw"
-    raw_dir.mkdir()
-    (raw_dir / f"pesanan_{day.isoformat()}.csv").write_text(csv_text(rows), encoding="utf-8")
-    extract(raw_dir, day, tmp_path / "staging")
-    transform(day, tmp_path / "staging", tz=tz)
-    valid = {r["order_id"]: r["order_ts"]
-             for r in pq.read_table(tmp_path / "staging" / VALID_ROWS).to_pylist()}
+    out = process(tmp_path, csv_text(rows), day, tz=tz)
+    valid = {order_id: r["order_ts"] for order_id, r in out.valid.items()}
     expected = {f"TK-{n}": datetime.fromisoformat(raw).replace(tzinfo=zone).astimezone(UTC)
                 .astimezone(zone).isoformat() for n, raw in enumerate(raws)}
     expected["TK-Z"] = datetime(day.year, day.month, day.day, 6, 30, tzinfo=UTC).astimezone(
