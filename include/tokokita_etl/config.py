@@ -197,10 +197,10 @@ def _state_url_problem(url: str) -> str | None:
 Count = Annotated[int, PlainValidator(_count)]
 #: a span of dates or hours that dates and clocks are moved by: bounded so that the moved
 #: date stays a date (a lookback of a million days or a claim of 10^8 hours overflowed)
-Days = Annotated[int, PlainValidator(lambda value: _count(value, maximum=MAX_DAYS))]
-Hours = Annotated[int, PlainValidator(lambda value: _count(value, maximum=MAX_HOURS))]
 MAX_DAYS = 36_600  # about a hundred years
 MAX_HOURS = 8_784  # a leap year
+Days = Annotated[int, PlainValidator(lambda value: _count(value, maximum=MAX_DAYS))]
+Hours = Annotated[int, PlainValidator(lambda value: _count(value, maximum=MAX_HOURS))]
 Share = Annotated[float, PlainValidator(_share)]
 CatchupDate = Annotated[date, PlainValidator(_catchup_date)]
 OptionalCatchupDate = Annotated[date | None, PlainValidator(

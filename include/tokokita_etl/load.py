@@ -57,7 +57,7 @@ class LoadResult:
 
 def load(warehouse: Warehouse, day: date, staging: Path, quarantine_file: Path) -> LoadResult:
     """Load staged rows of `day` in one transaction, then publish its quarantine file."""
-    if Path(quarantine_file).is_dir():
+    if quarantine_file.is_dir():
         # the file is renamed into place after the commit: a folder in its way is refused
         # before the warehouse changes
         raise IsADirectoryError(errno.EISDIR, "a folder is where the quarantine file goes",

@@ -141,11 +141,14 @@ def _field_pieces(column: pa.Array, field: Field) -> list[pa.Array]:
     return [_constant(width.to_bytes(4, "big")), _fixed_width(_big_endian(values, width), width)]
 
 
+NAIVE_TIMESTAMP = "a timestamp without a time zone is no timestamptz value"
+
+
 def _as(column: pa.Array, target: pa.DataType) -> pa.Array:
     """`column` cast to `target`; text as ISO 8601 (a timestamp's with its UTC offset)."""
     if pa.types.is_timestamp(target) and pa.types.is_timestamp(column.type) \
             and column.type.tz is None:
-        raise ValueError("a timestamp without a time zone is no timestamptz value")
+        raise ValueError(NAIVE_TIMESTAMP)
     return column.cast(target)
 
 
@@ -162,7 +165,7 @@ def _instants(column: pa.Array) -> pa.Array:
     stamps = [None if text is None else datetime.fromisoformat(text)
               for text in column.to_pylist()]
     if any(stamp is not None and stamp.tzinfo is None for stamp in stamps):
-        raise ValueError("a timestamp without a time zone is no timestamptz value")
+        raise ValueError(NAIVE_TIMESTAMP)
     return pa.array(stamps, target)
 
 
