@@ -121,16 +121,23 @@ def cmd_run(args: argparse.Namespace, now: Callable[[], datetime]) -> int:
     closed: set[str] = set()
 
     def write(name: str, line: str) -> None:
-        # a reader that went away (`run ... | head -1`) must not fail the run: once a stream's
-        # pipe is broken it is pointed at /dev/null (so the exit flush is quiet) and skipped
+        # the run's outcome is the pipeline's, never its output's: once a stream fails (a
+        # reader that went away, `run ... | head -1`; a full disk under a log file; a closed
+        # stream) it is pointed at /dev/null (so the exit flush is quiet) and skipped
         if name in closed:
             return
         stream = getattr(sys, name)
+        if stream is None:
+            closed.add(name)
+            return
         try:
             print(line, file=stream, flush=True)
-        except BrokenPipeError:
+        except (OSError, ValueError) as exc:
             closed.add(name)
             _to_devnull(stream)
+            if name == "stdout" and not isinstance(exc, BrokenPipeError):
+                write("stderr", f"{WARNING_PREFIX} stdout failed ({exc}); the run goes on "
+                                "without its progress lines")
 
     def log(line: str) -> None:
         write("stderr" if as_json or line.startswith(("[error]", WARNING_PREFIX)) else "stdout",
@@ -293,6 +300,8 @@ def exit_now(code: int) -> NoReturn:
     files and connections, its thread pools have ended)."""
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):
+        if stream is None:  # started with the descriptor closed (`run ... >&-`)
+            continue
         try:
             stream.flush()
         except BrokenPipeError:

@@ -113,3 +113,53 @@ def test_a_command_whose_stdout_reader_has_gone_before_the_first_line_exits_0_qu
         os.close(write_end)
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""
+
+
+def _run_with(ws: Workspace, day: date, **streams) -> subprocess.CompletedProcess:
+    return subprocess.run([str(CLI), "run", "--date", day.isoformat()], cwd=ws.root,
+                          env=clean_env(**ws.env()), text=True, timeout=120, check=False,
+                          **streams)
+
+
+def test_run_whose_stdout_is_a_full_disk_succeeds_and_says_so_on_stderr(sqlite_workspace):
+    """Bug: with stdout on a full disk (a log file, `>/dev/full`) the first progress line
+    raised ENOSPC inside the stages: a successful run was recorded as a failed attempt in
+    extract, or, failing at the summary line, as a second failed manifest after its success."""
+    ws = sqlite_workspace
+    ws.copy_samples(D02)
+    with open("/dev/full", "w") as full:
+        proc = _run_with(ws, D02, stdout=full, stderr=subprocess.PIPE)
+    assert proc.returncode == 0, proc.stderr
+    assert "stdout failed ([Errno 28] No space left on device)" in proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    entry = json.loads(ws.state_file.read_text(encoding="utf-8"))["runs"][D02.isoformat()]
+    assert (entry["status"], entry["attempt"]) == ("success", 1)
+    assert ws.gold_file(D02).exists()
+    [manifest] = ws.manifests(D02)
+    assert json.loads(manifest.read_text(encoding="utf-8"))["status"] == "success"
+
+
+def test_failing_run_whose_stderr_is_a_full_disk_still_records_its_failure(sqlite_workspace):
+    """Bug: with stderr on a full disk, a run's `[error]` line raised ENOSPC in the error
+    handler: no failure and no manifest were recorded, and the date was left `needs re-run`."""
+    ws = sqlite_workspace
+    ws.write_partition(D02, "x\n")  # no required column: extract fails
+    with open("/dev/full", "w") as full:
+        proc = _run_with(ws, D02, stdout=subprocess.DEVNULL, stderr=full)
+    assert proc.returncode == 1
+    entry = json.loads(ws.state_file.read_text(encoding="utf-8"))["runs"][D02.isoformat()]
+    assert (entry["status"], entry["failures"], entry["failed_stage"]) == ("failed", 1, "extract")
+    [manifest] = ws.manifests(D02)
+    assert json.loads(manifest.read_text(encoding="utf-8"))["status"] == "failed"
+
+
+def test_run_started_with_stdout_closed_succeeds_with_exit_code_0(sqlite_workspace):
+    """Bug: `tokokita-etl run ... >&-` succeeded but ended with exit 1 and an AttributeError
+    traceback from flushing a stdout that Python had never opened."""
+    ws = sqlite_workspace
+    ws.copy_samples(D02)
+    proc = subprocess.run(
+        ["bash", "-c", f'"{CLI}" run --date {D02.isoformat()} >&-'], cwd=ws.root,
+        env=clean_env(**ws.env()), stderr=subprocess.PIPE, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    _assert_succeeded(ws, D02, proc.stderr)
