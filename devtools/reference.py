@@ -10,11 +10,13 @@ the benchmarks as the plain-Python baseline the pipeline is measured against.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import logging
 import os
 import re
 import sqlite3
+import sys
 import tempfile
 from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta, timezone
@@ -92,6 +94,17 @@ DDL = {
 
 class ReferenceDataError(ValueError):
     """The whole partition cannot be loaded (bad encoding, header or file)."""
+
+
+@contextlib.contextmanager
+def _whole_fields() -> Iterator[None]:
+    """A field may be as long as its file: the csv module's limit (131,072 characters) would
+    end a long quoted field in its middle and read the rest of it as records."""
+    previous = csv.field_size_limit(sys.maxsize)
+    try:
+        yield
+    finally:
+        csv.field_size_limit(previous)
 
 
 class _Records:
@@ -273,7 +286,7 @@ def run_reference(
     extracted = 0
     duplikat = 0
 
-    with open(raw_file, "rb") as handle:
+    with open(raw_file, "rb") as handle, _whole_fields():
         records = iter(_Records(raw_file, handle))
         header: list[str] | None = None
         for _line, fields, _raw in records:

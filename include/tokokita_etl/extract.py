@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import itertools
 import logging
 import operator
 import os
+import sys
 from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -529,13 +531,25 @@ def _write_malformed(staging: Path, malformed: list[tuple[int, str]]) -> None:
                        out)
 
 
+@contextlib.contextmanager
+def _whole_fields() -> Iterator[None]:
+    """The csv module without its field size limit (131,072 characters by default): past it
+    the reader raised in the middle of a quoted field and went on to read the rest of that
+    field as records of their own. A field is bounded by its file, as in the fast path."""
+    previous = csv.field_size_limit(sys.maxsize)
+    try:
+        yield
+    finally:
+        csv.field_size_limit(previous)
+
+
 def _extract_by_records(path: Path, size: int, staging: Path) -> ExtractResult:
     """The csv module record by record: exact for any file (multi-line quoted fields, lone
     carriage returns, NUL characters) and the one that reports invalid UTF-8."""
     rows = 0
     malformed: list[tuple[int, int]] = []
     extra: list[str] = []
-    with open(path, "rb") as handle, \
+    with open(path, "rb") as handle, _whole_fields(), \
             atomic_writer(staging / EXTRACT_ROWS, mode="wb") as out:
         reader = csv.reader(_physical_lines(handle), strict=True)
         writer = None

@@ -409,3 +409,14 @@ def test_counts_are_what_a_contract_loader_finds(tmp_path):
     for reason in DIRT_WEIGHTS:
         assert result["karantina"][reason] == counts[reason], reason
     assert result["karantina"]["order_id_in_other_partition"] == 0
+
+
+def test_a_quoted_field_longer_than_the_csv_modules_limit_stays_one_field(tmp_path):
+    """Bug: the reference read a quoted notes field over 131,072 characters (the csv module's
+    default limit) as a malformed record followed by records made of the field's own text,
+    as the pipeline's extract did."""
+    note = '"' + "x" * 140_000 + "\nFAKE-1,2026-11-05 10:00:00,C,Medan,P,1,999999,0,\n" + '"'
+    text = (f"{HEADER.rstrip()},catatan\nTK-1,2026-11-05 10:00:00,C,Bandung,Kopi,1,1000,0,{note}\n"
+            "TK-2,2026-11-05 11:00:00,C,Bandung,Kopi,1,1000,0,ok\n")
+    result = _run_text(tmp_path, text.encode())
+    assert (result["extracted"], result["fact"], sum(result["karantina"].values())) == (2, 2, 0)

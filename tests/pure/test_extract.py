@@ -7,6 +7,7 @@ row for row (line numbers, fields, malformed raw text).
 
 from __future__ import annotations
 
+import csv
 from datetime import date
 from pathlib import Path
 
@@ -241,3 +242,22 @@ def test_line_reader_never_disagrees_with_the_record_reader(tmp_path_factory, re
     if fast is not None:
         assert fast == slow
         assert fast_staged == slow_staged
+
+
+def test_a_quoted_field_longer_than_the_csv_modules_limit_stays_one_field(tmp_path):
+    """Bug: a quoted notes field over 131,072 characters (the csv module's default field
+    limit) spanning lines ended in its middle; the reader went on inside it, so a line of the
+    note's text was staged as an order and the two real orders became malformed rows."""
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    path = raw / f"pesanan_{DAY}.csv"
+    note = '"' + "x" * 70_000 + "\n" + "y" * 70_000 + \
+        "\nFAKE-1,2026-11-10 10:00:00,C,Medan,P,1,999999,0,\n" + '"'
+    single = "z" * 200_000
+    path.write_text(f"{HEADER},catatan\n{GOOD},{note}\n"
+                    f"{GOOD.replace('TK-1', 'TK-2')},{single}\n", encoding="utf-8", newline="")
+    extract(raw, DAY, tmp_path / "staging")
+    rows, malformed = staged(tmp_path / "staging")
+    assert [(r["line"], r["order_id"]) for r in rows] == [(2, "TK-1"), (6, "TK-2")]
+    assert malformed == []
+    assert csv.field_size_limit() == 131_072, "the process's own limit is left as it was"
