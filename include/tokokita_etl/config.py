@@ -22,7 +22,7 @@ from datetime import date, datetime, time, timedelta
 from functools import cache
 from pathlib import Path
 from typing import Annotated, Any, ClassVar
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import PlainValidator, PrivateAttr, ValidationError, model_validator
@@ -31,6 +31,7 @@ from pydantic_settings import BaseSettings, InitSettingsSource, SettingsConfigDi
 
 from tokokita_etl.cron import CronError, parse
 from tokokita_etl.errors import ConfigError
+from tokokita_etl.masking import mask_url, masked_arguments
 from tokokita_etl.storage import Location, file_size, is_url
 
 DEFAULT_CONFIG_PATH = Path("config/pipeline.yaml")
@@ -661,27 +662,6 @@ def _absolute_sqlite_url(url: str, cwd: Path) -> str:
 
 # -- showing the settings ---------------------------------------------------------------------
 
-MASK = "***"
-#: a notifier kwarg whose name contains one of these is a credential
-_SECRET_WORDS = ("password", "passwd", "secret", "token", "key", "auth", "credential")
-
-
-def mask_url(url: str) -> str:
-    """`url` with its password and the values of its query string masked (unchanged when it
-    has neither)."""
-    if "://" not in url:
-        return url
-    parts = urlsplit(url)
-    if parts.password is None and not parts.query:
-        return url
-    netloc = parts.netloc
-    if parts.password is not None:
-        netloc = netloc.replace(f":{parts.password}@", f":{MASK}@", 1)
-    query = urlencode([(key, MASK) for key, _ in parse_qsl(parts.query, keep_blank_values=True)],
-                      safe="*")
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
-
-
 def _mask_notifiers(text: str) -> str:
     import json
 
@@ -689,14 +669,11 @@ def _mask_notifiers(text: str) -> str:
         specs = json.loads(text)
     except ValueError:
         return text
-    for spec in specs if isinstance(specs, list) else ():
-        kwargs = spec.get("kwargs") if isinstance(spec, dict) else None
-        for key, value in (kwargs or {}).items() if isinstance(kwargs, dict) else ():
-            if any(word in key.lower() for word in _SECRET_WORDS):
-                kwargs[key] = MASK
-            elif isinstance(value, str):
-                kwargs[key] = mask_url(value)
-    return json.dumps(specs)
+    if not isinstance(specs, list):
+        return text
+    return json.dumps([{**spec, "kwargs": masked_arguments(spec["kwargs"])}
+                       if isinstance(spec, dict) and "kwargs" in spec else spec
+                       for spec in specs])
 
 
 def shown(settings: Settings) -> list[tuple[str, str, str]]:

@@ -37,6 +37,8 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 from zoneinfo import ZoneInfo
 
+from tokokita_etl.masking import mask_url
+
 logger = logging.getLogger(__name__)
 
 #: seconds a ping or a webhook call may take before it is given up (and logged)
@@ -127,7 +129,8 @@ def ping(ping_url: str, kind: str, body: str = "", *, warn: Warn | None = None,
     try:
         _post(url, body.encode("utf-8"), "text/plain; charset=utf-8", timeout)
     except Exception as exc:  # a ping never fails the run
-        (warn or logger.warning)(f"ping {kind} to {url} failed ({exc}); the run goes on")
+        (warn or logger.warning)(f"ping {kind} to {mask_url(url)} failed ({exc}); "
+                                 "the run goes on")
         return False
     return True
 

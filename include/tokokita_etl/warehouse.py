@@ -43,6 +43,7 @@ from sqlalchemy.pool import NullPool
 from tokokita_etl.config import Settings, default
 from tokokita_etl.contract import FACT_COLUMNS, REQUIRED_COLUMNS, SUMMARY_COLUMNS
 from tokokita_etl.errors import AccessDeniedError, ConfigError, WarehouseError
+from tokokita_etl.masking import mask_query_secrets
 
 SQLITE_CACHE_KB = 128 * 1024
 SQLITE_SORT_CACHE_KB = 2000  # SQLite's default page cache
@@ -233,7 +234,7 @@ class Warehouse:
             raise ConfigError(
                 f"warehouse_url: backend {self.dialect!r} is not supported (sqlite, postgresql)"
             )
-        self.display_url = self.url.render_as_string(hide_password=True)
+        self.display_url = mask_query_secrets(self.url.render_as_string(hide_password=True))
         self._engine: Engine | None = None
 
     @classmethod

@@ -309,7 +309,9 @@ def test_config_prints_every_setting_with_its_source_and_masks_credentials(tmp_p
     (tmp_path / "airflow_home" / "tokokita.env").write_text("TOKOKITA_CLAIM_TTL_HOURS=2\n")
     notifiers = json.dumps([{"class": "airflow.providers.smtp.notifications.smtp.SmtpNotifier",
                              "kwargs": {"to": "ops@tokokita.test", "password": "rahasia-smtp",
-                                        "webhook": "https://chat.example/x?token=rahasia-tok"}}])
+                                        "webhook": "https://chat.example/x?token=rahasia-tok",
+                                        "headers": {"Authorization": "Bearer rahasia-hdr"},
+                                        "hooks": ["https://u:rahasia-list@h.example/"]}}])
     env = {"TOKOKITA_WAREHOUSE_URL": "postgresql+psycopg://etl:rahasia-db@db.example:5432/tk",
            "TOKOKITA_NOTIFIERS": notifiers, "TOKOKITA_CRON": "0 5 * * *"}
     done = run_cli(["config", "--json", "--raw-dir", "flag/raw", "--max-attempts", "4"],
@@ -328,8 +330,10 @@ def test_config_prints_every_setting_with_its_source_and_masks_credentials(tmp_p
     assert rows["warehouse_url"] == ("postgresql+psycopg://etl:***@db.example:5432/tk",
                                      "TOKOKITA_WAREHOUSE_URL")
     assert rows["deadline_webhook_url"][0] == "https://hooks.example/alert?sig=***"
+    # nested arguments too (a bug showed a header's bearer token and a listed URL's password)
     assert json.loads(rows["notifiers"][0])[0]["kwargs"] == {
-        "to": "ops@tokokita.test", "password": "***", "webhook": "https://chat.example/x?token=***"}
+        "to": "ops@tokokita.test", "password": "***", "webhook": "https://chat.example/x?token=***",
+        "headers": {"Authorization": "***"}, "hooks": ["https://u:***@h.example/"]}
 
     table = run_cli(["config"], cwd=tmp_path, env=env)
     assert table.returncode == 0 and "rahasia" not in table.stdout

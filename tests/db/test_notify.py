@@ -104,6 +104,17 @@ def test_with_the_ping_server_down_the_run_succeeds_and_a_warning_is_printed(
     assert "the run goes on" in err
 
 
+def test_a_failed_pings_warning_masks_the_query_string_of_its_url(sqlite_workspace, call):
+    """Bug: `config` masked a ping URL's query values, but the warning of a failed ping
+    printed them (`?key=...`) in full."""
+    sqlite_workspace.copy_samples(D02)
+    url = closed_port_url() + "/ping/abc?key=rahasia"
+    code, _, err = call("run", "--date", "2026-11-02", TOKOKITA_PING_URL=url)
+    assert code == 0
+    assert "ping start to " in err and "key=***" in err
+    assert "rahasia" not in err
+
+
 def test_a_ping_server_answering_500_is_a_warning_not_a_failed_run(sqlite_workspace, call,
                                                                    server):
     server.status = 500

@@ -65,6 +65,18 @@ def test_an_unreachable_server_is_a_warehouse_error_naming_the_url_without_its_p
     assert "rahasia" not in str(err.value)
 
 
+def test_an_unreachable_server_named_without_a_password_given_in_the_query_string():
+    """Bug: a URL with `?password=...` (libpq's form) was shown with its password in the
+    error, the watermark's error, the manifest and `status`: SQLAlchemy hides only the
+    password before the host."""
+    warehouse = Warehouse("postgresql+psycopg://etl@127.0.0.1:1/tokokita?password=rahasia"
+                          "&sslmode=disable", "Asia/Jakarta")
+    with pytest.raises(WarehouseError) as err, warehouse.begin():
+        pass
+    assert "127.0.0.1:1/tokokita?password=***&sslmode=disable" in str(err.value)
+    assert "rahasia" not in str(err.value)
+
+
 def test_ensure_schema_creates_the_tables_once(workspace):
     warehouse = Warehouse(workspace.warehouse_url, "Asia/Jakarta")
     warehouse.ensure_schema()
