@@ -302,12 +302,15 @@ class WatermarkRules:
         """Drop `day`'s intent record (its run ended before changing the warehouse)."""
         self.update_entry(day, lambda entry: entry.pop(IN_PROGRESS, None))
 
-    def reset_attempts(self, day: date, *, now: datetime, by: str) -> int:
+    def reset_attempts(self, day: date, *, now: datetime, by: str) -> int | None:
         """Set `day`'s failures since its last success to 0 (what `max_attempts` counts),
         recording when, by whom and the previous values; `attempt`, the total of recorded
-        outcomes, is kept. Returns the previous failures."""
+        outcomes, is kept. Returns the previous failures; None for a date the watermark has
+        no entry for (nothing to reset, and no entry is made)."""
 
-        def mutate(entry: dict[str, Any]) -> int:
+        def mutate(entry: dict[str, Any]) -> int | None:
+            if not entry:
+                return None
             previous = failures_since_success(entry)
             entry["failures"] = 0
             entry.setdefault("resets", []).append(

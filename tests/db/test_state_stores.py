@@ -107,6 +107,16 @@ def test_a_watermark_entry_reads_back_with_its_attempts_status_and_intent(settin
     assert state.intent(DAYS[2])["run"] == "run-d"
 
 
+def test_resetting_the_attempts_of_a_date_never_recorded_makes_no_entry(settings):
+    """Bug: `run --reset-attempts` of a date with no entry (and no partition) left an entry
+    with no status and no attempt, which `status` could not describe and which made a later
+    `state import` of that date fail."""
+    store = state_store(settings)
+    assert store.reset_attempts(DAYS[3], now=NOW, by="cli") is None
+    assert DAYS[3].isoformat() not in store.read().runs
+    assert store.export()["runs"] == {}
+
+
 def test_a_damaged_entry_in_the_state_table_is_an_error_naming_the_table_date_and_field(
         tmp_path, pipeline):
     settings = make_settings(tmp_path, "database", pipeline)
