@@ -118,6 +118,33 @@ def test_bad_settings_are_usage_errors_naming_their_source(tmp_path, yaml_text, 
         assert str(config) in str(err.value)
 
 
+@pytest.mark.parametrize("name", ["posixrules", "localtime", "posix/Asia/Jakarta",
+                                  "right/Asia/Jakarta"])
+def test_a_zone_folders_file_that_names_no_zone_is_an_unknown_time_zone(tmp_path, name):
+    """Bug: `posixrules` and `localtime` passed the settings check (ZoneInfo opens them), then
+    every run failed in transform with DuckDB's "Unknown TimeZone", counted as a failed
+    attempt, instead of a configuration error."""
+    with pytest.raises(ConfigError) as err:
+        load_settings(env={"TOKOKITA_TIMEZONE": name}, cwd=tmp_path)
+    assert err.value.exit_code == 2
+    assert f"unknown time zone {name!r}" in str(err.value)
+
+
+def test_every_zone_the_settings_accept_is_one_duckdb_knows():
+    """The settings' check and DuckDB (transform) agree on each zone the zone folder holds."""
+    import zoneinfo
+
+    import duckdb
+
+    from tokokita_etl.config import _timezone_problem
+
+    with duckdb.connect() as con:
+        known = {row[0] for row in con.execute("SELECT name FROM pg_timezone_names()").fetchall()}
+    accepted = {name for name in zoneinfo.available_timezones() if _timezone_problem(name) is None}
+    assert "Asia/Jakarta" in accepted
+    assert accepted <= known, sorted(accepted - known)
+
+
 def test_an_explicit_config_file_that_does_not_exist_is_an_error(tmp_path):
     with pytest.raises(ConfigError) as err:
         load_settings("nope.yaml", env={}, cwd=tmp_path)
