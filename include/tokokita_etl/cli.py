@@ -32,6 +32,7 @@ from tokokita_etl.stages import WARNING_PREFIX
 from tokokita_etl.state import check_document
 from tokokita_etl.status import format_status, status_rows
 from tokokita_etl.stores import state_store
+from tokokita_etl.warehouse import Warehouse
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -207,8 +208,11 @@ def cmd_state(args: argparse.Namespace) -> int:
 
 
 def cmd_config(args: argparse.Namespace) -> int:
-    """`config [--json]`: each setting, its value (credentials masked) and its source."""
-    rows = shown(_settings(args))
+    """`config [--json]`: each setting, its value (credentials masked) and its source; a
+    warehouse URL that `run` would refuse is the same configuration error here."""
+    settings = _settings(args)
+    Warehouse.from_settings(settings)  # checks the URL, connects to nothing
+    rows = shown(settings)
     if args.json:
         print(json.dumps([{"setting": name, "value": value, "source": source}
                           for name, value, source in rows], indent=2))

@@ -234,6 +234,11 @@ class Warehouse:
             raise ConfigError(
                 f"warehouse_url: backend {self.dialect!r} is not supported (sqlite, postgresql)"
             )
+        if self.dialect == "sqlite" and self.url.database in (None, "", ":memory:"):
+            # each stage (each Airflow task) opens its own connection: a database in memory
+            # would be a new, empty one every time
+            raise ConfigError(f"warehouse_url: an SQLite warehouse is a file "
+                              f"(sqlite:///path/to/file.db), got {url!r}")
         self.display_url = mask_query_secrets(self.url.render_as_string(hide_password=True))
         self._engine: Engine | None = None
 
@@ -265,9 +270,7 @@ class Warehouse:
         """The engine, made on first use (no pool: every stage is a short-lived process)."""
         if self._engine is None:
             if self.is_sqlite:
-                database = self.url.database
-                if database and database != ":memory:":
-                    Path(database).parent.mkdir(parents=True, exist_ok=True)
+                Path(self.url.database).parent.mkdir(parents=True, exist_ok=True)
                 engine = create_engine(self.url, poolclass=NullPool,
                                        connect_args={"timeout": self.lock_timeout_s})
 

@@ -294,6 +294,16 @@ def test_cli_run_writes_relative_outputs_under_cwd(tmp_path, monkeypatch, capsys
     assert state["runs"]["2026-11-02"]["gold"] == "data/gold/summary_harian_2026-11-02.csv"
 
 
+@pytest.mark.parametrize("url", ["mysql://u:p@h/db", "sqlite:///:memory:"])
+def test_config_refuses_a_warehouse_url_that_run_refuses(tmp_path, url):
+    """Bug: `config --warehouse-url mysql://...` printed the setting and exited 0, while `run`
+    refused the same URL as a configuration error."""
+    done = run_cli(["config", "--warehouse-url", url], cwd=tmp_path, env={})
+    assert done.returncode == 2, done.stdout
+    assert done.stderr.startswith("error: warehouse_url: ")
+    assert done.stdout == ""
+
+
 def test_config_prints_every_setting_with_its_source_and_masks_credentials(tmp_path):
     """`tokokita-etl config` through the real command line: one row per setting of the class,
     the value's source (default, the YAML file, a variable, the stack's file, a flag), and no

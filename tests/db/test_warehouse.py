@@ -50,6 +50,9 @@ def loaded(warehouse: Warehouse, rows: list[tuple]) -> Warehouse:
 @pytest.mark.parametrize(("url", "fragment"), [
     ("not a url", "not a valid SQLAlchemy URL"),
     ("mysql://u@h/db", "backend 'mysql' is not supported"),
+    # a bug: these were accepted and every run failed in load ("no such table")
+    ("sqlite://", "an SQLite warehouse is a file"),
+    ("sqlite:///:memory:", "an SQLite warehouse is a file"),
 ])
 def test_a_bad_url_is_a_configuration_error_naming_the_setting(url, fragment):
     with pytest.raises(ConfigError) as err:
