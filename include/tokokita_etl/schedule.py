@@ -38,7 +38,17 @@ def parse_now(text: str, tz: str) -> datetime:
         value = datetime.fromisoformat(text.strip())
     except ValueError:
         raise ConfigError(f"--now: expected an ISO 8601 date-time, got {text!r}") from None
-    return value if value.tzinfo else value.replace(tzinfo=ZoneInfo(tz))
+    value = value if value.tzinfo else value.replace(tzinfo=ZoneInfo(tz))
+    # the day after `now`'s local date is computed from it (the next fire time): it must be
+    # a date of the calendar
+    try:
+        today = local_today(value, tz)
+    except OverflowError:
+        today = None
+    if today is None or today == date.max:
+        raise ConfigError(f"--now: {text!r} is out of range: its date in {tz} must be before "
+                          f"{date.max}")
+    return value
 
 
 def partition_date_for_run(anchor: datetime, tz: str,

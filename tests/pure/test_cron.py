@@ -876,6 +876,21 @@ def test_format_report_shows_fields_meaning_description_warnings_and_runs():
         assert fragment in text
 
 
+def test_the_preview_writes_four_digit_years_and_an_offsets_seconds(capsys):
+    """Bug: a preview in year 1 read `Tue 1-01-02 02:30 (+07:07)`: strftime's `%Y` left the
+    year unpadded, and the offset lost its seconds (Jakarta's local mean time is +07:07:12)."""
+    assert main(["30 2 * * *", "--after", "0001-01-02T00:00", "--count", "1"],
+                default_tz=JKT) == 0
+    assert "  Tue 0001-01-02 02:30 (+07:07:12)" in capsys.readouterr().out.splitlines()
+
+
+def test_a_start_outside_the_calendar_in_utc_is_an_error_not_a_traceback(capsys):
+    """Bug: `cron ... --after 0001-01-01T00:00` in Jakarta ended in an OverflowError
+    traceback: that wall time is before year 1 in UTC."""
+    assert main(["30 2 * * *", "--after", "0001-01-01T00:00"], default_tz=JKT) == 2
+    assert "start 0001-01-01T00:00:00+07:07:12 is out of range" in capsys.readouterr().err
+
+
 def test_main_prints_the_report_and_exits_0(capsys):
     assert main(["30 2 * * *", "--after", "2026-11-05T00:10", "--count", "2"], default_tz=JKT) == 0
     out = capsys.readouterr().out

@@ -226,6 +226,17 @@ def test_parse_now_takes_offsets_and_reads_naive_times_as_pipeline_wall_time():
     assert "--now" in str(err.value)
 
 
+@pytest.mark.parametrize("text", ["9999-12-31T23:00+00:00", "9999-12-31T10:00"])
+def test_a_now_on_the_calendars_last_date_is_an_error_naming_it(text):
+    """Bug: `due --now 9999-12-31T23:00+00:00` (and `status`) ended in an OverflowError
+    traceback: the instant's date in Jakarta is past the calendar, and the next fire time
+    is computed from the day after `now`'s date."""
+    with pytest.raises(ConfigError) as err:
+        parse_now(text, tz=ZONE)
+    assert f"--now: {text!r} is out of range" in str(err.value)
+    assert parse_now("0001-01-01T00:00+00:00", tz=ZONE).year == 1  # the first date is usable
+
+
 def test_force_on_a_succeeded_date_is_not_blocked_by_its_attempt_count():
     """Regression: three forced re-runs of a good date (3 recorded successes) blocked it."""
     state = Watermark({"runs": {"2026-11-02": {"status": SUCCESS, "attempt": 3}}})

@@ -13,6 +13,7 @@ from tokokita_etl.cron.text import (
     _MONTH_NAMES,
     _days_phrase,
     _dows_phrase,
+    _fmt_date,
     _fmt_duration,
     _fmt_instant,
     _fmt_offset,
@@ -137,7 +138,7 @@ def _gap_warning(schedule, change, before, now, zone, tz, who) -> list[CronWarni
     shifted = _wall(run, zone)
     skipped = missing[1:] + _matches_between(schedule, end, shifted)
     text = (
-        f"{start:%Y-%m-%d}: clocks in {tz} jump from {start:%H:%M} to {end:%H:%M}, so "
+        f"{_fmt_date(start)}: clocks in {tz} jump from {start:%H:%M} to {end:%H:%M}, so "
         f"{_fmt_times(missing)} {_plural(missing, 'does', 'do')} not exist that day. "
         f"{who} runs {missing[0]:%H:%M} at {shifted:%H:%M} ({_fmt_offset(now)}), the "
         f"instant {missing[0]:%H:%M} would be at the old offset {_fmt_offset(before)}"
@@ -159,7 +160,7 @@ def _overlap_warning(schedule, change, before, now, tz, who) -> list[CronWarning
         return []
     them = "it" if len(repeated) == 1 else "each"
     text = (
-        f"{start:%Y-%m-%d}: clocks in {tz} go back from {end:%H:%M} to {start:%H:%M}, so "
+        f"{_fmt_date(start)}: clocks in {tz} go back from {end:%H:%M} to {start:%H:%M}, so "
         f"{_fmt_times(repeated)} {_plural(repeated, 'happens', 'happen')} twice. "
     )
     if schedule.every_hour:
@@ -220,7 +221,7 @@ def _drift_warning(schedule, start, zone, tz, seen) -> list[CronWarning]:
     return [
         CronWarning(
             "airflow_dst_drift",
-            f"{when:%Y-%m-%d}: for a schedule whose hour field covers every hour, Airflow's "
+            f"{_fmt_date(when)}: for a schedule whose hour field covers every hour, Airflow's "
             "CronTriggerTimetable adds the wall-clock distance to the previous run in "
             f"absolute time, so across this clock change in {tz} it "
             f"{' and '.join(parts)}, unlike this preview.",
@@ -278,7 +279,7 @@ def format_report(report: CronReport, tz: str) -> str:
         lines.append("Warnings:    none")
     lines.append(f"Next {len(report.next)} runs ({tz}):")
     for run in report.next:
-        lines.append(f"  {run:%a %Y-%m-%d %H:%M} ({_fmt_offset(run.utcoffset())})")  # type: ignore[arg-type]
+        lines.append(f"  {run:%a} {_fmt_date(run)} {run:%H:%M} ({_fmt_offset(run.utcoffset())})")  # type: ignore[arg-type]
     return "\n".join(lines)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import calendar
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from itertools import pairwise
 from zoneinfo import ZoneInfo
 
@@ -64,14 +64,22 @@ def _ordinal(n: int) -> str:
 
 
 def _fmt_offset(offset: timedelta) -> str:
-    minutes = int(offset.total_seconds()) // 60
-    sign = "+" if minutes >= 0 else "-"
-    return f"{sign}{abs(minutes) // 60:02d}:{abs(minutes) % 60:02d}"
+    """`+07:00`; with its seconds where it has any (a local mean time: `+07:07:12`)."""
+    seconds = int(offset.total_seconds())
+    hours, rest = divmod(abs(seconds), 3600)
+    minutes, rest = divmod(rest, 60)
+    text = f"{'+' if seconds >= 0 else '-'}{hours:02d}:{minutes:02d}"
+    return f"{text}:{rest:02d}" if rest else text
+
+
+def _fmt_date(moment: date | datetime) -> str:
+    """`YYYY-MM-DD` with a four-digit year (strftime's `%Y` writes year 1 as `1` here)."""
+    return (moment.date() if isinstance(moment, datetime) else moment).isoformat()
 
 
 def _fmt_instant(instant: datetime, zone: ZoneInfo) -> str:
     local = instant.astimezone(zone)
-    return f"{local:%Y-%m-%d %H:%M} ({_fmt_offset(local.utcoffset())})"  # type: ignore[arg-type]
+    return f"{_fmt_date(local)} {local:%H:%M} ({_fmt_offset(local.utcoffset())})"  # type: ignore[arg-type]
 
 
 def _fmt_times(walls: list[datetime]) -> str:

@@ -31,7 +31,12 @@ def _zone(tz: str) -> ZoneInfo:
 def _to_utc(moment: datetime, zone: ZoneInfo) -> datetime:
     if moment.tzinfo is None or moment.utcoffset() is None:
         moment = moment.replace(tzinfo=zone)
-    return moment.astimezone(UTC)
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:
+        raise CronError("bad_start", f"start {moment.isoformat()} is out of range: in UTC it "
+                        "falls outside the calendar (years 1 to 9999)",
+                        token=moment.isoformat()) from None
 
 
 def _wall(instant: datetime, zone: ZoneInfo) -> datetime:
