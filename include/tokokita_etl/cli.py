@@ -268,8 +268,11 @@ def _main(argv: list[str] | None, *, now: Callable[[], datetime]) -> int:
 
         try:
             zone = load_settings().timezone
-        except EtlError:
+        except EtlError as exc:
             zone = default("timezone")
+            if not any(arg == "--tz" or arg.startswith("--tz=") for arg in argv[1:]):
+                print(f"{WARNING_PREFIX} the settings cannot be read ({exc}); the preview is "
+                      f"in {zone} unless --tz gives a zone", file=sys.stderr)
         return cron.main(argv[1:], default_tz=zone)
     parser = _parser()
     try:

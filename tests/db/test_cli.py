@@ -359,3 +359,16 @@ def test_config_names_the_setting_and_source_of_a_bad_value(tmp_path):
     assert done.stderr == "error: TOKOKITA_MAX_ATTEMPTS: max_attempts must be an integer, " \
                           "got 'tiga'\n"
 
+
+
+def test_cron_with_unreadable_settings_says_which_zone_its_preview_uses(tmp_path):
+    """Bug: with any setting invalid, `cron` previewed in Asia/Jakarta without a word, even
+    when the configured zone was another."""
+    env = {"TOKOKITA_TIMEZONE": "America/New_York", "TOKOKITA_MAX_ATTEMPTS": "tiga"}
+    done = run_cli(["cron", "30 2 * * *", "--count", "1"], cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.startswith("[warning] the settings cannot be read (TOKOKITA_MAX_ATTEMPTS")
+    assert "the preview is in Asia/Jakarta unless --tz gives a zone" in done.stderr
+    given = run_cli(["cron", "30 2 * * *", "--count", "1", "--tz", "UTC"], cwd=tmp_path, env=env)
+    assert given.returncode == 0 and given.stderr == ""
+    assert "Next 1 runs (UTC)" in given.stdout
