@@ -65,13 +65,19 @@ def down() -> int:
 
 
 def status() -> int:
-    """Print whether the embedded stack runs."""
-    running = _running()
+    """Print whether the embedded stack runs; a service `up` started that has stopped since
+    is named with its log (exit code 1)."""
+    recorded = read_state(STATE_FILE)
+    running = [p for p in recorded if is_alive(p)]
     if not running:
         print("not running (`make up` starts it)")
         return 1
     print(f"running: {', '.join(f'{p.name}={p.pid}' for p in running)}  {_api_url()}")
-    return 0
+    stopped = [p for p in recorded if p not in running]
+    for proc in stopped:
+        print(f"stopped: {proc.name} (pid {proc.pid}); its log: {proc.log}; `make down` then "
+              "`make up` starts the stack again")
+    return 1 if stopped else 0
 
 
 def main(argv: list[str]) -> int:

@@ -160,3 +160,33 @@ def test_init_creates_the_warehouse_database_on_postgresql(tmp_path):
     finally:
         with psycopg.connect(admin_conninfo(), autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def test_stack_status_names_a_service_that_stopped_with_its_log(tmp_path, monkeypatch, capsys):
+    """Bug: when one service of `make up` died (a scheduler that crashed), `python -m stack
+    status` listed the others as running and said nothing of it (exit 0)."""
+    import subprocess
+
+    import psutil
+
+    import stack.__main__ as stack_main
+
+    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()
+    try:
+        procs = [{"name": name, "pid": proc.pid, "log": str(tmp_path / f"{name}.log"),
+                  "create_time": psutil.Process(alive.pid).create_time() if proc is alive
+                  else 0.0}
+                 for name, proc in (("airflow-apiserver", alive), ("airflow-scheduler", ended))]
+        state = tmp_path / "stack.json"
+        state.write_text(json.dumps({"procs": procs, "api_url": "http://127.0.0.1:8080"}))
+        monkeypatch.setattr(stack_main, "STATE_FILE", state)
+        assert stack_main.status() == 1
+        out = capsys.readouterr().out
+        assert out.startswith(f"running: airflow-apiserver={alive.pid}  http://127.0.0.1:8080\n")
+        assert (f"stopped: airflow-scheduler (pid {ended.pid}); its log: "
+                f"{tmp_path / 'airflow-scheduler.log'}") in out
+    finally:
+        alive.kill()
+        alive.wait()
