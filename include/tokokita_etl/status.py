@@ -196,7 +196,8 @@ def _state_of(settings: Settings, state, day: date, now: datetime, *, present: b
         fire = fire_time_for_partition(day, settings.cron, settings.timezone)
     except EtlError:
         fire = None
-    if fire is not None and now < fire + wait_window:
+    scheduled = fire is not None and (settings.catchup_end is None or fire <= settings.catchup_end)
+    if scheduled and now < fire + wait_window:
         until = (fire + wait_window).astimezone(settings.tz).isoformat(timespec="minutes")
         return {"state": DateState.WAITING, "label": "waiting for file",
                 "reason": f"no partition yet; its scheduled run waits for it until {until}"}

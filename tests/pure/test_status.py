@@ -111,6 +111,16 @@ def test_yesterday_without_a_file_is_waiting_until_the_wait_window_ends_then_mis
     assert by_date(date_states(settings, at(8, 30)))[yesterday]["state"] == "missing"
 
 
+def test_a_date_whose_run_would_fire_after_the_end_date_is_missing_not_waiting(tmp_path):
+    """Bug: with `end_date` before yesterday's fire time, yesterday without a file read
+    "waiting for file ... its scheduled run waits for it until ...", a run the scheduler
+    never creates."""
+    settings = settings_in(tmp_path).replace(end_date=TODAY - timedelta(days=7))
+    yesterday = str(TODAY - timedelta(days=1))
+    row = by_date(date_states(settings, at(1)))[yesterday]
+    assert (row["state"], row["label"]) == ("missing", "missing"), row
+
+
 def test_an_expired_claim_does_not_make_a_date_running(tmp_path):
     settings = settings_in(tmp_path)
     day = TODAY - timedelta(days=2)
