@@ -1,4 +1,5 @@
-"""A DAG-run listener: every run of a TokoKita DAG shows the date it processes.
+"""A DAG-run listener: every run of a TokoKita DAG shows the date it processes, and a run
+that has ended holds no claim on it.
 
 The scheduler gives its own runs their partition key D when it creates them
 (`PartitionDateTimetable`). A manual run (the trigger form, the REST API) and a backfill run
@@ -8,11 +9,18 @@ process: the `partition_date` of its configuration, else the day before its logi
 the pipeline's time zone, the rule every task applies (`runtime.partition_date_of`). The
 run's header, the runs list's *Partition Key* column and the REST API's run record then name
 D for every run.
+
+When a run ends (the scheduler finds it finished, or a person marks it success or failed),
+its claim on D, if it still holds one, is released: a run whose last task did not release it
+(a stage cleared without its downstream tasks, a run marked while a stage was running) would
+otherwise read as running in `status`, `due` and the status page until the claim's TTL. An
+intent record it left stays, so the date reads *needs re-run* (`runs.reconcile_intent`).
 """
 
 from __future__ import annotations
 
 import logging
+from datetime import date
 from typing import Any
 
 from airflow.listeners import hookimpl
@@ -20,21 +28,30 @@ from airflow.listeners import hookimpl
 log = logging.getLogger(__name__)
 
 
-def partition_key_for(dag_run: Any) -> str | None:
-    """The partition key a starting run of a TokoKita DAG should carry, or None when it has
-    one already, is not a TokoKita run, or names no valid date (its tasks refuse it)."""
+def run_partition(dag_run: Any) -> date | None:
+    """The date a run of a TokoKita DAG processes, or None when it is not a TokoKita run or
+    names no valid date (its tasks refuse it)."""
     from tokokita_airflow.runtime import partition_date_of
     from tokokita_airflow.timetable import PartitionDateTimetable
     from tokokita_etl.errors import ConfigError
 
     dag = getattr(dag_run, "dag", None)
     timetable = getattr(dag, "timetable", None)
-    if dag_run.partition_key or not isinstance(timetable, PartitionDateTimetable):
+    if not isinstance(timetable, PartitionDateTimetable):
         return None
     try:
-        return partition_date_of(dag_run, dag_run.conf, tz=timetable.zone_name).isoformat()
+        return partition_date_of(dag_run, dag_run.conf, tz=timetable.zone_name)
     except ConfigError:
         return None
+
+
+def partition_key_for(dag_run: Any) -> str | None:
+    """The partition key a starting run of a TokoKita DAG should carry, or None when it has
+    one already, is not a TokoKita run, or names no valid date (its tasks refuse it)."""
+    if dag_run.partition_key:
+        return None
+    day = run_partition(dag_run)
+    return None if day is None else day.isoformat()
 
 
 @hookimpl
@@ -45,3 +62,33 @@ def on_dag_run_running(dag_run: Any, msg: str) -> None:
         dag_run.partition_key = key
         log.info("Run %s of %s processes partition %s: set as its partition key",
                  dag_run.run_id, dag_run.dag_id, key)
+
+
+def release_ended_run(dag_run: Any) -> None:
+    """Release the claim an ended run of a TokoKita DAG may still hold on its date. When the
+    state cannot be reached, the claim stays: the next run of the date takes it over."""
+    from tokokita_airflow.connections import ConnectionProblem
+    from tokokita_airflow.runtime import dag_run_owner, pipeline_settings
+    from tokokita_etl.errors import EtlError
+    from tokokita_etl.runs import release_date
+
+    day = run_partition(dag_run)
+    if day is None:
+        return
+    try:
+        release_date(pipeline_settings(), day, dag_run_owner(dag_run))
+    except (ConnectionProblem, EtlError) as exc:
+        log.warning("Run %s of %s ended; its claim on %s stays until the next run of the "
+                    "date takes it over: %s", dag_run.run_id, dag_run.dag_id, day, exc)
+
+
+@hookimpl
+def on_dag_run_success(dag_run: Any, msg: str) -> None:
+    """A run that ended (or was marked) success holds no claim."""
+    release_ended_run(dag_run)
+
+
+@hookimpl
+def on_dag_run_failed(dag_run: Any, msg: str) -> None:
+    """A run that ended (or was marked) failed holds no claim."""
+    release_ended_run(dag_run)

@@ -85,7 +85,11 @@ def run_cleared(context: Context) -> bool:
 
 def run_owner(context: Context) -> str:
     """Who holds the partition claim: this DAG run."""
-    dag_run = context["dag_run"]
+    return dag_run_owner(context["dag_run"])
+
+
+def dag_run_owner(dag_run: Any) -> str:
+    """The claim holder name of a DAG run: `airflow:<dag_id>:<run_id>`."""
     return f"{OWNER_PREFIX}{dag_run.dag_id}:{dag_run.run_id}"
 
 

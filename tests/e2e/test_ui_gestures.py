@@ -172,6 +172,34 @@ def test_clearing_any_stage_or_the_whole_succeeded_run_reprocesses_it_with_ident
     assert list(claims.glob("*.json")) == []
 
 
+def test_a_stage_cleared_alone_leaves_the_date_needing_a_re_run_once_its_run_ended(gestures):
+    """Bug: a stage cleared without its downstream tasks claimed the date and its run ended
+    without releasing the claim, so `status`, `due` and the status page said the date was
+    being processed until the claim's TTL; docs/operations.md says it reads *needs re-run*
+    once the run has ended. Clearing the whole run then reprocesses it."""
+    from tokokita_etl.status import status_rows
+
+    stack, dates = gestures
+    run = scheduled_run(stack, dates.done)
+    finished = clear(stack, run["dag_run_id"], ["load"], downstream=False)
+    assert finished["state"] == "success"
+    claims = stack.data / "state" / "claims"
+    assert list(claims.glob("*.json")) == []  # released when the run ended
+    assert "in_progress" in entry(stack, dates.done)  # the load's intent: no outcome recorded
+    [row] = [r for r in status_rows(stack.settings()) if r["date"] == str(dates.done)]
+    assert row["label"] == "needs re-run", row
+    assert "without recording its outcome" in row["reason"], row
+
+    attempt = entry(stack, dates.done)["attempt"]
+    finished = clear(stack, run["dag_run_id"], ["wait_for_raw_partition"], downstream=True)
+    assert finished["state"] == "success"
+    after = entry(stack, dates.done)
+    assert after["status"] == "success" and "in_progress" not in after
+    assert after["attempt"] >= attempt + 1
+    [row] = [r for r in status_rows(stack.settings()) if r["date"] == str(dates.done)]
+    assert row["label"] == "done", row
+
+
 def test_clearing_a_done_run_over_a_corrected_partition_loads_and_publishes_the_new_result(
         gestures):
     from devtools.samples import generate_partition

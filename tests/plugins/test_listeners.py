@@ -1,15 +1,24 @@
-"""The DAG-run listener called directly, as the scheduler calls it when a run starts: with a
-run (the fields the scheduler's DagRun has) whose `dag` is the TokoKita DAG or another one."""
+"""The DAG-run listener called directly, as the scheduler calls it when a run starts and ends
+(and the API when a person marks a run): with a run (the fields the scheduler's DagRun has)
+whose `dag` is the TokoKita DAG or another one; claims in the `project` fixture's real state
+folder."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from types import SimpleNamespace
 
 import pendulum
 
-from tokokita_airflow.listeners import on_dag_run_running, partition_key_for
+from tokokita_airflow.listeners import (
+    on_dag_run_failed,
+    on_dag_run_running,
+    on_dag_run_success,
+    partition_key_for,
+)
+from tokokita_airflow.runtime import pipeline_settings
 from tokokita_airflow.timetable import PartitionDateTimetable
+from tokokita_etl.runs import claim_date, read_claim
 
 JKT = "Asia/Jakarta"
 TOKOKITA = SimpleNamespace(timetable=PartitionDateTimetable("30 2 * * *", timezone=JKT))
@@ -51,3 +60,33 @@ def test_a_run_that_has_a_key_and_a_run_of_another_dag_are_left_alone():
 
 def test_a_configuration_with_a_bad_date_gives_no_key_and_the_tasks_report_it():
     assert partition_key_for(starting_run(conf={"partition_date": "02/11/2026"})) is None
+
+
+def test_an_ended_run_releases_its_claim_on_its_date_and_no_other_runs(project):
+    """Bug: a run that ended while it still held its date's claim (a stage cleared without
+    its downstream tasks; a run marked success while a stage ran) left the claim until its
+    TTL, so `status`, `due` and the status page said the date was being processed."""
+    settings = pipeline_settings()
+    day, now = date(2026, 11, 2), datetime.now(UTC)
+    ended = starting_run(conf={"partition_date": day.isoformat()})
+    owner = f"airflow:{ended.dag_id}:{ended.run_id}"
+    claim_date(settings, day, owner, now, lambda _owner: False)
+    other = starting_run(conf={"partition_date": "2026-11-03"})
+    other.run_id = "manual__y"
+    claim_date(settings, date(2026, 11, 3), "airflow:tokokita_orders_daily:manual__z", now,
+               lambda _owner: False)
+
+    on_dag_run_success(dag_run=other, msg="success")  # holds nothing: nothing changes
+    assert read_claim(settings, day).owner == owner
+    assert read_claim(settings, date(2026, 11, 3)) is not None
+    on_dag_run_failed(dag_run=starting_run(conf={"partition_date": day.isoformat()},
+                                           dag=SimpleNamespace(timetable=object())),
+                      msg="failed")  # another DAG's run
+    assert read_claim(settings, day).owner == owner
+
+    on_dag_run_success(dag_run=ended, msg="Dag Run's state was manually set to `success`.")
+    assert read_claim(settings, day) is None
+    assert read_claim(settings, date(2026, 11, 3)) is not None
+    claim_date(settings, day, owner, now, lambda _owner: False)
+    on_dag_run_failed(dag_run=ended, msg="task_failure")
+    assert read_claim(settings, day) is None
