@@ -219,6 +219,7 @@ class EtlStageOperator(BaseOperator):
         self._lineage = (settings, day, None)
         owner = run_owner(context)
         now = datetime.now(UTC)
+        self.log.info("Stage %s of partition %s", self.stage, day)
         try:
             decision = enter_stage(settings, day, stage=self.stage, owner=owner,
                                    force=run_flag(context, "force"),
@@ -236,7 +237,7 @@ class EtlStageOperator(BaseOperator):
             self.log.error("Blocked, no attempt recorded: %s", decision.reason)
             raise AirflowFailException(decision.reason)
         try:
-            self.log.info("Stage %s of partition %s (%s)", self.stage, day, decision.reason)
+            self.log.info("Running: %s", decision.reason)
             started = claim_started(settings, day, owner, now)
             result = self._run_stage(settings, day, owner, started)
             self._lineage = (settings, day, result)
