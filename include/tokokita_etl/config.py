@@ -528,9 +528,18 @@ def stack_environment(cwd: Path | None = None) -> dict[str, str]:
     path = (Path.cwd() if cwd is None else Path(cwd)) / STACK_SETTINGS_FILE
     if not path.is_file():
         return {}
+    import io
+
     from dotenv import dotenv_values
 
-    return {name: value for name, value in dotenv_values(path).items()
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ConfigError(f"{path}: not valid UTF-8 at byte offset {exc.start} (line {line}); "
+                          "the local stack's settings file is written in UTF-8") from None
+    return {name: value for name, value in dotenv_values(stream=io.StringIO(text)).items()
             if name.startswith("TOKOKITA_") and value}
 
 

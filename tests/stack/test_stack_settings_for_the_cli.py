@@ -51,3 +51,17 @@ def test_the_environment_and_flags_still_override_the_stacks_settings(tmp_path):
     assert (flag.returncode, flag.stdout) == (0, "[]\n")
     env = run_cli(["due", "--now", NOW, "--json"], cwd=root, env={"TOKOKITA_LOOKBACK_DAYS": "7"})
     assert (env.returncode, env.stdout) == (0, "[]\n")
+
+
+def test_a_stack_settings_file_that_is_not_utf8_is_an_error_naming_it(tmp_path):
+    """Bug: a byte that is not UTF-8 in `airflow_home/tokokita.env` ended `config`, `status`,
+    `due` and `run` in a UnicodeDecodeError traceback."""
+    stack_file = tmp_path / "airflow_home" / "tokokita.env"
+    stack_file.parent.mkdir()
+    stack_file.write_bytes(b"TOKOKITA_LOOKBACK_DAYS=3\nTOKOKITA_MAX_ATTEMPTS=\xff5\n")
+    for command in (["status"], ["config"], ["due", "--now", "2026-11-05T03:00"]):
+        done = run_cli(command, cwd=tmp_path, env={})
+        assert done.returncode == 2, (command, done.stderr)
+        assert done.stderr == (f"error: {stack_file}: not valid UTF-8 at byte offset 47 "
+                               "(line 2); the local stack's settings file is written in "
+                               "UTF-8\n"), command
