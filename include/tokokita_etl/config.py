@@ -113,6 +113,11 @@ def _folder(value: Any, *, urls: bool = True) -> Location:
     """A local folder (a Path) or, when `urls`, an object-storage URL (a str, no trailing /)."""
     if not isinstance(value, str | os.PathLike) or not str(value):
         raise _rule(f"must be a non-empty path, got {value!r}")
+    try:
+        # the folder is written into messages, manifests and the watermark, which are UTF-8
+        os.fspath(value).encode("utf-8")
+    except UnicodeEncodeError:
+        raise _rule(f"must be a path in UTF-8, got {value!r}") from None
     if isinstance(value, str) and "://" in value:
         if not urls:
             raise _rule(f"must be a local folder, got the URL {value!r}")

@@ -145,6 +145,16 @@ def test_every_zone_the_settings_accept_is_one_duckdb_knows():
     assert accepted <= known, sorted(accepted - known)
 
 
+def test_a_folder_whose_path_is_not_utf8_is_a_configuration_error(tmp_path):
+    """Bug: a raw folder whose path held a byte that is not UTF-8 (`$'/srv/\\xffraw'`) was
+    accepted; a missing or failed partition then crashed writing its manifest
+    (UnicodeEncodeError), leaving the date `needs re-run`, one more failure per night."""
+    with pytest.raises(ConfigError) as err:
+        load_settings(env={"TOKOKITA_RAW_DIR": "/srv/\udcffraw"}, cwd=tmp_path)
+    assert err.value.exit_code == 2
+    assert "raw_dir must be a path in UTF-8" in str(err.value)
+
+
 def test_an_explicit_config_file_that_does_not_exist_is_an_error(tmp_path):
     with pytest.raises(ConfigError) as err:
         load_settings("nope.yaml", env={}, cwd=tmp_path)
