@@ -35,6 +35,17 @@ from tokokita_etl.stores import state_store
 from tokokita_etl.warehouse import Warehouse
 
 
+def _days(text: str) -> int:
+    """`status --days`: a whole number of days, 0 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a whole number of days, 0 or more, got {text!r}")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--config", help="YAML config file (default: $TOKOKITA_CONFIG or "
@@ -71,7 +82,7 @@ def _parser() -> argparse.ArgumentParser:
     status = sub.add_parser("status", parents=[common], help="the state of each partition date "
                             "(done, due, waiting, missing, running, failed, blocked)")
     status.add_argument("--now", help="ISO 8601 clock (default: now; no offset: pipeline zone)")
-    status.add_argument("--days", type=int, help="how many days back to show (default: "
+    status.add_argument("--days", type=_days, help="how many days back to show (default: "
                         "lookback_days + 30); dates in the watermark are always shown")
     status.add_argument("--json", action="store_true")
 

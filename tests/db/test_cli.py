@@ -372,3 +372,10 @@ def test_cron_with_unreadable_settings_says_which_zone_its_preview_uses(tmp_path
     given = run_cli(["cron", "30 2 * * *", "--count", "1", "--tz", "UTC"], cwd=tmp_path, env=env)
     assert given.returncode == 0 and given.stderr == ""
     assert "Next 1 runs (UTC)" in given.stdout
+
+
+def test_status_refuses_a_negative_number_of_days(tmp_path):
+    """Bug: `status --days -5` was taken, and showed an empty window without a word."""
+    done = run_cli(["status", "--days", "-5"], cwd=tmp_path, env={})
+    assert done.returncode == 2
+    assert "--days: must be a whole number of days, 0 or more, got '-5'" in done.stderr
