@@ -12,8 +12,10 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import logging
 import os
 import secrets
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
@@ -131,13 +133,35 @@ def atomic_path(path: Path) -> Iterator[Path]:
         raise
 
 
+#: a working run holds a state lock for milliseconds: a wait longer than this is a holder
+#: that is stuck (stopped, or on a hung file system), which the waiting run says
+LOCK_QUIET_WAIT_S = 2.0
+
+
+def _lock_saying_when_held(lock: IO, lock_path: Path) -> None:
+    """An exclusive `flock` on `lock`, waiting as long as it takes; a wait past
+    LOCK_QUIET_WAIT_S is logged once, naming the lock file."""
+    deadline = time.monotonic() + LOCK_QUIET_WAIT_S
+    while True:
+        try:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(0.01)
+    logging.getLogger(__name__).warning(
+        "waiting for %s: another process has held it for %.0f s", lock_path, LOCK_QUIET_WAIT_S)
+    fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+
+
 @contextlib.contextmanager
 def locked(lock_path: Path) -> Iterator[None]:
     """Hold an exclusive `flock` on `lock_path` (created when missing) for the block."""
     lock_path = Path(lock_path)
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     with open(lock_path, "a+") as lock:
-        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        _lock_saying_when_held(lock, lock_path)
         try:
             yield
         finally:

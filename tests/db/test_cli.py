@@ -379,3 +379,29 @@ def test_status_refuses_a_negative_number_of_days(tmp_path):
     done = run_cli(["status", "--days", "-5"], cwd=tmp_path, env={})
     assert done.returncode == 2
     assert "--days: must be a whole number of days, 0 or more, got '-5'" in done.stderr
+
+
+def test_a_run_waiting_for_a_held_state_lock_says_so_then_goes_on(sqlite_workspace):
+    """Bug: while another process held `state.json.lock` (a stopped run, a hung file
+    system), `run` waited without a word."""
+    import subprocess
+    import sys
+
+    ws = sqlite_workspace
+    ws.copy_samples(SAMPLE_DATES[0])
+    ws.state_dir.mkdir(parents=True)
+    lock = ws.state_dir / "state.json.lock"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl, sys, time\n"
+         f"f = open({str(lock)!r}, 'a+'); fcntl.flock(f, fcntl.LOCK_EX)\n"
+         "print('held', flush=True); time.sleep(3)"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        done = run_cli(["run", "--date", SAMPLE_DATES[0].isoformat()], cwd=ws.root,
+                       env=ws.env())
+    finally:
+        holder.wait()
+    assert done.returncode == 0, done.stderr
+    assert f"[WARNING] waiting for {lock}: another process has held it for 2 s" in done.stderr
+    assert json.loads(ws.state_file.read_text())["runs"][SAMPLE_DATES[0].isoformat()][
+        "status"] == "success"
