@@ -213,6 +213,10 @@ def cmd_state(args: argparse.Namespace) -> int:
         raise StateError(f"{path}: invalid JSON at line {exc.lineno}, column {exc.colno}: "
                          f"{exc.msg}; nothing was imported") from None
     check_document(str(path), data)
+    if data.get("pipeline", settings.pipeline) != settings.pipeline:
+        raise StateError(f"{path}: holds the watermark of pipeline {data['pipeline']!r}, not "
+                         f"of {settings.pipeline!r} (the `pipeline` setting); nothing was "
+                         "imported")
     imported = store.import_entries(data)
     print(f"imported {len(imported)} dates from {path} into {store.location}")
     return 0

@@ -263,6 +263,22 @@ def test_importing_a_damaged_state_file_names_it_and_imports_nothing(tmp_path, k
     assert state_store(make_settings(tmp_path, kind, pipeline)).read().runs == {}
 
 
+def test_importing_another_pipelines_watermark_is_refused(tmp_path, kind, pipeline):
+    """Bug: `state import` took a watermark whose `pipeline` names another pipeline."""
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"pipeline": "another-pipeline", "runs": {"2026-11-01": {
+        "attempt": 1, "failures": 0, "status": "success",
+        "updated_at": "2026-11-02T00:00:00+00:00"}}}), encoding="utf-8")
+    env = {"TOKOKITA_PIPELINE": pipeline, "TOKOKITA_STATE_DIR": str(tmp_path / "state")}
+    if kind == "database":
+        env["TOKOKITA_STATE_URL"] = _pg_server_url()
+    result = run_cli(["state", "import", str(other)], cwd=tmp_path, env=env)
+    assert result.returncode == 2, result.stderr
+    assert f"holds the watermark of pipeline 'another-pipeline', not of {pipeline!r}" in \
+        result.stderr
+    assert state_store(make_settings(tmp_path, kind, pipeline)).read().runs == {}
+
+
 @pytest.mark.postgres
 def test_a_run_with_its_state_in_the_warehouse_database_writes_no_state_files(
         pg_url, tmp_path, pipeline):
