@@ -11,7 +11,8 @@ run's header, the runs list's *Partition Key* column and the REST API's run reco
 D for every run.
 
 When a run ends (the scheduler finds it finished, or a person marks it success or failed),
-its claim on D, if it still holds one, is released: a run whose last task did not release it
+its claim on D, if it still holds one, is released (where the state needs no Airflow
+connection, see `release_ended_run`): a run whose last task did not release it
 (a stage cleared without its downstream tasks, a run marked while a stage was running) would
 otherwise read as running in `status`, `due` and the status page until the claim's TTL. An
 intent record it left stays, so the date reads *needs re-run* (`runs.reconcile_intent`).
@@ -65,21 +66,27 @@ def on_dag_run_running(dag_run: Any, msg: str) -> None:
 
 
 def release_ended_run(dag_run: Any) -> None:
-    """Release the claim an ended run of a TokoKita DAG may still hold on its date. When the
+    """Release the claim an ended run of a TokoKita DAG may still hold on its date, where the
+    state is reached without an Airflow connection (`state_conn_id`, or `state_url: warehouse`
+    with `warehouse_conn_id`): a connection read here, in the scheduler's or the API's call,
+    would use and close the caller's own database session. Where it is not released, or the
     state cannot be reached, the claim stays: the next run of the date takes it over."""
-    from tokokita_airflow.connections import ConnectionProblem
-    from tokokita_airflow.runtime import dag_run_owner, pipeline_settings
+    from tokokita_airflow.runtime import configured_settings, dag_run_owner
     from tokokita_etl.errors import EtlError
     from tokokita_etl.runs import release_date
 
-    day = run_partition(dag_run)
+    owner, day = dag_run_owner(dag_run), run_partition(dag_run)
     if day is None:
         return
     try:
-        release_date(pipeline_settings(), day, dag_run_owner(dag_run))
-    except (ConnectionProblem, EtlError) as exc:
-        log.warning("Run %s of %s ended; its claim on %s stays until the next run of the "
-                    "date takes it over: %s", dag_run.run_id, dag_run.dag_id, day, exc)
+        settings = configured_settings()
+        if settings.state_conn_id or (settings.state_url == "warehouse"
+                                      and settings.warehouse_conn_id):
+            return
+        release_date(settings, day, owner)
+    except EtlError as exc:
+        log.warning("%s ended; its claim on %s stays until the next run of the date takes it "
+                    "over: %s", owner, day, exc)
 
 
 @hookimpl

@@ -90,3 +90,19 @@ def test_an_ended_run_releases_its_claim_on_its_date_and_no_other_runs(project):
     claim_date(settings, day, owner, now, lambda _owner: False)
     on_dag_run_failed(dag_run=ended, msg="task_failure")
     assert read_claim(settings, day) is None
+
+
+def test_an_ended_run_whose_state_is_an_airflow_connection_is_left_to_the_next_run(
+        project, monkeypatch):
+    """Regression: reading the state database's Airflow connection inside the scheduler's
+    listener call used and closed the scheduler's own session, whose next use of the run
+    failed (DetachedInstanceError) and stopped the scheduler loop. With the state behind a
+    connection the listener reads nothing: the claim stays for the next run to take over."""
+    settings = pipeline_settings()
+    day, now = date(2026, 11, 2), datetime.now(UTC)
+    ended = starting_run(conf={"partition_date": day.isoformat()})
+    owner = f"airflow:{ended.dag_id}:{ended.run_id}"
+    claim_date(settings, day, owner, now, lambda _owner: False)
+    monkeypatch.setenv("TOKOKITA_STATE_CONN_ID", "tokokita_state")  # not defined anywhere
+    on_dag_run_success(dag_run=ended, msg="success")
+    assert read_claim(settings, day).owner == owner
