@@ -5,10 +5,13 @@ folder."""
 
 from __future__ import annotations
 
+import os
+import uuid
 from datetime import UTC, date, datetime
 from types import SimpleNamespace
 
 import pendulum
+import pytest
 
 from tokokita_airflow.listeners import (
     on_dag_run_failed,
@@ -92,17 +95,37 @@ def test_an_ended_run_releases_its_claim_on_its_date_and_no_other_runs(project):
     assert read_claim(settings, day) is None
 
 
+@pytest.mark.postgres
 def test_an_ended_run_whose_state_is_an_airflow_connection_is_left_to_the_next_run(
         project, monkeypatch):
-    """Regression: reading the state database's Airflow connection inside the scheduler's
-    listener call used and closed the scheduler's own session, whose next use of the run
-    failed (DetachedInstanceError) and stopped the scheduler loop. With the state behind a
-    connection the listener reads nothing: the claim stays for the next run to take over."""
+    """Regression: the listener read the state database's Airflow connection inside the
+    scheduler's call; where connections live in the metadata database that used and closed
+    the scheduler's own session, whose next use of the run failed (DetachedInstanceError)
+    and stopped the scheduler loop. With the state behind a connection the listener reads
+    no connection: the claim, here in a real PostgreSQL state database, stays for the next
+    run of the date to take over."""
+    from sqlalchemy.engine import make_url
+
+    from tokokita_etl.state_db import CLAIMS, MANIFESTS, WATERMARK
+    from tokokita_etl.stores import state_store
+
+    server = make_url(os.environ["TOKOKITA_TEST_PG_URL"])
+    monkeypatch.setenv("AIRFLOW_CONN_TOKOKITA_STATE",
+                       server.set(drivername="postgres").render_as_string(hide_password=False))
+    monkeypatch.setenv("TOKOKITA_STATE_CONN_ID", "tokokita_state")
+    monkeypatch.setenv("TOKOKITA_PIPELINE", f"test-{uuid.uuid4().hex[:12]}")
     settings = pipeline_settings()
+    assert settings.state_db_url, "the state is the connection's database"
     day, now = date(2026, 11, 2), datetime.now(UTC)
     ended = starting_run(conf={"partition_date": day.isoformat()})
     owner = f"airflow:{ended.dag_id}:{ended.run_id}"
-    claim_date(settings, day, owner, now, lambda _owner: False)
-    monkeypatch.setenv("TOKOKITA_STATE_CONN_ID", "tokokita_state")  # not defined anywhere
-    on_dag_run_success(dag_run=ended, msg="success")
-    assert read_claim(settings, day).owner == owner
+    try:
+        claim_date(settings, day, owner, now, lambda _owner: False)
+        on_dag_run_success(dag_run=ended, msg="success")
+        assert read_claim(settings, day).owner == owner
+    finally:
+        store = state_store(settings)
+        with store.database.begin() as conn:
+            for table in (WATERMARK, CLAIMS, MANIFESTS):
+                conn.exec_driver_sql(f"DELETE FROM {table} WHERE pipeline = %(p)s",
+                                     {"p": settings.pipeline})
