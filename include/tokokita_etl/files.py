@@ -15,7 +15,7 @@ import fcntl
 import logging
 import os
 import secrets
-import time
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
@@ -141,18 +141,22 @@ LOCK_QUIET_WAIT_S = 2.0
 def _lock_saying_when_held(lock: IO, lock_path: Path) -> None:
     """An exclusive `flock` on `lock`, waiting as long as it takes; a wait past
     LOCK_QUIET_WAIT_S is logged once, naming the lock file."""
-    deadline = time.monotonic() + LOCK_QUIET_WAIT_S
-    while True:
-        try:
-            fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return
-        except BlockingIOError:
-            if time.monotonic() >= deadline:
-                break
-            time.sleep(0.01)
-    logging.getLogger(__name__).warning(
-        "waiting for %s: another process has held it for %.0f s", lock_path, LOCK_QUIET_WAIT_S)
-    fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+    try:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return
+    except BlockingIOError:
+        pass
+    # held: wait in the kernel (woken the moment it is free); a timer says so if it is long
+    warning = threading.Timer(
+        LOCK_QUIET_WAIT_S, logging.getLogger(__name__).warning,
+        args=("waiting for %s: another process has held it for %.0f s", lock_path,
+              LOCK_QUIET_WAIT_S))
+    warning.daemon = True
+    warning.start()
+    try:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+    finally:
+        warning.cancel()
 
 
 @contextlib.contextmanager
