@@ -171,6 +171,13 @@ async def ause_object_storage(conn_id: str) -> None:
     use_options("s3", storage_options(conn, extras))
 
 
+def state_needs_connection(settings: Settings) -> bool:
+    """Whether `resolve` reads an Airflow connection to reach the watermark: `state_conn_id`,
+    or `state_url: warehouse` with the warehouse of `warehouse_conn_id`."""
+    return bool(settings.state_conn_id) or (settings.state_url == "warehouse"
+                                            and bool(settings.warehouse_conn_id))
+
+
 def resolve(settings: Settings, *, root: Path) -> Settings:
     """`settings` with the URLs of its Airflow connections (`warehouse_conn_id`,
     `state_conn_id`) and the object store's options given to the storage."""

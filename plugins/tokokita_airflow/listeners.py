@@ -67,10 +67,11 @@ def on_dag_run_running(dag_run: Any, msg: str) -> None:
 
 def release_ended_run(dag_run: Any) -> None:
     """Release the claim an ended run of a TokoKita DAG may still hold on its date, where the
-    state is reached without an Airflow connection (`state_conn_id`, or `state_url: warehouse`
-    with `warehouse_conn_id`): a connection read here, in the scheduler's or the API's call,
-    would use and close the caller's own database session. Where it is not released, or the
-    state cannot be reached, the claim stays: the next run of the date takes it over."""
+    watermark is reached without an Airflow connection (`connections.state_needs_connection`):
+    a connection read here, in the scheduler's or the API's call, would use and close the
+    caller's own database session. Where it is not released, or the state cannot be
+    reached, the claim stays: the next run of the date takes it over."""
+    from tokokita_airflow.connections import state_needs_connection
     from tokokita_airflow.runtime import configured_settings, dag_run_owner
     from tokokita_etl.errors import EtlError
     from tokokita_etl.runs import release_date
@@ -80,8 +81,7 @@ def release_ended_run(dag_run: Any) -> None:
         return
     try:
         settings = configured_settings()
-        if settings.state_conn_id or (settings.state_url == "warehouse"
-                                      and settings.warehouse_conn_id):
+        if state_needs_connection(settings):
             return
         release_date(settings, day, owner)
     except EtlError as exc:
