@@ -24,13 +24,14 @@ from tokokita_etl.config import (
 )
 from tokokita_etl.errors import EXIT_USAGE, EtlError, StateError
 from tokokita_etl.files import write_text_atomic
+from tokokita_etl.identity import reconcile, verify
 from tokokita_etl.pipeline import run_for_date
 from tokokita_etl.policy import due_runs
 from tokokita_etl.runs import settled_watermark, utc_now
 from tokokita_etl.schedule import parse_now, parse_run_date
 from tokokita_etl.stages import WARNING_PREFIX
 from tokokita_etl.state import check_document
-from tokokita_etl.status import format_status, status_rows
+from tokokita_etl.status import format_status, status_rows, warehouse_problem
 from tokokita_etl.stores import state_store
 from tokokita_etl.warehouse import Warehouse
 
@@ -96,6 +97,10 @@ def _parser() -> argparse.ArgumentParser:
                                    "state.json file to the configured store (refused, nothing "
                                    "imported, when a date already has an entry)")
     imports.add_argument("file", help="a state.json file")
+    state_sub.add_parser("reconcile", parents=[common], help="after a lost or replaced "
+                         "warehouse: make the watermark describe the present one (created "
+                         "when missing); the done dates it does not hold with their recorded "
+                         "checksums become needs re-run")
 
     config = sub.add_parser("config", parents=[common], help="print every effective setting "
                             "and where its value came from (default, the YAML file, a "
@@ -167,7 +172,9 @@ def cmd_due(args: argparse.Namespace) -> int:
     """`due --now T`."""
     settings = _settings(args)
     clock = parse_now(args.now, settings.timezone)
-    dates = due_runs(settled_watermark(settings, clock), clock, settings.raw_dir,
+    state = settled_watermark(settings, clock)
+    verify(settings, state, where=state_store(settings).location)  # no date is due on another
+    dates = due_runs(state, clock, settings.raw_dir,
                      settings.lookback_days, settings.max_attempts, tz=settings.timezone)
     if args.json:
         print(json.dumps([d.isoformat() for d in dates]))
@@ -183,6 +190,10 @@ def cmd_status(args: argparse.Namespace, now: Callable[[], datetime] = utc_now) 
     clock = parse_now(args.now, settings.timezone) if args.now else now()
     rows = status_rows(settings, clock, args.days)
     print(json.dumps(rows, indent=2) if args.json else format_status(rows))
+    problem = warehouse_problem(settings)
+    if problem is not None:  # the rows are the watermark's; no run proceeds until resolved
+        print(f"error: {problem}", file=sys.stderr)
+        return EXIT_USAGE
     return 0
 
 
@@ -190,6 +201,8 @@ def cmd_state(args: argparse.Namespace) -> int:
     """`state export [--output FILE]` and `state import FILE`."""
     settings = _settings(args)
     store = state_store(settings)
+    if args.state_command == "reconcile":
+        return _reconcile(settings, store.location)
     if args.state_command == "export":
         data = store.export()
         text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
@@ -219,6 +232,23 @@ def cmd_state(args: argparse.Namespace) -> int:
                          "imported")
     imported = store.import_entries(data)
     print(f"imported {len(imported)} dates from {path} into {store.location}")
+    return 0
+
+
+def _reconcile(settings: Settings, where: str) -> int:
+    """`state reconcile`: what it found, what it kept and what now needs a re-run."""
+    done = reconcile(settings, utc_now())
+    made = "created" if done.created else "found"
+    print(f"warehouse {Warehouse.from_settings(settings).display_url} ({made}): identity "
+          f"{done.identity}")
+    print(f"{len(done.kept)} done dates it holds as recorded stay done; "
+          f"{len(done.rerun)} need a re-run; watermark {where}")
+    for iso in done.rerun:
+        print(f"needs re-run: {iso}")
+    if done.rerun:
+        print(f"reload them with `tokokita-etl run --date D` for each, or on Airflow a "
+              f"backfill of {done.rerun[0]} .. {done.rerun[-1]} (reprocess behaviour: all "
+              "runs); `tokokita-etl due` lists those inside the lookback")
     return 0
 
 

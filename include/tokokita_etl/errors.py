@@ -79,3 +79,9 @@ class BlockedError(EtlError):
 
 class ConcurrentRunError(EtlError):
     """Another run holds the same partition date."""
+
+
+class RunStoppedError(EtlError):
+    """The run was stopped from outside while a stage ran (on Airflow: a person marked the
+    task success or failed, or cleared it): the stage's warehouse transaction rolls back, and
+    it is no failure of the partition (not an attempt, exit 1)."""

@@ -49,6 +49,8 @@ class LoadResult:
     karantina: int
     removed: int
     conflicts: list[dict] = field(default_factory=list)  # {line, order_id, kota, other_date}
+    #: the identity of the warehouse that took the rows and its revision after them
+    warehouse: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         """JSON-ready form."""
@@ -112,9 +114,10 @@ def load(warehouse: Warehouse, day: date, staging: Path, quarantine_file: Path) 
                                      for c in QUARANTINE_COLUMNS)
         conn.execute(text(f"INSERT INTO karantina ({', '.join(QUARANTINE_COLUMNS)}) "
                           f"SELECT {karantina_values} FROM {STAGE_KARANTINA}"))
+        identity = warehouse.bump_revision(conn)
         qfile.write(quarantine_csv)
     return LoadResult(fact=fact, summary=summary, karantina=rejected.num_rows, removed=removed,
-                      conflicts=conflicts)
+                      conflicts=conflicts, warehouse=identity)
 
 
 def _stage_fact(warehouse: Warehouse, conn, valid: pq.ParquetFile, d: date | str, *,

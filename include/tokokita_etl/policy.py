@@ -25,6 +25,7 @@ from tokokita_etl.errors import (
     ConfigError,
     DataError,
     MissingPartitionError,
+    RunStoppedError,
     StateError,
     ValidationError,
     WarehouseError,
@@ -60,7 +61,8 @@ class ErrorKind(StrEnum):
     transient: the warehouse is unreachable or locked, the disk is full: one attempt, and
         Airflow retries it with exponential backoff while attempts are left.
     not_an_attempt: nothing was tried (partition missing, configuration, corrupt watermark,
-        blocked date, another run holds the date): no attempt, no retry.
+        blocked date, another run holds the date), or the run was stopped from outside (a
+        person's mark): no attempt, no retry.
     unexpected: anything else: one attempt, retried like a transient error.
     """
 
@@ -211,7 +213,7 @@ _TRANSIENT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EAGAIN, errno.E
 def classify(error: BaseException) -> ErrorKind:
     """Which kind of failure `error` is (see `ErrorKind`)."""
     if isinstance(error, MissingPartitionError | ConfigError | StateError | BlockedError
-                  | ConcurrentRunError):
+                  | ConcurrentRunError | RunStoppedError):
         return ErrorKind.NOT_AN_ATTEMPT
     if isinstance(error, DataError | ValidationError):
         return ErrorKind.PARTITION

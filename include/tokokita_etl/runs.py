@@ -23,8 +23,10 @@ from tokokita_etl.errors import (
     BlockedError,
     ConcurrentRunError,
     MissingPartitionError,
+    RunStoppedError,
     StateError,
 )
+from tokokita_etl.identity import WAREHOUSE, ensure, verify
 from tokokita_etl.notify import run_summary
 from tokokita_etl.policy import (
     Action,
@@ -44,6 +46,7 @@ from tokokita_etl.stages import (
 from tokokita_etl.state import (
     FAILED,
     IN_PROGRESS,
+    STOPPED,
     SUCCESS,
     Claim,
     HolderCheck,
@@ -54,7 +57,8 @@ from tokokita_etl.state import (
 )
 from tokokita_etl.stores import state_store
 
-#: a run status in manifests; the watermark only ever holds success or failed
+#: a run status in manifests; the watermark only ever holds success or failed (`STOPPED`: a
+#: run stopped from outside, such as a person's mark in Airflow)
 SKIPPED, BLOCKED, MISSING = "skipped", "blocked", "missing"
 
 
@@ -168,6 +172,13 @@ def reconcile_intent(settings: Settings, day: date, now: datetime,
         if not intent_run_ended(intent, _claim_or_none(store, day), now, holder_finished):
             return None
         stage = interrupted_stage(settings, day)
+        if intent.get(STOPPED):
+            message = (f"run {intent['run']} was stopped during {intent['stage']} "
+                       f"({intent[STOPPED]}); the warehouse rows and the gold file of {day} "
+                       "may hold part of its work: it needs a re-run (not a failure of the "
+                       "partition)")
+            store.record_needs_rerun(day, message, intent["stage"], now)
+            return message
         message = (f"interrupted: run {intent['run']} (started {intent['since']}) ended during "
                    f"{stage} without recording its outcome; the warehouse rows and the gold "
                    f"file of {day} may hold part of its work: the date needs a re-run")
@@ -194,7 +205,8 @@ def settled_watermark(settings: Settings, now: datetime,
         if intent_run_ended(intent, _claim_or_none(store, date.fromisoformat(iso)), now,
                             holder_finished):
             ended.add(intent["run"])
-            data["runs"][iso]["failures"] = failures_since_success(entry) + 1
+            if not intent.get(STOPPED):  # a stopped run is recorded without a failure
+                data["runs"][iso]["failures"] = failures_since_success(entry) + 1
     return Watermark(data, frozenset(ended))
 
 
@@ -277,6 +289,7 @@ def gate(settings: Settings, day: date, *, force: bool, reset_attempts: bool, no
     """
     store = state_store(settings)
     check_writable(settings)
+    found = verify(settings, store.read(), where=store.location)
     holder_finished = _asked_once(holder_finished)  # the intent's and the claim's holder
     reconcile_intent(settings, day, now, holder_finished, owner or by)
     decision = gate_decision(store.read(), day, run_type=run_type, now=now,
@@ -286,6 +299,7 @@ def gate(settings: Settings, day: date, *, force: bool, reset_attempts: bool, no
                              tz=settings.timezone)
     reset_from = None
     if decision.action is Action.RUN:
+        ensure(settings, found)
         reset_from = claim_to_change(settings, day, owner or by, STAGE_NAMES[0], now,
                                      holder_finished, reset_by=by if reset_attempts else None)
     return GateResult(decision.action, decision.reason, store.read().attempts(day), reset_from)
@@ -304,11 +318,13 @@ def enter_stage(settings: Settings, day: date, *, stage: str, owner: str, force:
     another live run holds the date.
     """
     store = state_store(settings)
+    found = verify(settings, store.read(), where=store.location)
     holder_finished = _asked_once(holder_finished)
     reconcile_intent(settings, day, now, holder_finished, owner)
     decision = stage_decision(store.read(), day, max_attempts=settings.max_attempts,
                               force=force, cleared=cleared)
     if decision.action is Action.RUN:
+        ensure(settings, found)
         claim_to_change(settings, day, owner, stage, now, holder_finished)
     return decision
 
@@ -401,6 +417,7 @@ def success_payload(settings: Settings, day: date) -> dict[str, Any]:
         "bruto": val["bruto"],
         "bersih": val["bersih"],
         "warnings": val.get("warnings", []),
+        **({WAREHOUSE: lod[WAREHOUSE]} if lod.get(WAREHOUSE) else {}),
     }
 
 
@@ -438,11 +455,16 @@ def finish_failure(settings: Settings, day: date, error: BaseException, *, stage
     else:
         if stage in STAGES_BEFORE_LOAD:
             store.clear_intent(day)  # nothing outside staging changed
+        elif isinstance(error, RunStoppedError):
+            # its stage's transaction rolled back, but an earlier stage may have changed the
+            # warehouse: the date needs a re-run, which is no failure of the partition
+            store.mark_stopped(day, message)
         # from load on the intent stays: its run ends without a recorded outcome, so the next
         # gate records the date as interrupted (the warehouse may hold part of its work)
         attempt = store.read().attempts(day)
         status = BLOCKED if isinstance(error, BlockedError) else (
-            MISSING if isinstance(error, MissingPartitionError) else FAILED)
+            MISSING if isinstance(error, MissingPartitionError) else (
+                STOPPED if isinstance(error, RunStoppedError) else FAILED))
     exit_code = getattr(error, "exit_code", EXIT_FAILED)
     run_id, where, body = write_manifest(settings, day, started, now, status=status, attempt=attempt,
                           exit_code=exit_code, entry={}, durations=stage_durations(settings, day),

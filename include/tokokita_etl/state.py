@@ -31,11 +31,13 @@ from tokokita_etl.files import atomic_writer, locked, write_new_atomic, write_te
 SUCCESS = "success"
 FAILED = "failed"
 #: fields that describe one run's outcome: a new success or failure replaces them all
-RUN_OUTCOME_FIELDS = ("error", "failed_stage", "warnings")
+RUN_OUTCOME_FIELDS = ("error", "failed_stage", "warnings", "needs_rerun")
 #: the intent record of a run that is changing the date's warehouse rows and gold file:
 #: written by the gate before the first stage, removed by the run's success or failure record
 #: (docs/data-contract.md, "Watermark"); while it is there the entry is not a success
 IN_PROGRESS = "in_progress"
+#: the intent field of a run stopped from outside (a person's mark): why
+STOPPED = "stopped"
 
 
 def _is_count(value: Any) -> bool:
@@ -111,6 +113,10 @@ def _intent_problem(value: Any) -> str | None:
 
 
 _FIELD_RULES[IN_PROGRESS] = _intent_problem
+_FIELD_RULES["needs_rerun"] = lambda v: None if isinstance(v, bool) else "must be a boolean"
+_FIELD_RULES["warehouse"] = lambda v: None if isinstance(v, dict) and isinstance(
+    v.get("id"), str) and _is_count(v.get("revision")) else \
+    "must be an object with 'id' (a string) and 'revision' (a count)"
 
 
 def _field_problem(name: str, value: Any) -> str | None:
@@ -295,6 +301,35 @@ class WatermarkRules:
         def mutate(entry: dict[str, Any]) -> None:
             entry[IN_PROGRESS] = {"run": run, "stage": stage,
                                   "since": now.isoformat(timespec="seconds")}
+
+        self.update_entry(day, mutate)
+
+    def record_needs_rerun(self, day: date, why: str, stage: str, now: datetime) -> None:
+        """Record that `day` needs a re-run for a reason that is no failure of the partition
+        (a run stopped from outside, a warehouse reconciled after a loss): failed, with its
+        attempts and failures since the last success unchanged; the intent record goes."""
+
+        def mutate(entry: dict[str, Any]) -> None:
+            entry["failures"] = failures_since_success(entry)
+            entry["status"] = FAILED
+            entry["error"] = why
+            entry["failed_stage"] = stage
+            entry["needs_rerun"] = True
+            entry["updated_at"] = now.isoformat(timespec="seconds")
+            for key in ("warehouse", "gold", "warnings", IN_PROGRESS):
+                entry.pop(key, None)
+
+        self.update_entry(day, mutate)
+
+    def mark_stopped(self, day: date, why: str) -> None:
+        """Note on the intent record for `day` (its claim holder's, the caller) that its run
+        was stopped from outside (not a failure of the partition): the next gate records the
+        date as needing a re-run without counting a failure (`runs.reconcile_intent`)."""
+
+        def mutate(entry: dict[str, Any]) -> None:
+            intent = entry.get(IN_PROGRESS)
+            if intent is not None:
+                intent[STOPPED] = why
 
         self.update_entry(day, mutate)
 

@@ -31,7 +31,7 @@ from tokokita_etl.runs import (
     settled_watermark,
 )
 from tokokita_etl.schedule import fire_time_for_partition, local_today
-from tokokita_etl.state import FAILED, SUCCESS
+from tokokita_etl.state import FAILED, STOPPED, SUCCESS
 from tokokita_etl.stores import state_store
 
 
@@ -53,6 +53,7 @@ class DateState(StrEnum):
     MISSING = "missing"
     RUNNING = "running"
     FAILED = "failed"
+    NEEDS_RERUN = "needs re-run"
     BLOCKED = "blocked"
     NOT_PROCESSED = "not processed"
 
@@ -62,7 +63,8 @@ class DateState(StrEnum):
         not processed one may be reprocessed; a waiting, missing or running one neither."""
         if self is DateState.BLOCKED:
             return (DateAction.UNBLOCK,)
-        if self in (DateState.DONE, DateState.FAILED, DateState.DUE, DateState.NOT_PROCESSED):
+        if self in (DateState.DONE, DateState.FAILED, DateState.NEEDS_RERUN, DateState.DUE,
+                    DateState.NOT_PROCESSED):
             return (DateAction.REPROCESS,)
         return ()
 
@@ -156,21 +158,33 @@ def _state_of(settings: Settings, state, day: date, now: datetime, *, present: b
                           f"{claim.since.isoformat(timespec='seconds')}"}
     used = f"{failures_since_success(state.entry(day))}/{settings.max_attempts}"
     intent = state.intent(day)
+    entry = state.entry(day)
+    later = (f"it is due: {_who_runs_it(settings, now)}" if due else
+             "older than the lookback: a backfill or a manual run processes it")
     if intent is not None:  # its run is gone (a live one holds the claim, see above)
-        gone = (f"run {intent['run']} (started {intent['since']}) ended during "
-                f"{interrupted_stage(settings, day)} without recording its outcome; the "
-                f"warehouse may hold part of its work; it counts as failure {used}")
+        if intent.get(STOPPED):
+            gone = (f"run {intent['run']} was stopped during {intent['stage']} "
+                    f"({intent[STOPPED]}); the warehouse may hold part of its work; the next "
+                    f"run records no failure for it ({used} used)")
+        else:
+            gone = (f"run {intent['run']} (started {intent['since']}) ended during "
+                    f"{interrupted_stage(settings, day)} without recording its outcome; the "
+                    f"warehouse may hold part of its work; the next run records it as "
+                    f"failure {used}")
         if is_blocked(state, day, settings.max_attempts):  # (settled: that failure counted)
             return {"state": DateState.BLOCKED, "label": "needs re-run",
                     "reason": f"{gone}, so the date is blocked: run it with reset_attempts",
                     "unblock": unblock_hint(day)}
-        return {"state": DateState.FAILED, "label": "needs re-run",
-                "reason": f"{gone}: the next run re-runs it"}
+        return {"state": DateState.NEEDS_RERUN, "label": "needs re-run",
+                "reason": f"{gone}; {later}"}
+    if entry.get("needs_rerun") and not is_blocked(state, day, settings.max_attempts):
+        return {"state": DateState.NEEDS_RERUN, "label": "needs re-run",
+                "reason": f"{display_text(settings, entry.get('error', ''))}; no failure is "
+                          f"counted ({used} used); {later}"}
     if state.has_success(day):
         return {"state": DateState.DONE, "label": "done",
                 "reason": f"succeeded (attempt {state.attempts(day)})"}
     decision = decide(state, day, max_attempts=settings.max_attempts)
-    entry = state.entry(day)
     last = f"; last error ({entry.get('failed_stage') or '?'}): " \
            f"{display_text(settings, entry['error'])}" if entry.get("error") else ""
     if decision.action is Action.BLOCKED:
@@ -178,8 +192,6 @@ def _state_of(settings: Settings, state, day: date, now: datetime, *, present: b
                 "reason": f"blocked after {used} failures since the last success{last}",
                 "unblock": unblock_hint(day)}
     if entry.get("status") == FAILED:
-        later = f"it is due: {_who_runs_it(settings, now)}" if due else \
-            "older than the lookback: a backfill or a manual run processes it"
         return {"state": DateState.FAILED, "label": f"failed {used}",
                 "reason": f"failed with attempts left ({used} used); {later}{last}"}
     if due:
@@ -203,6 +215,19 @@ def _state_of(settings: Settings, state, day: date, now: datetime, *, present: b
                 "reason": f"no partition yet; its scheduled run waits for it until {until}"}
     return {"state": DateState.MISSING, "label": "missing",
             "reason": "no partition file (or an empty one): nothing is attempted"}
+
+
+def warehouse_problem(settings: Settings) -> str | None:
+    """Why the warehouse is not the one the watermark describes (`identity.verify`: every
+    run is refused until it is), or None; shown above the dates' states."""
+    from tokokita_etl.identity import WarehouseIdentityError, verify
+
+    store = state_store(settings)
+    try:
+        verify(settings, store.read(), where=store.location)
+    except WarehouseIdentityError as exc:
+        return str(exc)
+    return None
 
 
 def _who_runs_it(settings: Settings, now: datetime) -> str:
@@ -247,7 +272,7 @@ def format_status(rows: list[dict[str, Any]]) -> str:
         notes = []
         if r["state"] == "blocked":
             notes.append(f"to unblock: {r['unblock']}")
-        elif r["state"] in ("running", "waiting", "missing", "not processed"):
+        elif r["state"] in ("running", "waiting", "missing", "not processed", "needs re-run"):
             notes.append(r["reason"])
         if r["error"] and r["state"] in ("failed", "blocked"):
             notes.append(f"last error ({r['failed_stage'] or '?'}): {r['error']}")

@@ -7,9 +7,10 @@ import io
 import re
 import sqlite3
 import sys
+import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from decimal import Decimal
 from operator import itemgetter
 from pathlib import Path
@@ -103,6 +104,16 @@ karantina = Table(
     *[Column(name, Text) for name in REQUIRED_COLUMNS],
     Column("raw", Text),
     PrimaryKeyConstraint("order_date", "line"),
+)
+
+#: the warehouse's identity: one row, written with the schema (`tokokita_etl.identity`); the
+#: watermark records the id and revision of the warehouse its entries describe
+warehouse_identity = Table(
+    "warehouse_identity", metadata,
+    Column("warehouse_id", Text, primary_key=True),
+    Column("created_by", Text, nullable=False),
+    Column("created_at", Text, nullable=False),
+    Column("revision", BigInteger, nullable=False),
 )
 
 
@@ -334,8 +345,9 @@ class Warehouse:
             raise WarehouseError(f"{label} {self.display_url}: {reason}",
                                  transient=transient) from None
 
-    def ensure_schema(self) -> None:
-        """Create the warehouse tables when missing.
+    def ensure_schema(self, created_by: str = "tokokita-etl") -> None:
+        """Create the warehouse tables when missing, and its identity row (a random id,
+        `created_by`, when, revision 0) when it has none.
 
         On PostgreSQL the check-then-create runs under a transaction-scoped advisory lock:
         two first runs creating the same table at once otherwise race in the catalog
@@ -346,6 +358,22 @@ class Warehouse:
                 conn.execute(text("SELECT pg_advisory_xact_lock(:key)"),
                              {"key": SCHEMA_LOCK_KEY})
             metadata.create_all(conn, checkfirst=True)
+            if conn.execute(text("SELECT COUNT(*) FROM warehouse_identity")).scalar_one() == 0:
+                conn.execute(warehouse_identity.insert().values(
+                    warehouse_id=uuid.uuid4().hex, created_by=created_by,
+                    created_at=datetime.now(UTC).isoformat(timespec="seconds"), revision=0))
+
+    def bump_revision(self, conn: Connection) -> dict[str, object]:
+        """Count one more change of the warehouse's rows, inside the transaction making it:
+        its identity's id and new revision (`tokokita_etl.identity`), which the watermark
+        records with the date's success."""
+        row = conn.execute(text(
+            "UPDATE warehouse_identity SET revision = revision + 1 "
+            "RETURNING warehouse_id, revision")).first()
+        if row is None:
+            raise WarehouseError(f"warehouse {self.display_url}: its identity row is gone "
+                                 "(table warehouse_identity is empty); nothing was loaded")
+        return {"id": row[0], "revision": int(row[1])}
 
     def day_param(self, day: date) -> date | str:
         """The bound value for an `order_date` comparison."""

@@ -141,6 +141,8 @@ def _release_claim(context: Context) -> None:
     task = context.get("task")
     log = task.log if task is not None else logging.getLogger(__name__)
     day, owner = partition_date(context), run_owner(context)
+    if getattr(task, "_stopped", False):  # a person's gesture, recorded as such: no alert
+        return
     summary = None
     try:
         settings = pipeline_settings()
@@ -264,6 +266,20 @@ class EtlStageOperator(BaseOperator):
         finally:
             release_working_copy(settings, day)
 
+    def on_kill(self) -> None:
+        """Airflow stops this task while it runs (a person marked it success or failed, or
+        cleared it; the supervisor sends SIGTERM, then SIGKILL 5 s later): the stage stops
+        where it is, so its warehouse transaction rolls back and no file is half-written,
+        and the run is recorded as stopped, not as a failure of the partition
+        (`RunStoppedError`)."""
+        from tokokita_etl.errors import RunStoppedError
+
+        self._stopped = True
+        self.log.warning("Airflow stops stage %s while it runs: rolling back, no failure "
+                         "recorded", self.stage)
+        raise RunStoppedError(f"stage {self.stage} stopped by Airflow while it ran (the "
+                              "task was marked or cleared)")
+
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         """OpenLineage inputs and outputs of this stage's run of D, with row counts and the
         validate checks (`tokokita_airflow.lineage`); called by the OpenLineage provider's
@@ -286,7 +302,7 @@ class EtlStageOperator(BaseOperator):
         see it: skipped for a missing partition, failed without retry
         (`AirflowFailException`) for a partition error or a failure that is no attempt,
         re-raised otherwise (the retry policy decides)."""
-        from tokokita_etl.errors import MissingPartitionError, ValidationError
+        from tokokita_etl.errors import MissingPartitionError, RunStoppedError, ValidationError
         from tokokita_etl.policy import ErrorKind, classify, failures_since_success
         from tokokita_etl.runs import finish_failure, release_date
         from tokokita_etl.stages import WARNING_PREFIX, fetch_inputs, run_stage
@@ -315,6 +331,10 @@ class EtlStageOperator(BaseOperator):
             kind = classify(exc)
             outcome = finish_failure(settings, day, exc, stage=stage, started=started,
                                      now=datetime.now(UTC), trigger=owner)
+            if isinstance(exc, RunStoppedError):
+                release_date(settings, day, owner)
+                self.log.warning("Stopped, no failure recorded: %s", outcome.error)
+                raise AirflowFailException(f"{stage}: {outcome.error}") from None
             if isinstance(exc, MissingPartitionError):
                 release_date(settings, day, owner)
                 self.log.info("Skipped, no attempt recorded: %s", outcome.error)

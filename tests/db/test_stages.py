@@ -32,7 +32,9 @@ def warehouse_rows(ws: Workspace, day: date) -> tuple[list, list]:
 
 
 def without_duration(result: dict) -> dict:
-    return {key: value for key, value in result.items() if key != "duration_ms"}
+    """A stage record without what differs between two runs of it: its duration, and the
+    warehouse revision a load reached (each load counts one)."""
+    return {key: value for key, value in result.items() if key not in ("duration_ms", "warehouse")}
 
 
 def test_the_stage_order_is_extract_transform_load_validate_publish_gold():

@@ -35,6 +35,7 @@ from tokokita_etl.runs import (
 )
 from tokokita_etl.state import FAILED, SUCCESS
 from tokokita_etl.stores import state_store
+from tokokita_etl.warehouse import Warehouse
 
 DAY = date(2026, 11, 2)
 NOW = datetime(2026, 11, 3, 19, 30, tzinfo=UTC)
@@ -424,6 +425,7 @@ def test_a_stage_that_claims_a_date_whose_intent_another_gate_reconciled_writes_
     had turned its run's intent into a failure changed the warehouse with no intent of its
     own in the entry."""
     store = state_store(settings)
+    Warehouse.from_settings(settings).ensure_schema()  # (the success's run made it)
     store.record(DAY, SUCCESS, {}, NOW)
     assert gate(settings, DAY, force=True, reset_attempts=False, now=NOW, by=HOLDER,
                 holder_finished=never_finished).action is Action.RUN

@@ -163,7 +163,8 @@ def test_a_due_date_names_who_runs_it_the_catch_up_or_once_it_ended_a_person(tmp
 
 
 def test_each_date_state_names_the_actions_it_allows_and_reads_as_its_string(tmp_path):
-    """A blocked date is unblocked; done, failed, due and not processed ones are reprocessed;
+    """A blocked date is unblocked; done, failed, needs re-run, due and not processed ones are
+    reprocessed;
     waiting, missing and running ones allow nothing. The rows' JSON holds plain strings."""
     settings = settings_in(tmp_path)
     record(settings, TODAY - timedelta(days=2), SUCCESS, rows={"fact": 1})
@@ -175,6 +176,7 @@ def test_each_date_state_names_the_actions_it_allows_and_reads_as_its_string(tmp
     allowed = {state.value: [a.value for a in state.actions] for state in DateState}
     assert allowed == {"done": ["reprocess"], "due": ["reprocess"], "waiting": [],
                        "missing": [], "running": [], "failed": ["reprocess"],
-                       "blocked": ["unblock"], "not processed": ["reprocess"]}
+                       "needs re-run": ["reprocess"], "blocked": ["unblock"],
+                       "not processed": ["reprocess"]}
     assert json.loads(json.dumps(blocked))["state"] == "blocked"
 

@@ -19,13 +19,20 @@ def _airflow_runs(session, settings, since: date) -> dict[str, list[dict[str, An
 
     runs = session.scalars(select(DagRun).where(DagRun.dag_id == DAG_ID)
                            .order_by(DagRun.run_after.desc()).limit(1000)).all()
+    # the task whose log holds a run's reason: its failed task, else the first skipped task
+    # that ran (the sensor that found no file, the gate that found the date done); a task
+    # skipped because an upstream one was has no log
     failed: dict[str, str] = {}
+    skipped: dict[str, str] = {}
     if runs:
         rows = session.execute(
-            select(TaskInstance.run_id, TaskInstance.task_id)
-            .where(TaskInstance.dag_id == DAG_ID, TaskInstance.state == "failed")).all()
-        for run_id, task_id in rows:
-            failed.setdefault(run_id, task_id)
+            select(TaskInstance.run_id, TaskInstance.task_id, TaskInstance.state)
+            .where(TaskInstance.dag_id == DAG_ID,
+                   TaskInstance.state.in_(("failed", "skipped")),
+                   TaskInstance.start_date.is_not(None))
+            .order_by(TaskInstance.start_date)).all()
+        for run_id, task_id, state in rows:
+            (failed if state == "failed" else skipped).setdefault(run_id, task_id)
     by_day: dict[str, list[dict[str, Any]]] = {}
     for run in runs:
         conf = run.conf or {}
@@ -39,9 +46,23 @@ def _airflow_runs(session, settings, since: date) -> dict[str, list[dict[str, An
         by_day.setdefault(day.isoformat(), []).append({
             "run_id": run.run_id, "run_type": str(getattr(run.run_type, "value", run.run_type)),
             "state": str(getattr(run.state, "value", run.state)), "flags": flags,
-            "task": failed.get(run.run_id, "check_watermark"),
+            "task": failed.get(run.run_id) or skipped.get(run.run_id, "check_watermark"),
             "failed": run.run_id in failed})
     return by_day
+
+
+def warehouse_problem() -> str | None:
+    """Why every run of the pipeline is refused on its warehouse (`status.warehouse_problem`),
+    or None; a state that cannot be read is the rows' error, not this."""
+    from tokokita_airflow.connections import ConnectionProblem
+    from tokokita_airflow.runtime import pipeline_settings
+    from tokokita_etl.errors import EtlError
+    from tokokita_etl.status import warehouse_problem as problem
+
+    try:
+        return problem(pipeline_settings())
+    except (EtlError, ConnectionProblem):
+        return None
 
 
 def status_rows(days: int | None) -> list[dict[str, Any]]:

@@ -67,6 +67,7 @@ def status_page(request: Request, user: UserDep, days: DaysQuery = None) -> HTML
     window = f"{rows[0]['date']} .. {rows[-1]['date']}" if rows else "no dates"
     return _html(request, "page.html", title="TokoKita status", rows=rows, window=window,
                  counts=Counter(r["state"] for r in rows), chart=render.chart(rows),
+                 problem=data.warehouse_problem(),
                  user=user.get_name(), may_act=auth.may_act(user))
 
 

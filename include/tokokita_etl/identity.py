@@ -1,0 +1,276 @@
+"""The warehouse's identity: the watermark never describes a warehouse that is not there.
+
+The warehouse holds one identity row (`warehouse.warehouse_identity`: a random id, who created
+it and when, and a revision that every load's transaction raises by one). Each success
+recorded in the watermark names the id and revision of the warehouse that took its rows
+(`warehouse` in the entry). Before a run changes anything (`check`, called by the gate and by
+every stage task), and wherever a person reads the dates' states (`due`, `status`, the status
+page), the two are compared:
+
+- a warehouse that is missing (no SQLite file, no tables), holds no identity while the
+  watermark names one, holds another identity, or holds the watermark's identity at an
+  older revision (a restored older copy) is refused: `WarehouseIdentityError`, nothing
+  written, no attempt recorded;
+- a watermark that names no warehouse (a first run, or entries recorded before identities)
+  takes the present warehouse, which the first run creates (`ensure`).
+
+After a real loss, `reconcile` makes the watermark describe the present warehouse again: the
+done dates it does not hold with the recorded checksums become *needs re-run*.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date, datetime
+from enum import StrEnum
+from pathlib import Path
+
+from sqlalchemy import text
+
+from tokokita_etl.config import Settings
+from tokokita_etl.errors import StateError, WarehouseError
+from tokokita_etl.state import IN_PROGRESS, SUCCESS, Watermark
+from tokokita_etl.warehouse import Warehouse
+
+#: the entry field naming the warehouse a date's recorded outcome describes
+WAREHOUSE = "warehouse"
+#: the stage a date marked by `reconcile` names as where it needs its re-run from
+RECONCILED = "reconcile"
+
+
+class WarehouseIdentityError(StateError):
+    """The warehouse is not the one the watermark describes (exit 2, not an attempt)."""
+
+
+class Presence(StrEnum):
+    """What is at the warehouse URL."""
+
+    MISSING = "missing"  # no SQLite file
+    EMPTY = "empty"  # no TokoKita tables
+    UNMARKED = "unmarked"  # the tables, without an identity row (made before identities)
+    MARKED = "marked"
+    #: the database did not answer: nothing can be told, and nothing is written to it
+    UNREACHABLE = "unreachable"
+
+
+@dataclass(frozen=True)
+class Identity:
+    """One warehouse's identity row."""
+
+    id: str
+    created_by: str
+    created_at: str
+    revision: int
+
+    def __str__(self) -> str:
+        return (f"{self.id} (created {self.created_at} by {self.created_by}, "
+                f"revision {self.revision})")
+
+
+@dataclass(frozen=True)
+class Present:
+    """What `present` found at the warehouse URL."""
+
+    presence: Presence
+    identity: Identity | None = None
+
+    def __str__(self) -> str:
+        if self.presence is Presence.MISSING:
+            return "none: its file does not exist"
+        if self.presence is Presence.EMPTY:
+            return "none: it holds no TokoKita tables"
+        if self.presence is Presence.UNMARKED:
+            return "none: its tables carry no identity"
+        return str(self.identity)
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """The warehouse the watermark describes: the ids its entries name, each with the
+    highest revision recorded, and how many done dates it holds (with or without an id)."""
+
+    revisions: dict[str, int]
+    done: int
+
+    @property
+    def describes_data(self) -> bool:
+        return bool(self.revisions) or self.done > 0
+
+    def __str__(self) -> str:
+        names = ", ".join(f"{wid} (revision {rev})" for wid, rev in sorted(self.revisions.items()))
+        return names or "no identity (entries recorded before warehouse identities)"
+
+
+def recorded(watermark: Watermark) -> Recorded:
+    """The warehouse `watermark` describes."""
+    revisions: dict[str, int] = {}
+    done = 0
+    for entry in watermark.runs.values():
+        named = entry.get(WAREHOUSE)
+        if isinstance(named, dict) and isinstance(named.get("id"), str):
+            revision = named.get("revision")
+            revision = revision if isinstance(revision, int) else 0
+            revisions[named["id"]] = max(revisions.get(named["id"], 0), revision)
+        if entry.get("status") == SUCCESS:
+            done += 1
+    return Recorded(revisions, done)
+
+
+def present(warehouse: Warehouse) -> Present:
+    """What is at `warehouse`'s URL; creates nothing (an SQLite file that is not there is not
+    opened, so not made). A database that cannot be reached is UNREACHABLE: the stage that
+    needs it fails as it does today (transient, retried), and nothing is written to it."""
+    if warehouse.is_sqlite:
+        path = Path(warehouse.url.database)
+        if not path.is_file():
+            return Present(Presence.MISSING)
+    try:
+        return _read(warehouse)
+    except WarehouseError as exc:
+        if exc.transient:
+            return Present(Presence.UNREACHABLE)
+        raise
+
+
+def _read(warehouse: Warehouse) -> Present:
+    with warehouse.begin(label="warehouse", read_only=True) as conn:
+        if warehouse.is_sqlite:
+            tables = {name for (name,) in conn.execute(text(
+                "SELECT name FROM sqlite_master WHERE type = 'table' "
+                "AND name IN ('fact_pesanan', 'warehouse_identity')"))}
+        else:
+            found = conn.execute(text(
+                "SELECT to_regclass('fact_pesanan') IS NOT NULL, "
+                "to_regclass('warehouse_identity') IS NOT NULL")).one()
+            tables = {name for name, there in zip(("fact_pesanan", "warehouse_identity"), found,
+                                                   strict=True) if there}
+        if "warehouse_identity" not in tables:
+            return Present(Presence.UNMARKED if "fact_pesanan" in tables else Presence.EMPTY)
+        rows = conn.execute(text("SELECT warehouse_id, created_by, created_at, revision "
+                                 "FROM warehouse_identity")).all()
+    if len(rows) != 1:
+        return Present(Presence.UNMARKED if not rows else Presence.MARKED,
+                       None if not rows else Identity(*rows[0][:3], int(rows[0][3])))
+    wid, created_by, created_at, revision = rows[0]
+    return Present(Presence.MARKED, Identity(wid, created_by, str(created_at), int(revision)))
+
+
+def problem(found: Present, wanted: Recorded) -> str | None:
+    """Why the warehouse `found` is not the one `wanted` describes, or None when it is (or the
+    watermark names none)."""
+    if not wanted.describes_data or found.presence is Presence.UNREACHABLE:
+        return None
+    if found.presence in (Presence.MISSING, Presence.EMPTY):
+        return "it is missing or empty"
+    if not wanted.revisions:
+        return None  # entries from before identities: the present warehouse is taken
+    if found.presence is Presence.UNMARKED or found.identity is None:
+        return "it is another warehouse (it carries no identity)"
+    if len(wanted.revisions) > 1:
+        return "the watermark names more than one warehouse"
+    [(wid, revision)] = wanted.revisions.items()
+    if found.identity.id != wid:
+        return "it is another warehouse"
+    if found.identity.revision < revision:
+        return (f"it is an older copy of it (revision {found.identity.revision}, the "
+                f"watermark has seen revision {revision})")
+    return None
+
+
+def message(settings: Settings, warehouse: Warehouse, found: Present, wanted: Recorded,
+            why: str, *, where: str) -> str:
+    """The one line that refuses a run on the wrong warehouse: both identities and the way
+    out."""
+    return (f"warehouse {warehouse.display_url} is not the one the watermark ({where}) "
+            f"describes: {why}. The watermark records {wanted.done} done dates in warehouse "
+            f"{wanted}; this warehouse's identity: {found}. Nothing was run. Point "
+            f"warehouse_url at the watermark's warehouse, or after a real loss run "
+            f"`tokokita-etl state reconcile`: the dates this warehouse does not hold become "
+            f"needs re-run")
+
+
+def verify(settings: Settings, watermark: Watermark, *, where: str) -> Present:
+    """What is at the warehouse URL, when it is the warehouse `watermark` describes (or the
+    watermark names none); WarehouseIdentityError naming both otherwise. Writes nothing."""
+    warehouse = Warehouse.from_settings(settings)
+    found, wanted = present(warehouse), recorded(watermark)
+    why = problem(found, wanted)
+    if why is not None:
+        raise WarehouseIdentityError(message(settings, warehouse, found, wanted, why,
+                                             where=where))
+    return found
+
+
+def ensure(settings: Settings, found: Present) -> None:
+    """Create the warehouse (a first run) or give an existing one made before identities its
+    identity, once `verify` accepted it: what a run that proceeds does first."""
+    if found.presence not in (Presence.MARKED, Presence.UNREACHABLE):
+        Warehouse.from_settings(settings).ensure_schema(created_by=settings.pipeline)
+
+
+# -- recovery ----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Reconciled:
+    """What `reconcile` did."""
+
+    identity: Identity
+    kept: list[str]
+    rerun: list[str]
+    created: bool
+
+
+def _held_checksums(warehouse: Warehouse, day: date) -> dict[str, str]:
+    from tokokita_etl.checksums import fact_digest, rows_checksum
+
+    with warehouse.begin(label="warehouse", read_only=True) as conn:
+        fact = fact_digest(warehouse, conn, day)
+        summary = list(warehouse.summary_rows(conn, day))
+    return {f"fact_{day}": fact.checksum, f"summary_{day}": rows_checksum(summary)}
+
+
+def reconcile(settings: Settings, now: datetime) -> Reconciled:
+    """Make the watermark describe the present warehouse after a real loss.
+
+    The warehouse is created when missing or empty (a new identity), or given an identity
+    when it has none. Each done date whose fact and summary rows in it have the checksums the
+    watermark recorded stays done, now naming this warehouse; every other done date becomes
+    *needs re-run* (a failed outcome that is not a failure of the partition: its failures
+    since the last success are kept). The next run of such a date reloads it.
+    """
+    from tokokita_etl.stores import state_store
+
+    warehouse = Warehouse.from_settings(settings)
+    store = state_store(settings)
+    store.check_writable()
+    found = present(warehouse)
+    if found.presence is Presence.UNREACHABLE:
+        raise WarehouseError(f"warehouse {warehouse.display_url}: it does not answer; nothing "
+                             "was reconciled", transient=True)
+    created = found.presence in (Presence.MISSING, Presence.EMPTY)
+    if found.presence is not Presence.MARKED:
+        warehouse.ensure_schema(created_by=settings.pipeline)
+        found = present(warehouse)
+    identity = found.identity
+    assert identity is not None  # (ensure_schema wrote it)
+    named = {WAREHOUSE: {"id": identity.id, "revision": identity.revision}}
+    kept, rerun = [], []
+    stamp = now.isoformat(timespec="seconds")
+    for iso, entry in sorted(store.read().runs.items()):
+        day = date.fromisoformat(iso)
+        if entry.get("status") != SUCCESS or IN_PROGRESS in entry:
+            if WAREHOUSE in entry:
+                store.update_entry(day, lambda e: e.pop(WAREHOUSE, None))
+            continue
+        recorded_sums = entry.get("checksums") or {}
+        held = _held_checksums(warehouse, day) if not created else {}
+        if held and all(recorded_sums.get(key) == value for key, value in held.items()):
+            store.update_entry(day, lambda e: e.update(named))
+            kept.append(iso)
+            continue
+        store.record_needs_rerun(
+            day, f"warehouse {identity.id} does not hold the rows of {iso} its success "
+                 f"recorded (reconciled at {stamp})", RECONCILED, now)
+        rerun.append(iso)
+    return Reconciled(identity, kept, rerun, created)
+
