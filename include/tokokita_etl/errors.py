@@ -84,4 +84,11 @@ class ConcurrentRunError(EtlError):
 class RunStoppedError(EtlError):
     """The run was stopped from outside while a stage ran (on Airflow: a person marked the
     task success or failed, or cleared it): the stage's warehouse transaction rolls back, and
-    it is no failure of the partition (not an attempt, exit 1)."""
+    it is no failure of the partition (not an attempt, exit 1).
+
+    `clears`: how many times the run had been cleared when it was stopped (Airflow's
+    `clear_number`): its later stages of that same clear do not run."""
+
+    def __init__(self, message: str, *, clears: int = 0) -> None:
+        super().__init__(message)
+        self.clears = clears

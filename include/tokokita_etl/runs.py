@@ -47,6 +47,7 @@ from tokokita_etl.state import (
     FAILED,
     IN_PROGRESS,
     STOPPED,
+    STOPPED_CLEARS,
     SUCCESS,
     Claim,
     HolderCheck,
@@ -112,6 +113,19 @@ def claim_started(settings: Settings, day: date, owner: str, default: datetime) 
     except StateError:
         return default
     return held.since if held is not None and held.owner == owner else default
+
+
+def stop_ended_run(settings: Settings, day: date, owner: str, why: str, clears: int) -> bool:
+    """A run that ended well (on Airflow: its DAG run succeeded) while its intent on `day`
+    still stands (a stage cleared alone, a stage marked success): mark the intent stopped
+    (`StateStore.mark_stopped`), so the date needs a re-run that counts no failure. Returns
+    whether it did."""
+    store = state_store(settings)
+    intent = store.read().intent(day)
+    if intent is None or intent["run"] != owner or intent.get(STOPPED):
+        return False
+    store.mark_stopped(day, why, clears)
+    return True
 
 
 def release_date(settings: Settings, day: date, owner: str) -> None:
@@ -237,6 +251,9 @@ def claim_to_change(settings: Settings, day: date, owner: str, stage: str, now: 
             # before the first change: a run that dies before its outcome record leaves it,
             # and the next gate of the date records the date as interrupted (reconcile_intent)
             store.begin(day, owner, stage, now)
+        elif intent.get(STOPPED):  # the run, stopped before, was cleared: it runs again
+            store.update_entry(day, lambda entry: [entry[IN_PROGRESS].pop(key, None)
+                                                   for key in (STOPPED, STOPPED_CLEARS)])
     except StateError:
         # the watermark cannot take the record (a full state folder): the run changes
         # nothing, so it does not keep the date either
@@ -306,7 +323,7 @@ def gate(settings: Settings, day: date, *, force: bool, reset_attempts: bool, no
 
 
 def enter_stage(settings: Settings, day: date, *, stage: str, owner: str, force: bool,
-                cleared: bool, now: datetime,
+                cleared: bool, now: datetime, clears: int = 0,
                 holder_finished: HolderCheck = cli_holder_finished) -> Decision:
     """The gate of one stage task: a cleared stage runs without its run's gate, so it applies
     the same rules (`policy.stage_decision`) and, when it runs, holds the claim and has its
@@ -315,10 +332,19 @@ def enter_stage(settings: Settings, day: date, *, stage: str, owner: str, force:
     A stage of a run whose gate decided to process the date finds its run's intent there; a
     retry, or a cleared stage after that run's outcome record (a reprocess of a done date, a
     re-run of a failed one), writes it (`claim_to_change`). Raises ConcurrentRunError when
-    another live run holds the date.
+    another live run holds the date. A stage of a run that was stopped from outside (a
+    person's mark) after as many clears (`clears`) as it has now is skipped: the person
+    stopped the run; clearing it again runs it.
     """
     store = state_store(settings)
-    found = verify(settings, store.read(), where=store.location)
+    watermark = store.read()
+    found = verify(settings, watermark, where=store.location)
+    intent = watermark.intent(day)
+    if intent is not None and intent["run"] == owner and intent.get(STOPPED) \
+            and int(intent.get(STOPPED_CLEARS, 0)) >= clears:
+        return Decision(Action.SKIP, f"an earlier stage of this run was stopped "
+                                     f"({intent[STOPPED]}): {day} needs a re-run; clear the "
+                                     "run or trigger the date to run it")
     holder_finished = _asked_once(holder_finished)
     reconcile_intent(settings, day, now, holder_finished, owner)
     decision = stage_decision(store.read(), day, max_attempts=settings.max_attempts,
@@ -458,7 +484,7 @@ def finish_failure(settings: Settings, day: date, error: BaseException, *, stage
         elif isinstance(error, RunStoppedError):
             # its stage's transaction rolled back, but an earlier stage may have changed the
             # warehouse: the date needs a re-run, which is no failure of the partition
-            store.mark_stopped(day, message)
+            store.mark_stopped(day, message, error.clears)
         # from load on the intent stays: its run ends without a recorded outcome, so the next
         # gate records the date as interrupted (the warehouse may hold part of its work)
         attempt = store.read().attempts(day)

@@ -36,8 +36,9 @@ RUN_OUTCOME_FIELDS = ("error", "failed_stage", "warnings", "needs_rerun")
 #: written by the gate before the first stage, removed by the run's success or failure record
 #: (docs/data-contract.md, "Watermark"); while it is there the entry is not a success
 IN_PROGRESS = "in_progress"
-#: the intent field of a run stopped from outside (a person's mark): why
-STOPPED = "stopped"
+#: the intent fields of a run stopped from outside (a person's mark): why, and after how many
+#: clears of the run
+STOPPED, STOPPED_CLEARS = "stopped", "stopped_clears"
 
 
 def _is_count(value: Any) -> bool:
@@ -321,15 +322,18 @@ class WatermarkRules:
 
         self.update_entry(day, mutate)
 
-    def mark_stopped(self, day: date, why: str) -> None:
+    def mark_stopped(self, day: date, why: str, clears: int = 0) -> None:
         """Note on the intent record for `day` (its claim holder's, the caller) that its run
-        was stopped from outside (not a failure of the partition): the next gate records the
-        date as needing a re-run without counting a failure (`runs.reconcile_intent`)."""
+        was stopped from outside (not a failure of the partition), after `clears` clears of
+        the run: its later stages of that clear skip, and the next gate of another run
+        records the date as needing a re-run without counting a failure
+        (`runs.reconcile_intent`)."""
 
         def mutate(entry: dict[str, Any]) -> None:
             intent = entry.get(IN_PROGRESS)
             if intent is not None:
                 intent[STOPPED] = why
+                intent[STOPPED_CLEARS] = clears
 
         self.update_entry(day, mutate)
 

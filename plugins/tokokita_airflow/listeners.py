@@ -15,7 +15,9 @@ its claim on D, if it still holds one, is released (where the state needs no Air
 connection, see `release_ended_run`): a run whose last task did not release it
 (a stage cleared without its downstream tasks, a run marked while a stage was running) would
 otherwise read as running in `status`, `due` and the status page until the claim's TTL. An
-intent record it left stays, so the date reads *needs re-run* (`runs.reconcile_intent`).
+intent record it left stays, so the date reads *needs re-run* (`runs.reconcile_intent`); when
+the run ended in success (a stage cleared alone, a stage marked success), that re-run counts
+no failure of the partition (`runs.stop_ended_run`).
 """
 
 from __future__ import annotations
@@ -65,7 +67,7 @@ def on_dag_run_running(dag_run: Any, msg: str) -> None:
                  dag_run.run_id, dag_run.dag_id, key)
 
 
-def release_ended_run(dag_run: Any) -> None:
+def release_ended_run(dag_run: Any, *, succeeded: bool = False) -> None:
     """Release the claim an ended run of a TokoKita DAG may still hold on its date, where the
     watermark is reached without an Airflow connection (`connections.state_needs_connection`):
     a connection read here, in the scheduler's or the API's call, would use and close the
@@ -74,7 +76,7 @@ def release_ended_run(dag_run: Any) -> None:
     from tokokita_airflow.connections import state_needs_connection
     from tokokita_airflow.runtime import configured_settings, dag_run_owner
     from tokokita_etl.errors import EtlError
-    from tokokita_etl.runs import release_date
+    from tokokita_etl.runs import release_date, stop_ended_run
 
     owner, day = dag_run_owner(dag_run), run_partition(dag_run)
     if day is None:
@@ -84,6 +86,11 @@ def release_ended_run(dag_run: Any) -> None:
         if state_needs_connection(settings):
             return
         release_date(settings, day, owner)
+        if succeeded and stop_ended_run(
+                settings, day, owner, "its run ended with a stage cleared alone or marked",
+                int(getattr(dag_run, "clear_number", 0) or 0)):
+            log.info("%s ended before recording the outcome of %s: the date needs a re-run "
+                     "(no failure counted)", owner, day)
     except EtlError as exc:
         log.warning("%s ended; its claim on %s stays until the next run of the date takes it "
                     "over: %s", owner, day, exc)
@@ -91,8 +98,9 @@ def release_ended_run(dag_run: Any) -> None:
 
 @hookimpl
 def on_dag_run_success(dag_run: Any, msg: str) -> None:
-    """A run that ended (or was marked) success holds no claim."""
-    release_ended_run(dag_run)
+    """A run that ended (or was marked) success holds no claim; an intent it left (a stage
+    cleared alone, a stage marked while it ran) makes the date need a re-run, no failure."""
+    release_ended_run(dag_run, succeeded=True)
 
 
 @hookimpl

@@ -221,11 +221,12 @@ class EtlStageOperator(BaseOperator):
         self._lineage = (settings, day, None)
         owner = run_owner(context)
         now = datetime.now(UTC)
+        self._clears = int(getattr(context["dag_run"], "clear_number", 0) or 0)
         self.log.info("Stage %s of partition %s", self.stage, day)
         try:
             decision = enter_stage(settings, day, stage=self.stage, owner=owner,
                                    force=run_flag(context, "force"),
-                                   cleared=run_cleared(context), now=now,
+                                   cleared=run_cleared(context), now=now, clears=self._clears,
                                    holder_finished=holder_finished)
         except ConcurrentRunError as exc:
             self.log.warning("Skipped: %s", exc)
@@ -278,7 +279,7 @@ class EtlStageOperator(BaseOperator):
         self.log.warning("Airflow stops stage %s while it runs: rolling back, no failure "
                          "recorded", self.stage)
         raise RunStoppedError(f"stage {self.stage} stopped by Airflow while it ran (the "
-                              "task was marked or cleared)")
+                              "task was marked or cleared)", clears=getattr(self, "_clears", 0))
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         """OpenLineage inputs and outputs of this stage's run of D, with row counts and the

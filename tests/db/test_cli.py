@@ -394,7 +394,7 @@ def test_a_run_waiting_for_a_held_state_lock_says_so_then_goes_on(sqlite_workspa
     holder = subprocess.Popen(
         [sys.executable, "-c", "import fcntl, sys, time\n"
          f"f = open({str(lock)!r}, 'a+'); fcntl.flock(f, fcntl.LOCK_EX)\n"
-         "print('held', flush=True); time.sleep(3)"], stdout=subprocess.PIPE, text=True)
+         "print('held', flush=True); time.sleep(6)"], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline() == "held\n"
         done = run_cli(["run", "--date", SAMPLE_DATES[0].isoformat()], cwd=ws.root,
