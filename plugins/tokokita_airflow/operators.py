@@ -223,6 +223,11 @@ class EtlStageOperator(BaseOperator):
         now = datetime.now(UTC)
         self._clears = int(getattr(context["dag_run"], "clear_number", 0) or 0)
         self.log.info("Stage %s of partition %s", self.stage, day)
+        unfinished = self._upstream_not_run(context)
+        if unfinished:
+            raise AirflowSkipException(
+                f"{unfinished} did not finish its work in this run (marked success while it "
+                f"ran?): {day} needs a re-run; clear the run or trigger the date to run it")
         try:
             decision = enter_stage(settings, day, stage=self.stage, owner=owner,
                                    force=run_flag(context, "force"),
@@ -266,6 +271,19 @@ class EtlStageOperator(BaseOperator):
             return meta
         finally:
             release_working_copy(settings, day)
+
+    def _upstream_not_run(self, context: Context) -> str | None:
+        """The upstream task of this run that did not return from its work, or None: every
+        TokoKita task returns its result as an XCom, so an upstream task that has none was
+        marked success while it ran (Airflow then starts this task at once, before the
+        marked one has even stopped). A clear keeps the XComs of the tasks it leaves alone."""
+        ti = context.get("ti")
+        if ti is None:
+            return None
+        for task_id in sorted(self.upstream_task_ids):
+            if ti.xcom_pull(task_ids=task_id, key="return_value") is None:
+                return task_id
+        return None
 
     def on_kill(self) -> None:
         """Airflow stops this task while it runs (a person marked it success or failed, or

@@ -47,9 +47,11 @@ def marks(tmp_path_factory):
         generate_partition(raw / f"pesanan_{big}.csv", big, BIG_ROWS, seed=1)
         stack.start()
         stack.api.wait_dag(DAG_ID, timeout=120)
-        wait_for(lambda: len([r for r in stack.api.dag_runs(DAG_ID)
-                              if r["state"] == "success"]) == 2 or None,
-                 600, 2, "the catch-up of T-3 and T-2")
+        wait_for(lambda: all(stack.watermark().get(str(day), {}).get("status") == "success"
+                             for day in (small, big)) or None,
+                 600, 2, "the catch-up to process T-3 and T-2")
+        wait_for(lambda: all(r["state"] in TERMINAL for r in stack.api.dag_runs(DAG_ID))
+                 or None, 120, 1, "the catch-up's runs to end")
         yield stack, small, big
     finally:
         stack.close()
@@ -84,6 +86,7 @@ def test_a_mark_while_load_runs_stops_it_merges_nothing_and_counts_no_failure(ma
 
     stack, _, big = marks
     before = stack.watermark()[str(big)]
+    assert before.get("status") == "success", (before, stack.api.dag_runs(DAG_ID))
     recorded = before["checksums"][f"fact_{big}"]
     assert fact_checksum(stack, big) == recorded
     # a corrected file: had the stopped load merged anything, the rows would change

@@ -176,7 +176,9 @@ def test_a_stage_cleared_alone_leaves_the_date_needing_a_re_run_once_its_run_end
     """Bug: a stage cleared without its downstream tasks claimed the date and its run ended
     without releasing the claim, so `status`, `due` and the status page said the date was
     being processed until the claim's TTL; docs/operations.md says it reads *needs re-run*
-    once the run has ended. Clearing the whole run then reprocesses it."""
+    once the run has ended. Bug: the status page then said that re-run "counts as failure
+    1/3" while the next run recorded none: a clear is a person's gesture, never a failure of
+    the partition. Clearing the whole run then reprocesses it."""
     from tokokita_etl.status import status_rows
 
     stack, dates = gestures
@@ -185,17 +187,19 @@ def test_a_stage_cleared_alone_leaves_the_date_needing_a_re_run_once_its_run_end
     assert finished["state"] == "success"
     claims = stack.data / "state" / "claims"
     assert list(claims.glob("*.json")) == []  # released when the run ended
-    assert "in_progress" in entry(stack, dates.done)  # the load's intent: no outcome recorded
+    intent = entry(stack, dates.done)["in_progress"]  # the load's intent: no outcome recorded
+    assert intent["stopped"] == "its run ended with a stage cleared alone or marked", intent
+    failures = entry(stack, dates.done)["failures"]
     [row] = [r for r in status_rows(stack.settings()) if r["date"] == str(dates.done)]
-    assert row["label"] == "needs re-run", row
-    assert "without recording its outcome" in row["reason"], row
+    assert (row["state"], row["label"]) == ("needs re-run", "needs re-run"), row
+    assert "the next run records no failure" in row["reason"], row
 
     attempt = entry(stack, dates.done)["attempt"]
     finished = clear(stack, run["dag_run_id"], ["wait_for_raw_partition"], downstream=True)
     assert finished["state"] == "success"
     after = entry(stack, dates.done)
     assert after["status"] == "success" and "in_progress" not in after
-    assert after["attempt"] >= attempt + 1
+    assert after["attempt"] >= attempt + 1 and after["failures"] == failures == 0
     [row] = [r for r in status_rows(stack.settings()) if r["date"] == str(dates.done)]
     assert row["label"] == "done", row
 
