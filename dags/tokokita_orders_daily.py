@@ -41,7 +41,7 @@ from tokokita_airflow.notifiers import deadline_alert
 from tokokita_airflow.operators import EtlStageOperator, WatermarkGateOperator
 from tokokita_airflow.runtime import configured_settings
 from tokokita_airflow.sensors import RawPartitionSensor
-from tokokita_airflow.timetable import PartitionDateTimetable
+from tokokita_airflow.timetable import DailyPartitionTimetable
 from tokokita_etl import notify
 from tokokita_etl.stages import STAGE_NAMES
 
@@ -69,10 +69,11 @@ with DAG(
     dag_id="tokokita_orders_daily",
     description="TokoKita nightly orders ETL: raw CSV -> fact/summary -> gold CSV",
     doc_md=__doc__,
-    # the logical date is the fire time, so D = local date of the logical date - 1 day;
-    # the catch-up's end is the timetable's, not the DAG's: a manual run after it has tasks
-    schedule=PartitionDateTimetable(SETTINGS.cron, timezone=SETTINGS.timezone,
-                                    last_fire=SETTINGS.catchup_end),
+    # Airflow's CronPartitionTimetable: each run carries D as its partition key from its
+    # creation; the catch-up's end is the timetable's, not the DAG's: a manual run after it
+    # has tasks
+    schedule=DailyPartitionTimetable(SETTINGS.cron, timezone=SETTINGS.timezone,
+                                     last_fire=SETTINGS.catchup_end),
     start_date=SETTINGS.catchup_start,
     catchup=True,
     # a backfill of a paused DAG never starts: the DAG is active from its first parse
@@ -93,13 +94,6 @@ with DAG(
         "max_retry_delay": timedelta(minutes=15),
     },
     params={
-        "partition_date": Param(None, type=["null", "string"], pattern=r"^\d{4}-\d{2}-\d{2}$",
-                                title="Partition date (YYYY-MM-DD)",
-                                description="The date to process, e.g. 2026-11-02; empty: "
-                                            f"yesterday in {SETTINGS.timezone} (a scheduled "
-                                            "run: the day before its fire time). Leave it "
-                                            "empty in a backfill: each of its runs processes "
-                                            "its own date"),
         "force": Param(False, type=["boolean", "null"], title="Force",
                        description="Reprocess the date even if it already succeeded"),
         "reset_attempts": Param(False, type=["boolean", "null"], title="Reset attempts",
