@@ -3,22 +3,27 @@
 
 Processes one raw partition `pesanan_D.csv` per run: the run that fires at **D+1 02:30**
 (the default `cron`, in the pipeline's time zone `timezone`) processes **D** (yesterday).
-Every run shows D as its **Partition Key** (run header, runs list); a scheduled run's id names
-it too. Catch-up is on; the watermark gate makes Airflow's catch-ups, retries, backfills,
-triggers and clears process exactly the dates the pipeline's `due_runs` would.
+Every run carries D as its **Partition Key** from its creation (Airflow's
+`CronPartitionTimetable`). Catch-up is on: the scheduled runs and the catch-up process exactly
+the dates the pipeline's `due_runs` would at the same clock; a backfill, a trigger with a
+partition key and a clear process exactly the dates they name, a done date included
+(reprocessed with identical results). The watermark gate skips done dates otherwise, blocks a
+date at `max_attempts` and lets one run hold a date at a time.
 
 | task | what it does |
 |---|---|
 | `wait_for_raw_partition` | waits (reschedule mode) for the file of D; skips when it is not coming |
-| `check_watermark` | skips D if done (unless cleared) or held, fails if blocked, claims D |
+| `check_watermark` | skips D if done (unless cleared, forced, backfilled) or held; fails if blocked |
 | `extract` ... `publish_gold` | one pipeline stage each, same functions as `tokokita-etl run` |
 
-**Trigger** with the form's defaults to process yesterday (in the pipeline's zone); set
-`partition_date` (YYYY-MM-DD) for another date, `force` to reprocess a date that succeeded,
-`reset_attempts` to unblock a date that reached max attempts. **Clear** re-runs: clearing a
-stage (with downstream) or the whole run of a date that succeeded reprocesses it, as `force`
-does. A backfill processes each run's own date: leave `partition_date` empty there. See the
-operations guide for every gesture.
+**Trigger** with the date in *Partition Key* (`YYYY-MM-DD`; empty: yesterday in the pipeline's
+zone), `force` to reprocess a date that succeeded, `reset_attempts` to unblock a date that
+reached max attempts. **Backfill** over partition dates: the Date Range D1..D2 (whole days in
+the pipeline's zone, both included) makes one run per date, its Partition Key that date;
+Missing Runs, Missing and Errored Runs or All Runs choose which dates get one, and each
+reprocesses its date as a clear does. **Clear** re-runs: clearing a stage (with downstream),
+the whole run, or every run of a date (clear by partition) reprocesses it, as `force` does.
+See the operations guide for every gesture.
 
 **Deadline**: a scheduled run must have succeeded by `deadline_local_time` (in the pipeline's
 zone) on the fire date, else it alerts (logged by the triggerer, POSTed to
@@ -41,7 +46,7 @@ from tokokita_airflow.notifiers import deadline_alert
 from tokokita_airflow.operators import EtlStageOperator, WatermarkGateOperator
 from tokokita_airflow.runtime import configured_settings
 from tokokita_airflow.sensors import RawPartitionSensor
-from tokokita_airflow.timetable import PartitionDateTimetable
+from tokokita_airflow.timetable import DailyPartitionTimetable
 from tokokita_etl import notify
 from tokokita_etl.stages import STAGE_NAMES
 
@@ -69,10 +74,11 @@ with DAG(
     dag_id="tokokita_orders_daily",
     description="TokoKita nightly orders ETL: raw CSV -> fact/summary -> gold CSV",
     doc_md=__doc__,
-    # the logical date is the fire time, so D = local date of the logical date - 1 day;
-    # the catch-up's end is the timetable's, not the DAG's: a manual run after it has tasks
-    schedule=PartitionDateTimetable(SETTINGS.cron, timezone=SETTINGS.timezone,
-                                    last_fire=SETTINGS.catchup_end),
+    # Airflow's CronPartitionTimetable: each run carries D as its partition key from its
+    # creation; the catch-up's end is the timetable's, not the DAG's: a manual run after it
+    # has tasks
+    schedule=DailyPartitionTimetable(SETTINGS.cron, timezone=SETTINGS.timezone,
+                                     last_fire=SETTINGS.catchup_end),
     start_date=SETTINGS.catchup_start,
     catchup=True,
     # a backfill of a paused DAG never starts: the DAG is active from its first parse
@@ -93,13 +99,6 @@ with DAG(
         "max_retry_delay": timedelta(minutes=15),
     },
     params={
-        "partition_date": Param(None, type=["null", "string"], pattern=r"^\d{4}-\d{2}-\d{2}$",
-                                title="Partition date (YYYY-MM-DD)",
-                                description="The date to process, e.g. 2026-11-02; empty: "
-                                            f"yesterday in {SETTINGS.timezone} (a scheduled "
-                                            "run: the day before its fire time). Leave it "
-                                            "empty in a backfill: each of its runs processes "
-                                            "its own date"),
         "force": Param(False, type=["boolean", "null"], title="Force",
                        description="Reprocess the date even if it already succeeded"),
         "reset_attempts": Param(False, type=["boolean", "null"], title="Reset attempts",

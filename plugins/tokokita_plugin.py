@@ -10,14 +10,15 @@ from airflow.plugins_manager import AirflowPlugin
 from tokokita_airflow import listeners
 from tokokita_airflow.deadlines import ScheduledRunDeadline
 from tokokita_airflow.status_page import app as status_app
-from tokokita_airflow.timetable import PartitionDateTimetable
+from tokokita_airflow.timetable import DailyPartitionTimetable, PartitionDateTimetable
 
 
 def partition_date(dag_run, params=None) -> str:
-    """Macro: D of a run, `{{ macros.tokokita.partition_date(dag_run, params) }}`."""
+    """Macro: D of a run, `{{ macros.tokokita.partition_date(dag_run) }}`: its partition key.
+    `params` is accepted, and not read, for templates written when D was a param."""
     from tokokita_airflow.runtime import configured_settings, partition_date_of
 
-    return partition_date_of(dag_run, params, configured_settings().timezone).isoformat()
+    return partition_date_of(dag_run, configured_settings().timezone).isoformat()
 
 
 class TokokitaPlugin(AirflowPlugin):
@@ -25,7 +26,8 @@ class TokokitaPlugin(AirflowPlugin):
 
     name = "tokokita"
     macros: ClassVar[list] = [partition_date]
-    timetables: ClassVar[list] = [PartitionDateTimetable]
+    # PartitionDateTimetable: the name in DAG versions serialized before partitions
+    timetables: ClassVar[list] = [DailyPartitionTimetable, PartitionDateTimetable]
     listeners: ClassVar[list] = [listeners]
     deadline_references: ClassVar[list] = [ScheduledRunDeadline]
     fastapi_apps: ClassVar[list] = [

@@ -457,11 +457,14 @@ def dag_settings():
 
 
 def partition_day(run: dict[str, Any]) -> date:
-    """D of a scheduled or backfill run: the package's rule on its fire time, in the DAG's zone."""
+    """D of a run: its partition key, else (a manual run triggered without one) the package's
+    rule on when it was queued, in the DAG's zone."""
     from tokokita_etl.schedule import partition_date_for_run
 
-    logical = datetime.fromisoformat(run["logical_date"].replace("Z", "+00:00"))
-    return partition_date_for_run(logical, dag_settings().timezone)
+    if run.get("partition_key"):
+        return date.fromisoformat(run["partition_key"])
+    anchor = datetime.fromisoformat((run["logical_date"] or run["run_after"]).replace("Z", "+00:00"))
+    return partition_date_for_run(anchor, dag_settings().timezone)
 
 
 def last_fired_day(now: datetime) -> date:

@@ -6,7 +6,9 @@ Idempotent, driven only by the environment docker-compose.yaml declares:
    run as root, it gives the folders it creates (and empty root-owned ones: fresh named
    volumes) to `AIRFLOW_UID` (group 0) and changes the owner of nothing else: the host's
    files and folders in ./data keep theirs;
-2. `airflow db migrate` on `AIRFLOW__DATABASE__SQL_ALCHEMY_CONN`;
+2. `airflow db migrate` on `AIRFLOW__DATABASE__SQL_ALCHEMY_CONN`, then the upgrade in place
+   to partitions: the DAG's runs made before it get the partition date of their key
+   (`tokokita_airflow.upgrade`; nothing to do on a new database);
 3. the admin login: `_AIRFLOW_WWW_USER_USERNAME` / `_AIRFLOW_WWW_USER_PASSWORD` are written
    to the SimpleAuthManager password file the api-server reads;
 4. the warehouse: the database of the warehouse's Airflow connection
@@ -196,6 +198,17 @@ def prepare_warehouse(env: Mapping[str, str]) -> str | None:
     return warehouse.display_url
 
 
+def date_runs_made_before_partitions(env: Mapping[str, str]) -> None:
+    """`tokokita_airflow.upgrade` in Airflow's interpreter (importing Airflow's settings puts
+    the plugins folder on the path, as for every Airflow process)."""
+    code = ("import airflow.settings; from tokokita_airflow.upgrade import main; "
+            "raise SystemExit(main())")
+    python = str(Path(airflow_bin(env)).with_name("python"))
+    if not Path(python).exists():
+        python = sys.executable
+    subprocess.run([python, "-c", code], check=True, env=dict(env))
+
+
 def main(env: Mapping[str, str] | None = None) -> int:
     """Run every init step; exit non-zero on the first failure."""
     env = dict(os.environ if env is None else env)
@@ -203,6 +216,7 @@ def main(env: Mapping[str, str] | None = None) -> int:
     prepare_folders(env, uid)
     prepare_buckets(env)
     migrate(env)
+    date_runs_made_before_partitions(env)
     write_login(env, uid)
     prepare_warehouse(env)
     say("done")

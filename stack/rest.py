@@ -80,10 +80,14 @@ class AirflowApi:
                     raise
             time.sleep(1)
 
-    def trigger(self, dag_id: str, conf: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Trigger a run without a logical date (the `partition_date` param picks the day)."""
-        return self.request("POST", f"/dags/{dag_id}/dagRuns", expect=(200,),
-                            json={"logical_date": None, "conf": conf or {}})
+    def trigger(self, dag_id: str, conf: dict[str, Any] | None = None, *,
+                partition_key: str | None = None) -> dict[str, Any]:
+        """Trigger a run without a logical date; `partition_key` names the date it processes
+        (None: yesterday in the pipeline's zone)."""
+        body: dict[str, Any] = {"logical_date": None, "conf": conf or {}}
+        if partition_key is not None:
+            body["partition_key"] = partition_key
+        return self.request("POST", f"/dags/{dag_id}/dagRuns", expect=(200,), json=body)
 
     def create_connection(self, body: dict[str, Any]) -> dict[str, Any]:
         """`POST /connections`: an Airflow connection (`connection_id`, `conn_type`, ...)."""

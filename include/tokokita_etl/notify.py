@@ -335,7 +335,8 @@ def deadline_message(context: Mapping[str, Any] | None, *, dag_id: str, tz: str,
     deadline_time = deadline.get("deadline_time")
     if isinstance(deadline_time, datetime | date):
         deadline_time = deadline_time.isoformat()
-    on, due, fire = "", _instant(deadline_time), _instant(logical)
+    # a partitioned run has no logical date: its fire time is when it runs after
+    on, due, fire = "", _instant(deadline_time), _instant(logical or dag_run.get("run_after"))
     if due is not None:
         day = due.astimezone(ZoneInfo(tz)).date()
         fired = fire is not None and fire.astimezone(ZoneInfo(tz)).date() == day

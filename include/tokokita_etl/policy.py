@@ -96,7 +96,7 @@ def unblock_hint(day: date) -> str:
     """The exact action that unblocks `day`, for the command line and for Airflow."""
     return (f"fix the partition or the cause, then run it with reset_attempts: "
             f"`tokokita-etl run --date {day} --reset-attempts`, or trigger the DAG with "
-            f'{{"partition_date": "{day}", "reset_attempts": true}}')
+            f'partition key {day} and {{"reset_attempts": true}}')
 
 
 def blocked_message(state: Watermark, day: date, max_attempts: int) -> str:
@@ -184,15 +184,23 @@ def stage_decision(state: Watermark, day: date, *, max_attempts: int, force: boo
     return decide(state, day, max_attempts=max_attempts, force=force, cleared=cleared)
 
 
-def run_conf_problem(run_type: str, conf: dict | None) -> str | None:
-    """Why a run's configuration is refused, or None: a backfill processes each of its runs'
-    own dates, so its conf (one for every run of the range) may not name a partition date."""
+def run_conf_problem(run_type: str, conf: dict | None, partition_key: str | None) -> str | None:
+    """Why a run's configuration is refused, or None. The date a run processes is its
+    partition key; `partition_date`, the former param, is refused unless it names that same
+    date (a run made before partitions, cleared): a backfill's conf, one for every run of its
+    range, may not name one at all."""
     given = (conf or {}).get("partition_date")
-    if run_type == "backfill" and given:
-        return (f"a backfill processes each run's own date; its run configuration may not set "
-                f"partition_date (got {given!r}, which would point every run of the range at "
-                "one date): create the backfill without it, or trigger one run with that "
-                "partition_date")
+    if not given:
+        return None
+    if run_type == "backfill":
+        return (f"a backfill processes each run's own date (its partition key); its run "
+                f"configuration may not set partition_date (got {given!r}, which would point "
+                "every run of the range at one date): create the backfill without it")
+    if str(given).strip() != partition_key:
+        return (f"partition_date is not a parameter of this DAG (got {given!r}): a run "
+                f"processes its partition key ({partition_key or 'none given'}); trigger the "
+                f"run with partition key {given} instead (the trigger form's Partition Key, "
+                "`partition_key` in the REST API)")
     return None
 
 

@@ -65,15 +65,16 @@ class ScheduledRunDeadline(BaseDeadlineReference):
 
         from tokokita_etl.notify import deadline_offset, run_deadline
 
-        row = session.execute(select(DagRun.run_type, DagRun.logical_date)
+        row = session.execute(select(DagRun.run_type, DagRun.logical_date, DagRun.run_after)
                               .where(DagRun.dag_id == dag_id, DagRun.run_id == run_id)
                               ).one_or_none()
         if row is None:
             return None
-        run_type, logical_date = row
+        run_type, logical_date, run_after = row
         local_time = time.fromisoformat(self.deadline_local_time)
-        deadline = run_deadline(str(getattr(run_type, "value", run_type)), logical_date,
-                                datetime.now(UTC), local_time, self.tz)
+        # a partitioned run has no logical date: its fire time is when it runs after
+        deadline = run_deadline(str(getattr(run_type, "value", run_type)),
+                                logical_date or run_after, datetime.now(UTC), local_time, self.tz)
         if deadline is None:
             return None
         return (deadline - deadline_offset(local_time)).astimezone(UTC)

@@ -1,14 +1,4 @@
-"""A DAG-run listener: every run of a TokoKita DAG shows the date it processes, and a run
-that has ended holds no claim on it.
-
-The scheduler gives its own runs their partition key D when it creates them
-(`PartitionDateTimetable`). A manual run (the trigger form, the REST API) and a backfill run
-are created without one, so when such a run starts, the scheduler (which calls this
-listener inside its own transaction) sets its partition key to the date its tasks will
-process: the `partition_date` of its configuration, else the day before its logical date in
-the pipeline's time zone, the rule every task applies (`runtime.partition_date_of`). The
-run's header, the runs list's *Partition Key* column and the REST API's run record then name
-D for every run.
+"""A DAG-run listener: a run of a TokoKita DAG that has ended holds no claim on its date.
 
 When a run ends (the scheduler finds it finished, or a person marks it success or failed),
 its claim on D, if it still holds one, is released (where the state needs no Airflow
@@ -18,6 +8,9 @@ otherwise read as running in `status`, `due` and the status page until the claim
 intent record it left stays, so the date reads *needs re-run* (`runs.reconcile_intent`); when
 the run ended in success (a stage cleared alone, a stage marked success), that re-run counts
 no failure of the partition (`runs.stop_ended_run`).
+
+Every run carries D as its partition key from its creation (`DailyPartitionTimetable`, and
+the trigger's partition key), so nothing is set on a starting run.
 """
 
 from __future__ import annotations
@@ -35,36 +28,17 @@ def run_partition(dag_run: Any) -> date | None:
     """The date a run of a TokoKita DAG processes, or None when it is not a TokoKita run or
     names no valid date (its tasks refuse it)."""
     from tokokita_airflow.runtime import partition_date_of
-    from tokokita_airflow.timetable import PartitionDateTimetable
+    from tokokita_airflow.timetable import DailyPartitionTimetable
     from tokokita_etl.errors import ConfigError
 
     dag = getattr(dag_run, "dag", None)
     timetable = getattr(dag, "timetable", None)
-    if not isinstance(timetable, PartitionDateTimetable):
+    if not isinstance(timetable, DailyPartitionTimetable):
         return None
     try:
-        return partition_date_of(dag_run, dag_run.conf, tz=timetable.zone_name)
+        return partition_date_of(dag_run, tz=timetable.zone_name)
     except ConfigError:
         return None
-
-
-def partition_key_for(dag_run: Any) -> str | None:
-    """The partition key a starting run of a TokoKita DAG should carry, or None when it has
-    one already, is not a TokoKita run, or names no valid date (its tasks refuse it)."""
-    if dag_run.partition_key:
-        return None
-    day = run_partition(dag_run)
-    return None if day is None else day.isoformat()
-
-
-@hookimpl
-def on_dag_run_running(dag_run: Any, msg: str) -> None:
-    """Give a starting manual or backfill run its partition key."""
-    key = partition_key_for(dag_run)
-    if key is not None:
-        dag_run.partition_key = key
-        log.info("Run %s of %s processes partition %s: set as its partition key",
-                 dag_run.run_id, dag_run.dag_id, key)
 
 
 def release_ended_run(dag_run: Any, *, succeeded: bool = False) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from datetime import date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -46,25 +45,27 @@ def run_anchor(context: Context) -> datetime:
     return dag_run.logical_date or dag_run.run_after
 
 
-def partition_date_of(dag_run: Any, params: Mapping[str, Any] | None, tz: str) -> date:
-    """Partition date D of a DAG run: the `partition_date` param, else the run's partition key
-    (set by the timetable, or given when triggered), else from its fire time in `tz` (the
-    pipeline's time zone)."""
+def partition_date_of(dag_run: Any, tz: str) -> date:
+    """Partition date D of a DAG run: its partition key (every run of the DAG carries one from
+    its creation: the timetable's for scheduled and backfill runs, the trigger's for a manual
+    run), else, for a manual run triggered without one, the day before it was queued in `tz`
+    (the pipeline's time zone)."""
     from tokokita_etl.schedule import partition_date_for_run
 
     anchor = dag_run.logical_date or dag_run.run_after
-    override = (params or {}).get("partition_date") or getattr(dag_run, "partition_key", None)
-    return partition_date_for_run(anchor, tz, override)
+    return partition_date_for_run(anchor, tz, getattr(dag_run, "partition_key", None))
 
 
 def refuse_run_conf(context: Context) -> None:
     """Fail the task without retry when the policy refuses the run's configuration
-    (`policy.run_conf_problem`: a backfill naming one date)."""
+    (`policy.run_conf_problem`: a `partition_date` other than the run's partition key)."""
     from airflow.sdk.exceptions import AirflowFailException
 
     from tokokita_etl.policy import run_conf_problem
 
-    problem = run_conf_problem(run_type(context), getattr(context["dag_run"], "conf", None))
+    dag_run = context["dag_run"]
+    problem = run_conf_problem(run_type(context), getattr(dag_run, "conf", None),
+                               getattr(dag_run, "partition_key", None))
     if problem:
         raise AirflowFailException(problem)
 
@@ -73,14 +74,18 @@ def partition_date(context: Context) -> date:
     """Partition date D of the running task's DAG run (`refuse_run_conf` first), in the time
     zone of the pipeline's settings."""
     refuse_run_conf(context)
-    return partition_date_of(context["dag_run"], context.get("params"),
-                             configured_settings().timezone)
+    return partition_date_of(context["dag_run"], configured_settings().timezone)
 
 
 def run_cleared(context: Context) -> bool:
-    """Whether a person cleared this DAG run or one of its tasks (Airflow counts the clears
-    of a run in `clear_number`): a clear is the request to run it again."""
-    return bool(getattr(context["dag_run"], "clear_number", 0))
+    """Whether this run is a person's request to run its date again: they cleared the run or
+    one of its tasks (Airflow counts the clears of a run in `clear_number`), or it is a
+    backfill run. Airflow's backfill of a partitioned DAG creates a run only for the dates its
+    reprocess behaviour selects (Missing Runs: no run yet; Missing and Errored: also a failed
+    latest run; All Runs: every date) and, for a date that has one, a new run beside the old
+    one instead of clearing it, so its runs re-run their dates as Clear does."""
+    dag_run = context["dag_run"]
+    return bool(getattr(dag_run, "clear_number", 0)) or run_type(context) == "backfill"
 
 
 def run_owner(context: Context) -> str:

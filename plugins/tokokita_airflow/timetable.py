@@ -1,39 +1,56 @@
-"""`PartitionDateTimetable`: a cron trigger timetable whose scheduled runs carry their date.
+"""`DailyPartitionTimetable`: Airflow's `CronPartitionTimetable`, one partition per local day.
 
-Airflow shows a run's partition key in the run's header and in the runs list (column
-"Partition Key"), so the scheduler's runs get D (`YYYY-MM-DD`) as their partition key, and
-their run ids name it too (`scheduled__2026-11-02__2026-11-02T19:30:00+00:00`), which the
-grid's tooltip shows. Backfill and manual runs get their key when they start
-(`tokokita_airflow.listeners`): Airflow's backfill treats run infos with a partition key as
-partition-only runs (a reprocessed date would get a second run with the same logical date),
-and names its runs itself. `partitioned_at_runtime` is what lets a run of a cron timetable
-hold a key. The optional `last_fire` ends the scheduled catch-up without a DAG end date, so
-a manual run after it still has its tasks.
+The run that fires on D+1 (`30 2 * * *` in the pipeline's zone: D+1 02:30) processes D, so
+Airflow's `CronPartitionTimetable(cron, timezone=..., run_offset=-1, key_format="%Y-%m-%d")`
+is the base: every run carries D as its partition key from its creation (scheduled, backfill,
+and a manual run given the key in the trigger form), Airflow's backfill walks partition
+dates, clear by partition and the runs list's Partition Key filter find a date's runs.
+
+Three things differ from the stock timetable, each for a measured reason (docs/decisions.md):
+
+- the partition date is D's local midnight, the instant Airflow itself gives a key it decodes
+  (`resolve_partition_date`, a manual run's key) and the one its date-only bounds mean
+  ("a date-only value is treated as local midnight"). The stock partition date of a 02:30
+  cron is D 02:30, so `airflow backfill create --to-date D2` and a clear by partition date up
+  to D2 left D2 out, and a manually triggered run of D was not found by a backfill;
+- a backfill yields whole local days only, and only those whose run has fired (a date whose
+  file may still be written is the scheduler's), each run at its date's fire time;
+- the optional `last_fire` ends the scheduled catch-up without a DAG end date, so that a
+  manual run after it still has its tasks.
+
+`PartitionDateTimetable`, the previous name, stays registered: the DAG versions serialized
+before the upgrade name it, and Airflow deserializes them to show and clear their runs.
 """
 
 from __future__ import annotations
 
 import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from airflow.timetables.base import DagRunInfo, DataInterval, TimeRestriction
-from airflow.timetables.trigger import CronTriggerTimetable
-from airflow.utils.types import DagRunType
+from airflow._shared.timezones.timezone import coerce_datetime, convert_to_utc, make_aware, utcnow
+from airflow.timetables.base import DagRunInfo, TimeRestriction
+from airflow.timetables.trigger import CronPartitionTimetable
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from pendulum import DateTime
+
+#: a partition key names its date
+KEY_FORMAT = "%Y-%m-%d"
 
 
-class PartitionDateTimetable(CronTriggerTimetable):
-    """Fire on `cron` in `timezone`; the run that fires on D+1 processes D.
+class DailyPartitionTimetable(CronPartitionTimetable):
+    """Fire on `cron` in `timezone`; the run that fires on local date D+1 processes D.
 
     :param cron: when runs fire (`30 2 * * *`).
     :param timezone: the zone of the cron expression and of partition dates.
     :param last_fire: no scheduled run fires after this instant (None: no end).
     """
 
-    partitioned_at_runtime = True
-
     def __init__(self, cron: str, *, timezone: Any,
                  last_fire: datetime.datetime | None = None) -> None:
-        super().__init__(cron, timezone=timezone)
+        super().__init__(cron, timezone=timezone, run_offset=-1, key_format=KEY_FORMAT)
         self.last_fire = last_fire
 
     @property
@@ -46,58 +63,68 @@ class PartitionDateTimetable(CronTriggerTimetable):
         """The IANA name of the zone of the schedule and of partition dates."""
         return self._timezone.name
 
-    def partition_key(self, run_after: datetime.datetime) -> str:
-        """D of the run firing at `run_after`, as `YYYY-MM-DD`."""
-        from tokokita_etl.schedule import partition_date_for_run
+    def _midnight(self, day: datetime.date) -> DateTime:
+        """The local midnight that starts `day`, as a UTC instant."""
+        return convert_to_utc(make_aware(datetime.datetime.combine(day, datetime.time()),
+                                         self._timezone))
 
-        return partition_date_for_run(run_after, self.zone_name).isoformat()
+    def _get_partition_date(self, *, run_date: Any) -> DateTime:
+        """D of the run firing at `run_date`: the local day before its fire date, at midnight."""
+        fire_day = coerce_datetime(run_date).in_timezone(self._timezone).date()
+        return self._midnight(fire_day - datetime.timedelta(days=1))
 
-    def next_dagrun_info(self, *, last_automated_data_interval: DataInterval | None,
-                         restriction: TimeRestriction) -> DagRunInfo | None:
-        """The cron timetable's next run; none after `last_fire`."""
-        info = super().next_dagrun_info(
-            last_automated_data_interval=last_automated_data_interval, restriction=restriction)
+    def fire_time(self, day: datetime.date) -> DateTime:
+        """When the run that processes `day` fires: the first tick on D+1 (D+1 00:00 when the
+        cron does not fire that day)."""
+        next_midnight = self._midnight(day + datetime.timedelta(days=1))
+        fire = self._align_to_next(next_midnight)
+        if fire.in_timezone(self._timezone).date() != day + datetime.timedelta(days=1):
+            return next_midnight
+        return fire
+
+    def iter_partition_dagrun_infos(self, *, earliest: datetime.datetime,
+                                    latest: datetime.datetime) -> Iterator[DagRunInfo]:
+        """One run per local day D whose midnight lies in [earliest, latest] (their wall-clock
+        readings in the pipeline's zone, as Airflow reads a backfill's bounds) and whose run
+        has fired, at that fire time."""
+        first = self.localize_partition_datetime(earliest).in_timezone(self._timezone)
+        last = self.localize_partition_datetime(latest).in_timezone(self._timezone)
+        day = first.date()
+        if self._midnight(day) < first:
+            day += datetime.timedelta(days=1)
+        now = utcnow()
+        while self._midnight(day) <= last:
+            fire = self.fire_time(day)
+            if fire > now:
+                return
+            yield DagRunInfo(run_after=fire, data_interval=None,
+                             partition_date=self._midnight(day), partition_key=day.isoformat())
+            day += datetime.timedelta(days=1)
+
+    def next_dagrun_info_v2(self, *, last_dagrun_info: DagRunInfo | None,
+                            restriction: TimeRestriction) -> DagRunInfo | None:
+        """The scheduler's next run, as Airflow's timetable gives it; none after `last_fire`."""
+        info = super().next_dagrun_info_v2(last_dagrun_info=last_dagrun_info,
+                                           restriction=restriction)
         if info is None or (self.last_fire is not None and info.run_after > self.last_fire):
             return None
         return info
 
-    def next_run_info_from_dag_model(self, *, dag_model: Any) -> DagRunInfo | None:
-        """The run the scheduler creates next, with D as its partition key."""
-        info = super().next_run_info_from_dag_model(dag_model=dag_model)
-        if info is None:
-            return None
-        return info._replace(partition_key=self.partition_key(info.run_after))
-
-    def next_dagrun_info_v2(self, *, last_dagrun_info: DagRunInfo | None,
-                            restriction: TimeRestriction) -> DagRunInfo | None:
-        """As `next_dagrun_info`, from the last run's fire time.
-
-        Airflow gives a run with a partition key no data interval, so the last run is
-        placed by its `run_after` (this timetable's data intervals are exact instants).
-        """
-        last = None
-        if last_dagrun_info is not None:
-            last = last_dagrun_info.data_interval or DataInterval.exact(last_dagrun_info.run_after)
-        return self.next_dagrun_info(last_automated_data_interval=last, restriction=restriction)
-
-    def generate_run_id(self, *, run_type: DagRunType, run_after: Any,
-                        data_interval: DataInterval | None, **extra: Any) -> str:
-        """`<type>__<partition key>__<fire time>` when the run has a partition key."""
-        key = extra.get("partition_key")
-        if key and run_type is DagRunType.SCHEDULED:
-            return run_type.generate_run_id(suffix=f"{key}__{run_after.isoformat()}")
-        return super().generate_run_id(run_type=run_type, run_after=run_after,
-                                       data_interval=data_interval, **extra)
-
     def serialize(self) -> dict[str, Any]:
-        """The cron timetable's fields and `last_fire`."""
+        """Airflow's fields and `last_fire`."""
         data = super().serialize()
         data["last_fire"] = self.last_fire.isoformat() if self.last_fire else None
         return data
 
     @classmethod
-    def deserialize(cls, data: dict[str, Any]) -> PartitionDateTimetable:
-        """Rebuild from `serialize()`."""
+    def deserialize(cls, data: dict[str, Any]) -> DailyPartitionTimetable:
+        """Rebuild from `serialize()` (or from the fields `PartitionDateTimetable` wrote)."""
+        from airflow._shared.timezones.timezone import parse_timezone
+
         last_fire = data.get("last_fire")
-        return cls(data["expression"], timezone=data["timezone"],
+        return cls(data["expression"], timezone=parse_timezone(data["timezone"]),
                    last_fire=datetime.datetime.fromisoformat(last_fire) if last_fire else None)
+
+
+class PartitionDateTimetable(DailyPartitionTimetable):
+    """The timetable's name in DAG versions serialized before the upgrade to partitions."""

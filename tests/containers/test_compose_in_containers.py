@@ -371,7 +371,7 @@ def exercise(stack: Stack, raw: Path, catchup_days: list[date], due: list[date],
     assert {f"summary_harian_{d.isoformat()}.csv" for d in due} <= set(gold)
 
     # one REST-triggered run of the sample partition: the command line's gold
-    run = api.trigger(DAG_ID, conf={"partition_date": SAMPLE_DAY.isoformat()})
+    run = api.trigger(DAG_ID, partition_key=SAMPLE_DAY.isoformat())
     finished = api.wait_run(DAG_ID, run["dag_run_id"], timeout=300, poll=2)
     assert finished["state"] == "success", states(api, finished)
     assert states(api, finished)["publish_gold"] == "success"
@@ -385,8 +385,7 @@ def exercise(stack: Stack, raw: Path, catchup_days: list[date], due: list[date],
         assert "uploaded" in stack.cli("python", "-c", UPLOAD, "s3://tokokita/raw", name)
     started = time.monotonic()
     out = stack.cli("backfill", "create", "--dag-id", DAG_ID,
-                    "--from-date", fire_time(t(4)).replace(hour=0, minute=0).isoformat(),
-                    "--to-date", fire_time(t(4)).replace(hour=23, minute=59).isoformat(),
+                    "--from-date", t(4).isoformat(), "--to-date", t(4).isoformat(),
                     "--reprocess-behavior", "completed")
     backfill = wait_runs(api, [t(4)], "backfill", timeout=300)[t(4)]
     CONTAINER_REPORT[f"{key}_backfill_s"] = round(time.monotonic() - started, 1)

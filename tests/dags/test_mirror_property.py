@@ -32,19 +32,18 @@ def timetable():
     return coerce_to_core_timetable(DagBag(str(REPO / "dags")).dags["tokokita_orders_daily"].timetable)
 
 
-def created_runs(timetable, start: datetime, now: datetime) -> list[datetime]:
-    """Logical dates of the scheduled runs Airflow has created by `now` (catchup from `start`)."""
+def created_runs(timetable, start: datetime, now: datetime) -> list[tuple[datetime, date]]:
+    """Fire times and partition keys of the scheduled runs Airflow has created by `now`
+    (catchup from `start`), through the entry point the scheduler calls."""
     from airflow.timetables.base import TimeRestriction
 
     restriction = TimeRestriction(earliest=pendulum.instance(start), latest=None, catchup=True)
     runs, last = [], None
     while True:
-        info = timetable.next_dagrun_info(last_automated_data_interval=last,
-                                          restriction=restriction)
-        if info is None or info.run_after > now:
+        last = timetable.next_dagrun_info_v2(last_dagrun_info=last, restriction=restriction)
+        if last is None or last.run_after > now:
             return runs
-        runs.append(info.logical_date)
-        last = info.data_interval
+        runs.append((last.run_after, date.fromisoformat(last.partition_key)))
 
 
 def processed_dates(timetable, store, raw_dir: Path, now: datetime, start: datetime,
@@ -55,10 +54,10 @@ def processed_dates(timetable, store, raw_dir: Path, now: datetime, start: datet
     from tokokita_etl.schedule import partition_date_for_run
 
     out = []
-    for logical in created_runs(timetable, start, now):
-        day = partition_date_for_run(logical, "Asia/Jakarta")
+    for fire, day in created_runs(timetable, start, now):
+        assert day == partition_date_for_run(fire, "Asia/Jakarta")  # the run at D+1 does D
         seen = sensor_decision(present=partition_exists(raw_dir, day), run_type="scheduled",
-                               fire_time=logical, now=now, wait_window=WAIT_WINDOW)
+                               fire_time=fire, now=now, wait_window=WAIT_WINDOW)
         if seen != "present":
             continue
         decision = gate_decision(store.read(), day, run_type="scheduled", now=now,

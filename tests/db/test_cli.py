@@ -196,7 +196,7 @@ def test_after_max_attempts_the_date_is_blocked_with_exit_3_until_reset_attempts
     assert (blocked["state"], blocked["label"], blocked["blocked"]) == ("blocked", "blocked 3/3",
                                                                         True)
     assert blocked["unblock"].startswith("fix the partition or the cause")
-    assert '{"partition_date": "2026-11-02", "reset_attempts": true}' in blocked["unblock"]
+    assert 'partition key 2026-11-02 and {"reset_attempts": true}' in blocked["unblock"]
     assert "to unblock: fix the partition" in call("status")[1]
     assert json.loads(call("due", "--now", "2026-11-03T02:30", "--json")[1]) == []
 

@@ -92,7 +92,7 @@ def test_a_mark_while_load_runs_stops_it_merges_nothing_and_counts_no_failure(ma
     # a corrected file: had the stopped load merged anything, the rows would change
     generate_partition(stack.data / "raw" / f"pesanan_{big}.csv", big, BIG_ROWS,
                        seed=7 if mark == "success" else 8)
-    run = stack.api.trigger(DAG_ID, {"partition_date": str(big), "force": True})
+    run = stack.api.trigger(DAG_ID, {"force": True}, partition_key=str(big))
     run_id = run["dag_run_id"]
     wait_running(stack, run_id, "load")
     time.sleep(1.5)  # inside the load's transaction (a 1M-row load takes several seconds)
@@ -119,7 +119,7 @@ def test_a_mark_while_load_runs_stops_it_merges_nothing_and_counts_no_failure(ma
 
 def test_after_the_marks_a_plain_run_reprocesses_the_date_with_no_failure_counted(marks):
     stack, _, big = marks
-    run = stack.api.trigger(DAG_ID, {"partition_date": str(big)})
+    run = stack.api.trigger(DAG_ID, partition_key=str(big))
     finished = stack.api.wait_run(DAG_ID, run["dag_run_id"], timeout=300)
     assert finished["state"] == "success"
     entry = stack.watermark()[str(big)]
@@ -143,7 +143,7 @@ def test_a_run_on_another_empty_database_is_refused_at_once_and_creates_nothing(
             "port": original["port"], "login": original["login"],
             "password": stack.connections["tokokita_warehouse"].password,
             "schema": empty})
-        run = stack.api.trigger(DAG_ID, {"partition_date": str(small), "force": True})
+        run = stack.api.trigger(DAG_ID, {"force": True}, partition_key=str(small))
         finished = stack.api.wait_run(DAG_ID, run["dag_run_id"], timeout=180)
         assert finished["state"] == "failed"
         states = {t: ti["state"] for t, ti in
@@ -164,6 +164,6 @@ def test_a_run_on_another_empty_database_is_refused_at_once_and_creates_nothing(
             "schema": original["schema"]})
         with psycopg.connect(admin_conninfo(), autocommit=True, connect_timeout=10) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{empty}"')
-    run = stack.api.trigger(DAG_ID, {"partition_date": str(small), "force": True})
+    run = stack.api.trigger(DAG_ID, {"force": True}, partition_key=str(small))
     assert stack.api.wait_run(DAG_ID, run["dag_run_id"], timeout=180)["state"] == "success"
 

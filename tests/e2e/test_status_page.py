@@ -72,7 +72,7 @@ def page_stack(tmp_path_factory):
         stack.api.wait_dag(DAG_ID, timeout=120)
         wait_for(lambda: _scheduled_finished(stack), 180, 1, "the two scheduled runs")
         for _ in range(2):  # attempts 2 and 3 of T-5: blocked
-            run = stack.api.trigger(DAG_ID, {"partition_date": t(5)})
+            run = stack.api.trigger(DAG_ID, partition_key=t(5))
             assert stack.api.wait_run(DAG_ID, run["dag_run_id"])["state"] == "failed"
         assert stack.watermark()[t(5)]["attempt"] == 3
         yield stack
@@ -188,7 +188,7 @@ def test_an_admins_reprocess_creates_a_forced_run_in_airflows_audit_log(page_sta
 
     run = stack.api.wait_run(DAG_ID, unquote(run_id))
     assert run["state"] == "success"
-    assert run["conf"] == {"partition_date": t(6), "force": True}
+    assert (run["conf"], run["partition_key"]) == ({"force": True}, t(6))
     assert stack.watermark()[t(6)]["attempt"] == 2
     logs = stack.api.get("/eventLogs", dag_id=DAG_ID, event="trigger_dag_run",
                          order_by="-when", limit=20)["event_logs"]

@@ -99,34 +99,42 @@ def run_dag(daily_dag, monkeypatch) -> Callable:
 
     Airflow 3.3.2 has no public way to make a scheduled or backfill run in-process: `dag.test()`
     always makes a manual one through `airflow.models.dagrun.get_or_create_dagrun`, which is
-    patched here to create the run of the given type instead."""
+    patched here to create the run of the given type instead, with its partition key (the
+    timetable's D of the fire time `logical_date`, or `partition_key`) and no logical date, as
+    the scheduler and the backfill create them; a manual run with `partition_key` is one
+    triggered with that key."""
     from airflow.models import dagrun as dagrun_module
     from airflow.utils.types import DagRunType
 
     original = dagrun_module.get_or_create_dagrun
 
     def run(logical_date: datetime | None, *, run_type: str = "manual", conf: dict | None = None,
-            run_after: datetime | None = None):
+            run_after: datetime | None = None, partition_key: str | None = None):
         kind = DagRunType(run_type)
 
         def create(**kwargs):
-            if kind is DagRunType.MANUAL:
-                return original(**kwargs)
             from airflow.models.dagrun import DagRun
             from airflow.utils.state import DagRunState
 
             session, dag = kwargs["session"], kwargs["dag"]
-            existing = session.query(DagRun).filter_by(
-                dag_id=dag.dag_id, logical_date=kwargs["logical_date"]).one_or_none()
+            key, logical = partition_key, kwargs["logical_date"]
+            if key is None and kind is not DagRunType.MANUAL and logical is not None:
+                # the scheduler's and a backfill's runs carry D from the timetable
+                key = dag.timetable._get_partition_info(logical)[1]
+            if key is None and kind is DagRunType.MANUAL:
+                return original(**kwargs)
+            fire = kwargs["run_after"] if logical is None else logical
+            run_id = DagRun.generate_run_id(run_type=kind, logical_date=None, run_after=fire)
+            existing = session.query(DagRun).filter_by(dag_id=dag.dag_id,
+                                                       run_id=run_id).one_or_none()
             if existing:
                 session.delete(existing)
                 session.commit()
             return dag.create_dagrun(
-                run_id=DagRun.generate_run_id(run_type=kind, logical_date=kwargs["logical_date"],
-                                              run_after=kwargs["run_after"]),
-                logical_date=kwargs["logical_date"], data_interval=kwargs["data_interval"],
-                run_after=kwargs["run_after"], conf=kwargs["conf"], run_type=kind,
-                state=DagRunState.RUNNING, triggered_by=kwargs["triggered_by"],
+                run_id=run_id, logical_date=None, data_interval=None, run_after=fire,
+                partition_key=key, partition_date=dag.timetable.resolve_partition_date(key),
+                conf=kwargs["conf"], run_type=kind, state=DagRunState.RUNNING,
+                triggered_by=kwargs["triggered_by"],
                 triggering_user_name=kwargs["triggering_user_name"],
                 start_date=kwargs["start_date"], session=session)
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import sys
+from datetime import date, datetime, time, timedelta
+from zoneinfo import ZoneInfo
 
 from tests.airflow_support import REPO, allow_deadline_alerts_in_dag_test
 
@@ -21,7 +23,10 @@ def main(day: str) -> None:
     bag = DagBag(str(REPO / "dags"))
     assert not bag.import_errors, bag.import_errors
     dag = bag.dags["tokokita_orders_daily"]
-    dr = dag.test(run_conf={"partition_date": day})
+    # a manual run without a key processes the day before its logical date in Jakarta
+    fire = datetime.combine(date.fromisoformat(day) + timedelta(days=1), time(2, 30),
+                            ZoneInfo("Asia/Jakarta"))
+    dr = dag.test(logical_date=fire)
     states = {ti.task_id: ti.state for ti in dr.get_task_instances()}
     print(json.dumps({"run_id": dr.run_id, "state": dr.state, "states": states}))
 

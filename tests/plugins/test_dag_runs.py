@@ -123,7 +123,7 @@ def test_unusable_partition_fails_at_once_one_attempt_per_run_then_blocks(
     assert state_of(project, day)["attempt"] == 2
     blocked = json.loads(project.manifests(day)[-1].read_text())
     assert blocked["status"] == "blocked"
-    assert f'{{"partition_date": "{day}", "reset_attempts": true}}' in blocked["error"]
+    assert f'partition key {day} and {{"reset_attempts": true}}' in blocked["error"]
 
     # fix the partition, trigger with reset_attempts: it succeeds; stale error fields go
     (project.raw / f"pesanan_{day}.csv").write_text(
@@ -167,6 +167,23 @@ def test_backfill_run_of_a_missing_date_is_skipped_not_failed(project, run_dag):
     assert states["wait_for_raw_partition"][0] == "skipped"
 
 
+def test_a_backfill_run_of_a_done_date_reprocesses_it_as_clear_does_with_identical_results(
+        project, run_dag):
+    """Airflow's backfill of a partitioned DAG creates a new run beside a done date's run (All
+    Runs) instead of clearing it: that run re-runs the date, as Clear does, and reproduces its
+    checksums and gold bytes."""
+    day = "2026-11-02"
+    run_dag(None, partition_key=day)
+    first, gold = state_of(project, day), project.gold(day).read_bytes()
+    dr, states = run_dag(fire_time(day), run_type="backfill")
+    assert (dr.partition_key, dr.logical_date) == (day, None)
+    assert dr.state == "success" and states["publish_gold"][0] == "success", states
+    again = state_of(project, day)
+    assert again["attempt"] == first["attempt"] + 1
+    assert again["checksums"] == first["checksums"]
+    assert project.gold(day).read_bytes() == gold
+
+
 def test_scheduled_catchup_older_than_lookback_is_skipped_by_the_gate(project, run_dag):
     _, states = run_dag(fire_time("2026-11-02"), run_type="scheduled")
     assert states["wait_for_raw_partition"][0] == "success"
@@ -174,9 +191,10 @@ def test_scheduled_catchup_older_than_lookback_is_skipped_by_the_gate(project, r
     assert not project.gold("2026-11-02").exists()
 
 
-def test_manual_trigger_with_partition_date_param_processes_that_date(project, run_dag):
-    dr, states = run_dag(None, conf={"partition_date": "2026-11-03"})
+def test_manual_trigger_with_a_partition_key_processes_that_date(project, run_dag):
+    dr, states = run_dag(None, partition_key="2026-11-03")
     assert dr.state == "success", states
+    assert dr.partition_key == "2026-11-03"
     assert project.gold("2026-11-03").exists()
     assert state_of(project, "2026-11-03")["status"] == "success"
 

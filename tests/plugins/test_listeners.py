@@ -1,7 +1,6 @@
-"""The DAG-run listener called directly, as the scheduler calls it when a run starts and ends
-(and the API when a person marks a run): with a run (the fields the scheduler's DagRun has)
-whose `dag` is the TokoKita DAG or another one; claims in the `project` fixture's real state
-folder."""
+"""The DAG-run listener called directly, as the scheduler calls it when a run ends (and the
+API when a person marks a run): with a run (the fields the scheduler's DagRun has) whose `dag`
+is the TokoKita DAG or another one; claims in the `project` fixture's real state folder."""
 
 from __future__ import annotations
 
@@ -10,59 +9,44 @@ import uuid
 from datetime import UTC, date, datetime
 from types import SimpleNamespace
 
-import pendulum
 import pytest
 
-from tokokita_airflow.listeners import (
-    on_dag_run_failed,
-    on_dag_run_running,
-    on_dag_run_success,
-    partition_key_for,
-)
+from tokokita_airflow import listeners
+from tokokita_airflow.listeners import on_dag_run_failed, on_dag_run_success, run_partition
 from tokokita_airflow.runtime import pipeline_settings
-from tokokita_airflow.timetable import PartitionDateTimetable
+from tokokita_airflow.timetable import DailyPartitionTimetable, PartitionDateTimetable
 from tokokita_etl.runs import claim_date, read_claim
 
 JKT = "Asia/Jakarta"
-TOKOKITA = SimpleNamespace(timetable=PartitionDateTimetable("30 2 * * *", timezone=JKT))
+TOKOKITA = SimpleNamespace(timetable=DailyPartitionTimetable("30 2 * * *", timezone=JKT))
 
 
-def starting_run(*, conf=None, logical_date=None, partition_key=None, dag=TOKOKITA):
-    return SimpleNamespace(dag_id="tokokita_orders_daily", run_id="manual__x", dag=dag,
-                           conf=conf or {}, logical_date=logical_date,
+def ended_run(*, partition_key=None, dag=TOKOKITA, run_id="manual__x"):
+    return SimpleNamespace(dag_id="tokokita_orders_daily", run_id=run_id, dag=dag,
+                           conf={}, logical_date=None,
                            run_after=datetime(2026, 12, 1, 3, 0, tzinfo=UTC),
                            partition_key=partition_key)
 
 
-def test_a_manual_run_with_the_forms_defaults_gets_yesterday_in_jakarta_as_its_key():
-    # the form pre-fills the logical date with now: 2026-11-30 18:00 UTC is 12-01 01:00 in Jakarta
-    run = starting_run(logical_date=pendulum.datetime(2026, 11, 30, 18, 0, tz="UTC"))
-    on_dag_run_running(dag_run=run, msg="started")
-    assert run.partition_key == "2026-11-30"
+def test_the_listener_sets_nothing_on_a_starting_run():
+    """Every run carries its partition key from its creation (the timetable, the trigger's
+    partition key): the listener that set it when a run started is gone."""
+    assert not hasattr(listeners, "on_dag_run_running")
 
 
-def test_a_run_whose_configuration_names_a_partition_date_gets_that_date_as_its_key():
-    run = starting_run(conf={"partition_date": "2026-11-02"})
-    on_dag_run_running(dag_run=run, msg="started")
-    assert run.partition_key == "2026-11-02"
+def test_a_run_processes_its_partition_key_or_yesterday_of_when_it_was_queued():
+    assert run_partition(ended_run(partition_key="2026-11-02")) == date(2026, 11, 2)
+    # queued 2026-12-01 03:00 UTC = 10:00 in Jakarta: yesterday is 11-30
+    assert run_partition(ended_run()) == date(2026, 11, 30)
+    # a run of a DAG version serialized before partitions (the previous timetable's name)
+    old = SimpleNamespace(timetable=PartitionDateTimetable("30 2 * * *", timezone=JKT))
+    assert run_partition(ended_run(partition_key="2026-11-02", dag=old)) == date(2026, 11, 2)
 
 
-def test_a_backfill_run_gets_the_day_before_its_fire_time():
-    run = starting_run(logical_date=pendulum.datetime(2026, 11, 3, 2, 30, tz=JKT))
-    assert partition_key_for(run) == "2026-11-02"
-
-
-def test_a_run_that_has_a_key_and_a_run_of_another_dag_are_left_alone():
-    keyed = starting_run(partition_key="2026-11-05")
-    on_dag_run_running(dag_run=keyed, msg="started")
-    assert keyed.partition_key == "2026-11-05"
-    other = starting_run(dag=SimpleNamespace(timetable=object()))
-    on_dag_run_running(dag_run=other, msg="started")
-    assert other.partition_key is None
-
-
-def test_a_configuration_with_a_bad_date_gives_no_key_and_the_tasks_report_it():
-    assert partition_key_for(starting_run(conf={"partition_date": "02/11/2026"})) is None
+def test_a_run_of_another_dag_or_with_a_bad_key_has_no_date():
+    assert run_partition(ended_run(partition_key="2026-11-02",
+                                   dag=SimpleNamespace(timetable=object()))) is None
+    assert run_partition(ended_run(partition_key="02/11/2026")) is None
 
 
 def test_an_ended_run_releases_its_claim_on_its_date_and_no_other_runs(project):
@@ -71,19 +55,18 @@ def test_an_ended_run_releases_its_claim_on_its_date_and_no_other_runs(project):
     TTL, so `status`, `due` and the status page said the date was being processed."""
     settings = pipeline_settings()
     day, now = date(2026, 11, 2), datetime.now(UTC)
-    ended = starting_run(conf={"partition_date": day.isoformat()})
+    ended = ended_run(partition_key=day.isoformat())
     owner = f"airflow:{ended.dag_id}:{ended.run_id}"
     claim_date(settings, day, owner, now, lambda _owner: False)
-    other = starting_run(conf={"partition_date": "2026-11-03"})
-    other.run_id = "manual__y"
+    other = ended_run(partition_key="2026-11-03", run_id="manual__y")
     claim_date(settings, date(2026, 11, 3), "airflow:tokokita_orders_daily:manual__z", now,
                lambda _owner: False)
 
     on_dag_run_success(dag_run=other, msg="success")  # holds nothing: nothing changes
     assert read_claim(settings, day).owner == owner
     assert read_claim(settings, date(2026, 11, 3)) is not None
-    on_dag_run_failed(dag_run=starting_run(conf={"partition_date": day.isoformat()},
-                                           dag=SimpleNamespace(timetable=object())),
+    on_dag_run_failed(dag_run=ended_run(partition_key=day.isoformat(),
+                                        dag=SimpleNamespace(timetable=object())),
                       msg="failed")  # another DAG's run
     assert read_claim(settings, day).owner == owner
 
@@ -117,7 +100,7 @@ def test_an_ended_run_whose_state_is_an_airflow_connection_is_left_to_the_next_r
     settings = pipeline_settings()
     assert settings.state_db_url, "the state is the connection's database"
     day, now = date(2026, 11, 2), datetime.now(UTC)
-    ended = starting_run(conf={"partition_date": day.isoformat()})
+    ended = ended_run(partition_key=day.isoformat())
     owner = f"airflow:{ended.dag_id}:{ended.run_id}"
     try:
         claim_date(settings, day, owner, now, lambda _owner: False)

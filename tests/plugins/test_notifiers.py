@@ -66,7 +66,7 @@ def test_a_success_after_a_failure_is_mailed_as_recovered_and_a_plain_success_is
     failed, _ = run_dag(fire_time("2026-11-03"))
     assert failed.state == "failed"
     (project.raw / "pesanan_2026-11-03.csv").write_text(good)
-    fixed, states = run_dag(None, conf={"partition_date": "2026-11-03"})
+    fixed, states = run_dag(None, partition_key="2026-11-03")
     assert fixed.state == "success", states
     first, recovered = smtp.mails()
     assert first.subject == "[etl-pesanan-tokokita] 2026-11-03 failed"
@@ -76,7 +76,7 @@ def test_a_success_after_a_failure_is_mailed_as_recovered_and_a_plain_success_is
     assert body == manifest(project, "2026-11-03")["summary"]
     assert (body["status"], fixed.run_id in body["trigger"]) == ("success", True)
     # a forced re-run of the now good date, and a first success of another date: no mail
-    again, _ = run_dag(None, conf={"partition_date": "2026-11-03", "force": True})
+    again, _ = run_dag(None, partition_key="2026-11-03", conf={"force": True})
     other, _ = run_dag(fire_time("2026-11-02"))
     assert (again.state, other.state) == ("success", "success")
     assert len(smtp.mails()) == 2

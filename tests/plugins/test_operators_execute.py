@@ -28,7 +28,6 @@ from tokokita_airflow.operators import EtlStageOperator, WatermarkGateOperator
 from tokokita_airflow.retry import WatermarkRetryPolicy
 from tokokita_airflow.runtime import configured_settings, pipeline_settings
 from tokokita_airflow.sensors import RawPartitionSensor
-from tokokita_airflow.timetable import PartitionDateTimetable
 from tokokita_etl.errors import DataError, WarehouseError
 from tokokita_etl.runs import read_claim
 from tokokita_etl.state import FAILED, SUCCESS
@@ -43,19 +42,19 @@ STAGES = ("extract", "transform", "load", "validate", "publish_gold")
 JKT = "Asia/Jakarta"
 
 
-def context(partition_date: str | None = D02, *, run_id: str = FIRST, run_type: str = "manual",
+def context(key: str | None = D02, *, run_id: str = FIRST, run_type: str = "manual",
             logical_date: datetime | None = None, run_after: datetime | None = None,
             partition_key: str | None = None, clear_number: int = 0,
             conf: dict | None = None, **params: Any) -> dict[str, Any]:
-    """The part of a task's context the TokoKita tasks read."""
+    """The part of a task's context the TokoKita tasks read: a run of partition `key` (or
+    `partition_key`)."""
     dag_run = SimpleNamespace(dag_id=DAG_ID, run_id=run_id, run_type=run_type,
                               logical_date=logical_date,
                               run_after=run_after or datetime.now(UTC),
-                              partition_key=partition_key, clear_number=clear_number,
+                              partition_key=partition_key or key, clear_number=clear_number,
                               conf=conf or {})
     return {"dag_run": dag_run,
-            "params": {"partition_date": partition_date, "force": False,
-                       "reset_attempts": False, **params}}
+            "params": {"force": False, "reset_attempts": False, **params}}
 
 
 def owner(run_id: str = FIRST) -> str:
@@ -153,7 +152,7 @@ def test_the_gate_fails_a_blocked_date_without_retry_and_writes_a_blocked_manife
         gate().execute(context())
     message = str(refused.value)
     assert f"{D02} is blocked after 3 attempts (max_attempts=3)" in message
-    assert f'{{"partition_date": "{D02}", "reset_attempts": true}}' in message
+    assert f'partition key {D02} and {{"reset_attempts": true}}' in message
     [manifest] = manifests(project, D02)
     assert (manifest["status"], manifest["attempt"], manifest["exit_code"]) == ("blocked", 3, 3)
     assert entry(D02)["attempt"] == 3  # no attempt for a refused run
@@ -404,6 +403,18 @@ def test_a_backfill_whose_configuration_names_a_partition_date_is_refused_by_eve
     assert manifests(project, D02) == []
 
 
+def test_a_run_whose_configuration_names_another_date_than_its_key_is_refused(
+        project, holders_alive):
+    """`partition_date` is no param: a REST trigger still sending one for another date than
+    the run's key fails naming the partition key to use, instead of processing the key's
+    date without a word; a run made before partitions (conf and key agree) runs."""
+    stale = context("2026-11-30", conf={"partition_date": D02})
+    for call in (sensor().execute, gate().execute):
+        with pytest.raises(AirflowFailException, match=f"trigger the run with partition key {D02}"):
+            call(stale)
+    assert gate().execute(context(conf={"partition_date": D02}))["partition_date"] == D02
+
+
 def test_a_users_failure_callbacks_run_after_the_claim_release_from_default_args_and_the_task():
     """Regression: `setdefault("on_failure_callback", ...)` dropped a team's own callback (from
     `default_args` or the task) or, the other way round, the claim release."""
@@ -649,97 +660,6 @@ def test_the_retry_policy_rebuilt_from_its_serialized_form_decides_as_the_origin
         assert rebuilt.evaluate(error, 1, 3, context()).action is \
             original.evaluate(error, 1, 3, context()).action
     assert rebuilt.evaluate(transient, 1, 3, context()).action is RetryAction.DEFAULT
-
-
-# -- the timetable ------------------------------------------------------------------------------
-
-def jkt(text: str):
-    return pendulum.parse(text, tz=JKT)
-
-
-def test_the_timetable_round_trips_through_serialization_with_and_without_last_fire():
-    for last_fire in (None, jkt("2026-11-10T02:30:00")):
-        timetable = PartitionDateTimetable("30 2 * * *", timezone=JKT, last_fire=last_fire)
-        data = timetable.serialize()
-        again = PartitionDateTimetable.deserialize(json.loads(json.dumps(data)))
-        assert again.serialize() == data
-        assert again.last_fire == last_fire
-        assert again.summary == "30 2 * * * (processes the day before)"
-
-
-def test_the_timetable_fires_daily_and_each_run_processes_the_day_before_its_jakarta_date():
-    from airflow.timetables.base import DataInterval, TimeRestriction
-
-    timetable = PartitionDateTimetable("30 2 * * *", timezone=JKT)
-    restriction = TimeRestriction(earliest=jkt("2026-11-02T00:00:00"), latest=None, catchup=True)
-    first = timetable.next_dagrun_info(last_automated_data_interval=None, restriction=restriction)
-    assert first.run_after == jkt("2026-11-02T02:30:00")
-    assert timetable.partition_key(first.run_after) == "2026-11-01"
-    second = timetable.next_dagrun_info(last_automated_data_interval=first.data_interval,
-                                        restriction=restriction)
-    assert second.run_after == jkt("2026-11-03T02:30:00")
-    assert timetable.partition_key(second.run_after) == "2026-11-02"
-    # a fire time given in UTC is placed by its Jakarta date: 19:30 UTC is 02:30 the next day
-    assert timetable.partition_key(pendulum.datetime(2026, 11, 2, 19, 30, tz="UTC")) == D02
-    # the v2 entry point places a last run without a data interval by its fire time
-    from airflow.timetables.base import DagRunInfo
-
-    keyed = DagRunInfo(run_after=second.run_after, data_interval=None, partition_key=D02)
-    third = timetable.next_dagrun_info_v2(last_dagrun_info=keyed, restriction=restriction)
-    assert third.run_after == jkt("2026-11-04T02:30:00")
-    assert isinstance(first.data_interval, DataInterval)
-
-
-def test_the_run_the_scheduler_creates_next_carries_its_partition_date_as_partition_key():
-    from airflow.timetables.base import DataInterval
-
-    timetable = PartitionDateTimetable("30 2 * * *", timezone=JKT)
-    fire = pendulum.datetime(2026, 11, 2, 19, 30, tz="UTC")  # 2026-11-03 02:30 in Jakarta
-    dag_model = SimpleNamespace(next_dagrun_create_after=fire, next_dagrun=fire,
-                                next_dagrun_data_interval=DataInterval.exact(fire),
-                                next_dagrun_partition_date=None, next_dagrun_partition_key=None)
-    info = timetable.next_run_info_from_dag_model(dag_model=dag_model)
-    assert info.partition_key == D02
-    assert info.run_after == fire
-    none_next = SimpleNamespace(next_dagrun_create_after=None)
-    assert timetable.next_run_info_from_dag_model(dag_model=none_next) is None
-
-
-def test_last_fire_ends_the_scheduled_runs():
-    from airflow.timetables.base import TimeRestriction
-
-    last_fire = jkt("2026-11-03T02:30:00")
-    timetable = PartitionDateTimetable("30 2 * * *", timezone=JKT, last_fire=last_fire)
-    restriction = TimeRestriction(earliest=jkt("2026-11-02T00:00:00"), latest=None, catchup=True)
-    info, fired = None, []
-    while len(fired) < 10:
-        info = timetable.next_dagrun_info(
-            last_automated_data_interval=info.data_interval if info else None,
-            restriction=restriction)
-        if info is None:
-            break
-        fired.append(info.run_after)
-    assert fired == [jkt("2026-11-02T02:30:00"), last_fire]
-
-
-def test_a_scheduled_run_id_names_its_partition_date_other_run_ids_are_airflows_own():
-    from airflow.timetables.base import DataInterval
-    from airflow.utils.types import DagRunType
-
-    timetable = PartitionDateTimetable("30 2 * * *", timezone=JKT)
-    fire = jkt("2026-11-03T02:30:00")
-    run_id = timetable.generate_run_id(run_type=DagRunType.SCHEDULED, run_after=fire,
-                                       data_interval=DataInterval.exact(fire), partition_key=D02)
-    assert run_id == f"scheduled__{D02}__2026-11-03T02:30:00+07:00"
-    plain = timetable.generate_run_id(run_type=DagRunType.SCHEDULED, run_after=fire,
-                                      data_interval=DataInterval.exact(fire))
-    assert D02 not in plain
-    assert plain.startswith("scheduled__")
-    backfill = timetable.generate_run_id(run_type=DagRunType.BACKFILL_JOB, run_after=fire,
-                                         data_interval=DataInterval.exact(fire),
-                                         partition_key=D02)
-    assert backfill.startswith("backfill__")
-    assert D02 not in backfill
 
 
 def test_the_sensor_and_its_trigger_check_an_object_in_object_storage(project, monkeypatch):

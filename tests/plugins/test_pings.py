@@ -53,7 +53,7 @@ def test_a_blocked_date_pings_fail_from_the_gate_without_a_start(project, run_da
     monkeypatch.setenv("TOKOKITA_MAX_ATTEMPTS", "1")
     project.fail_from_the_command_line("2026-11-04", 1)
     pings.received.clear()
-    _, states = run_dag(None, conf={"partition_date": "2026-11-04"})
+    _, states = run_dag(None, partition_key="2026-11-04")
     assert states["check_watermark"][0] == "failed", states
     assert pings.paths() == ["/ping/abc/fail"]
     assert json.loads(pings.received[0].body)["status"] == "blocked"

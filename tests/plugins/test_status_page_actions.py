@@ -71,8 +71,8 @@ def test_a_reprocess_creates_the_run_in_process_with_airflows_audit_log_entry(si
                                done.text).group(1))
     with create_session() as session:
         run = session.query(DagRun).filter_by(run_id=run_id).one()
-        assert (run.run_type, run.state, run.triggering_user_name, run.conf) == (
-            "manual", "queued", "alice", {"partition_date": DAY, "force": True})
+        assert (run.run_type, run.state, run.triggering_user_name, run.conf,
+                run.partition_key) == ("manual", "queued", "alice", {"force": True}, DAY)
         entry = session.query(Log).filter_by(event="trigger_dag_run").order_by(
             Log.id.desc()).first()
         assert (entry.owner, entry.dag_id) == ("alice", "tokokita_orders_daily")

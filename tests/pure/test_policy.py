@@ -256,12 +256,18 @@ def test_a_cleared_scheduled_run_of_a_date_older_than_the_lookback_is_not_skippe
     assert (decision.action, decision.reason.split(":")[0]) == (Action.RUN, "clear")
 
 
-def test_a_backfill_may_not_name_one_partition_date_other_runs_may():
-    assert run_conf_problem("backfill", {"partition_date": "2026-11-02"}).startswith(
-        "a backfill processes each run's own date")
-    assert run_conf_problem("backfill", {"partition_date": None, "force": True}) is None
-    assert run_conf_problem("manual", {"partition_date": "2026-11-02"}) is None
-    assert run_conf_problem("scheduled", None) is None
+def test_a_backfill_may_not_name_one_partition_date_another_run_only_its_own_key():
+    assert run_conf_problem("backfill", {"partition_date": "2026-11-02"}, "2026-11-02"
+                            ).startswith("a backfill processes each run's own date")
+    assert run_conf_problem("backfill", {"partition_date": None, "force": True},
+                            "2026-11-02") is None
+    # a manual run made before partitions: its conf and its key name the same date
+    assert run_conf_problem("manual", {"partition_date": "2026-11-02"}, "2026-11-02") is None
+    assert "trigger the run with partition key 2026-11-02" in run_conf_problem(
+        "manual", {"partition_date": "2026-11-02"}, None)
+    assert "trigger the run with partition key 2026-11-02" in run_conf_problem(
+        "manual", {"partition_date": "2026-11-02"}, "2026-11-30")
+    assert run_conf_problem("scheduled", None, "2026-11-02") is None
 
 
 def test_a_cleared_stage_runs_for_a_forced_run_or_a_date_with_attempts_left():
@@ -355,9 +361,9 @@ def test_blocked_message_names_the_exact_unblock_action_with_the_partition_date(
                               "failed since its last success")
     assert "last error (extract): missing column qty" in message
     assert "`tokokita-etl run --date 2026-11-02 --reset-attempts`" in message
-    conf = re.search(r"trigger the DAG with (\{.*\})", message)
+    conf = re.search(r"trigger the DAG with partition key 2026-11-02 and (\{.*\})", message)
     assert conf is not None, message
-    assert json.loads(conf.group(1)) == {"partition_date": "2026-11-02", "reset_attempts": True}
+    assert json.loads(conf.group(1)) == {"reset_attempts": True}
     assert message.endswith(unblock_hint(DAY))
 
 

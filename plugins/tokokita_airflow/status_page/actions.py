@@ -23,8 +23,9 @@ from tokokita_etl.status import DateAction
 CONF = {DateAction.REPROCESS: {"force": True}, DateAction.UNBLOCK: {"reset_attempts": True}}
 
 
-def run_conf(action: str, day: str) -> dict[str, Any]:
-    """The conf of the run `action` creates for `day` (400 naming the bad field)."""
+def run_request(action: str, day: str) -> dict[str, Any]:
+    """The REST trigger body of the run `action` creates for `day`: the date as its partition
+    key, the action's flag as its conf (400 naming the bad field)."""
     from datetime import date
 
     if action not in CONF:
@@ -33,7 +34,8 @@ def run_conf(action: str, day: str) -> dict[str, Any]:
         parsed = date.fromisoformat(day)
     except ValueError:
         raise HTTPException(400, f"Bad date {day!r}: expected YYYY-MM-DD") from None
-    return {"partition_date": parsed.isoformat(), **CONF[DateAction(action)]}
+    return {"logical_date": None, "partition_key": parsed.isoformat(),
+            "conf": dict(CONF[DateAction(action)])}
 
 
 @cache
@@ -44,8 +46,9 @@ def _dag_bag():
     return create_dag_bag()
 
 
-def trigger(request: Request, user: Any, conf: dict[str, Any]) -> str:
-    """Create the manual run with `conf` as `user`, as the REST trigger does; its run id."""
+def trigger(request: Request, user: Any, body: dict[str, Any]) -> str:
+    """Create the manual run of the REST trigger `body` (`run_request`) as `user`, as the REST
+    trigger does; its run id."""
     from airflow.api_fastapi.core_api.datamodels.dag_run import TriggerDAGRunPostBody
     from airflow.api_fastapi.core_api.routes.public.dag_run import trigger_dag_run
     from airflow.models.log import Log
@@ -54,11 +57,11 @@ def trigger(request: Request, user: Any, conf: dict[str, Any]) -> str:
     with create_session() as session:  # the audit log entry the REST call writes
         session.add(Log(event="trigger_dag_run", owner=user.get_name(),
                         owner_display_name=user.get_name(), dag_id=DAG_ID,
-                        extra=json.dumps({"conf": conf, "method": "POST"})))
-    body = TriggerDAGRunPostBody(logical_date=None, conf=conf)
+                        extra=json.dumps({**body, "method": "POST"})))
+    post = TriggerDAGRunPostBody(**body)
     try:
         with create_session() as session:
-            run = trigger_dag_run(DAG_ID, body, _dag_bag(), user, session, request)
+            run = trigger_dag_run(DAG_ID, post, _dag_bag(), user, session, request)
             return run.run_id
     except HTTPException as exc:
         raise HTTPException(exc.status_code, f"Airflow refused the run: {exc.detail}") from exc

@@ -37,7 +37,7 @@ def _airflow_runs(session, settings, since: date) -> dict[str, list[dict[str, An
     for run in runs:
         conf = run.conf or {}
         try:
-            day = partition_date_of(run, conf, settings.timezone)
+            day = partition_date_of(run, settings.timezone)
         except (EtlError, ValueError):
             continue
         if day < since:

@@ -75,10 +75,9 @@ def status_page(request: Request, user: UserDep, days: DaysQuery = None) -> HTML
 def confirm_page(request: Request, user: UserDep, action: str, day: str = Query(alias="date")
                  ) -> HTMLResponse:
     """The confirmation step: what will be triggered, and a form to do it."""
-    conf = actions.run_conf(action, day)
+    body = actions.run_request(action, day)
     return _html(request, "confirm.html", title=f"{action.capitalize()} {day}", action=action,
-                 day=day, user=user.get_name(),
-                 request_body=json.dumps({"logical_date": None, "conf": conf}))
+                 day=day, user=user.get_name(), request_body=json.dumps(body))
 
 
 @app.post("/actions", response_class=HTMLResponse, dependencies=[CAN_ACT])
@@ -87,8 +86,8 @@ def act(request: Request, user: UserDep, action: Annotated[str, Form()],
         ) -> HTMLResponse:
     """Create the run in this process as Airflow's REST trigger creates it (`actions`)."""
     auth.check_post(request, user, csrf)
-    conf = actions.run_conf(action, day)
-    run_id = actions.trigger(request, user, conf)
+    body = actions.run_request(action, day)
+    run_id = actions.trigger(request, user, body)
     return HTMLResponse(render.render("created.html", title="Run created", base=_ui_base(request),
                                       user=user.get_name(), run_id=run_id,
-                                      conf_json=json.dumps(conf)))
+                                      conf_json=json.dumps(body)))

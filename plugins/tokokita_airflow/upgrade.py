@@ -1,0 +1,60 @@
+"""Upgrade in place: the runs made before partitions get the partition date Airflow matches.
+
+Runs of the previous timetable carry D as their partition key (the scheduler's from their
+creation, manual and backfill runs from the listener when they started) but no partition
+date. Airflow 3.3 identifies a partition's runs by partition date: its backfill plans a run
+for every date whose runs have none (*Missing Runs* would re-run the whole history), and the
+dag-processor takes the newest run *with* a partition date as the last one, so the first
+backfill of old dates would move the scheduler's next run back to them (a second catch-up).
+`date_runs_made_before_partitions` gives each such run the partition date of its key, as the
+timetable gives new runs (D's local midnight); nothing else of a run changes, and it is
+idempotent. `airflow-init` runs it after `airflow db migrate` (`python -m stack.init`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
+DAG_ID = "tokokita_orders_daily"
+
+
+def date_runs_made_before_partitions(session: Session, *, cron: str, tz: str,
+                                     dag_id: str = DAG_ID) -> list[str]:
+    """Set the partition date of every run of `dag_id` that has a key but none; the run ids."""
+    from airflow.exceptions import InvalidPartitionKeyError
+    from airflow.models.dagrun import DagRun
+    from sqlalchemy import select
+
+    from tokokita_airflow.timetable import DailyPartitionTimetable
+
+    timetable = DailyPartitionTimetable(cron, timezone=tz)
+    runs = session.scalars(select(DagRun).where(
+        DagRun.dag_id == dag_id, DagRun.partition_key.is_not(None),
+        DagRun.partition_date.is_(None))).all()
+    dated = []
+    for run in runs:
+        try:
+            run.partition_date = timetable.resolve_partition_date(run.partition_key)
+        except InvalidPartitionKeyError:  # a key that names no date: its tasks refused it; left as it is
+            continue
+        dated.append(run.run_id)
+    session.flush()
+    return dated
+
+
+def main() -> int:
+    """Date the runs made before partitions in the configured metadata database."""
+    from airflow.utils.session import create_session
+
+    from tokokita_airflow.runtime import configured_settings
+
+    settings = configured_settings()
+    with create_session() as session:
+        dated = date_runs_made_before_partitions(session, cron=settings.cron,
+                                                 tz=settings.timezone)
+    print(f"[airflow-init] runs made before partitions given their partition date: {len(dated)}",
+          flush=True)
+    return 0
