@@ -73,6 +73,8 @@ def run_for_date(settings: Settings, day: date, *, force: bool = False,
         outcome = finish_refused(settings, day, exc, status=SKIPPED, started=started,
                                  now=now(), trigger="cli")
     else:
+        if decision.reconciled is not None:
+            log(f"[gate] needs re-run: {decision.reconciled}")
         if decision.reset_from is not None:
             log(f"[gate] failures of {day} reset from {decision.reset_from} to 0 "
                 f"(attempt {decision.attempt} kept)")

@@ -293,6 +293,9 @@ class GateResult:
     attempt: int
     #: the failures since the last success before `reset_attempts` set them to 0
     reset_from: int | None = None
+    #: what the gate recorded about an earlier run of the date that ended without its
+    #: outcome (the date needed a re-run), or None
+    reconciled: str | None = None
 
 
 def gate(settings: Settings, day: date, *, force: bool, reset_attempts: bool, now: datetime,
@@ -308,7 +311,7 @@ def gate(settings: Settings, day: date, *, force: bool, reset_attempts: bool, no
     check_writable(settings)
     found = verify(settings, store.read(), where=store.location)
     holder_finished = _asked_once(holder_finished)  # the intent's and the claim's holder
-    reconcile_intent(settings, day, now, holder_finished, owner or by)
+    reconciled = reconcile_intent(settings, day, now, holder_finished, owner or by)
     decision = gate_decision(store.read(), day, run_type=run_type, now=now,
                              lookback_days=settings.lookback_days,
                              max_attempts=settings.max_attempts, force=force,
@@ -319,7 +322,8 @@ def gate(settings: Settings, day: date, *, force: bool, reset_attempts: bool, no
         ensure(settings, found)
         reset_from = claim_to_change(settings, day, owner or by, STAGE_NAMES[0], now,
                                      holder_finished, reset_by=by if reset_attempts else None)
-    return GateResult(decision.action, decision.reason, store.read().attempts(day), reset_from)
+    return GateResult(decision.action, decision.reason, store.read().attempts(day), reset_from,
+                      reconciled)
 
 
 def enter_stage(settings: Settings, day: date, *, stage: str, owner: str, force: bool,

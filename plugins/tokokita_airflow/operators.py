@@ -77,6 +77,8 @@ class WatermarkGateOperator(BaseOperator):
                            now=datetime.now(UTC), trigger=owner)
             self.log.warning("Skipped: %s", exc)
             raise AirflowSkipException(str(exc)) from None
+        if decision.reconciled is not None:
+            self.log.warning("%s needs re-run: %s", day, decision.reconciled)
         if decision.reset_from is not None:
             self.log.warning("reset_attempts: attempts of %s reset from %d to 0 by %s "
                              "(recorded in the watermark's resets)", day, decision.reset_from,
