@@ -187,11 +187,10 @@ def reconcile_intent(settings: Settings, day: date, now: datetime,
             return None
         stage = interrupted_stage(settings, day)
         if intent.get(STOPPED):
-            message = (f"run {intent['run']} was stopped during {intent['stage']} "
-                       f"({intent[STOPPED]}); the warehouse rows and the gold file of {day} "
-                       "may hold part of its work: it needs a re-run (not a failure of the "
-                       "partition)")
-            store.record_needs_rerun(day, message, intent["stage"], now)
+            message = (f"run {intent['run']} was stopped: {intent[STOPPED]}; the warehouse "
+                       f"rows and the gold file of {day} may hold part of its work: it needs "
+                       "a re-run (not a failure of the partition)")
+            store.record_needs_rerun(day, message, stage, now)
             return message
         message = (f"interrupted: run {intent['run']} (started {intent['since']}) ended during "
                    f"{stage} without recording its outcome; the warehouse rows and the gold "

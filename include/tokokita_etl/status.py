@@ -163,9 +163,9 @@ def _state_of(settings: Settings, state, day: date, now: datetime, *, present: b
              "older than the lookback: a backfill or a manual run processes it")
     if intent is not None:  # its run is gone (a live one holds the claim, see above)
         if intent.get(STOPPED):
-            gone = (f"run {intent['run']} was stopped during {intent['stage']} "
-                    f"({intent[STOPPED]}); the warehouse may hold part of its work; the next "
-                    f"run records no failure for it ({used} used)")
+            gone = (f"run {intent['run']} was stopped: {intent[STOPPED]}; the warehouse may "
+                    f"hold part of its work; the next run records no failure for it "
+                    f"({used} used)")
         else:
             gone = (f"run {intent['run']} (started {intent['since']}) ended during "
                     f"{interrupted_stage(settings, day)} without recording its outcome; the "
@@ -226,7 +226,7 @@ def warehouse_problem(settings: Settings) -> str | None:
     try:
         verify(settings, store.read(), where=store.location)
     except WarehouseIdentityError as exc:
-        return str(exc)
+        return display_text(settings, str(exc))
     return None
 
 

@@ -9,17 +9,22 @@ Airflow (LocalExecutor, PostgreSQL warehouse; connections in Airflow's metadata 
 
 from __future__ import annotations
 
+import os
 import time
 from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import psycopg
 import pytest
 
-from stack.ephemeral import DAG_ID, EphemeralStack, admin_conninfo, fire_time
-from stack.rest import TERMINAL, wait_for
+from stack.ephemeral import DAG_ID, PASSWORD, USERNAME, EphemeralStack, admin_conninfo, fire_time
+from stack.rest import TERMINAL, AirflowApi, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
+
+#: written only with TOKOKITA_SAVE_SCREENSHOTS=1
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 
 JKT = ZoneInfo("Asia/Jakarta")
 BIG_ROWS = 1_000_000
@@ -72,6 +77,33 @@ def status_row(stack: EphemeralStack, day: date) -> dict:
     return next(r for r in status_rows(stack.settings()) if r["date"] == str(day))
 
 
+def status_page(stack: EphemeralStack, day: date, screenshot: str) -> dict[str, str]:
+    """The status page in Chromium, as a signed-in person opens it: `day`'s row (state, label,
+    reason) and the refusal banner's text ('' when there is none); a screenshot of it with
+    TOKOKITA_SAVE_SCREENSHOTS=1."""
+    from tests.browser import chromium
+
+    token = AirflowApi(stack.target.api_url, USERNAME, PASSWORD).login()
+    with chromium() as browser:
+        context = browser.new_context(viewport={"width": 1500, "height": 900})
+        context.add_cookies([{"name": "_token", "value": token, "url": stack.target.api_url}])
+        page = context.new_page()
+        page.goto(f"{stack.target.api_url}/tokokita/")
+        row = page.locator(f"#d-{day}")
+        row.wait_for(timeout=60_000)
+        banner = page.locator("#warehouse-problem")
+        found = {"state": row.get_attribute("data-state") or "",
+                 "label": row.locator("td.state").inner_text(),
+                 "reason": row.locator("td.why").inner_text(),
+                 "banner": banner.inner_text() if banner.count() else ""}
+        if os.environ.get("TOKOKITA_SAVE_SCREENSHOTS") == "1":
+            SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+            row.scroll_into_view_if_needed()
+            page.screenshot(path=SCREENSHOTS / screenshot)
+        context.close()
+    return found
+
+
 def wait_running(stack: EphemeralStack, run_id: str, task_id: str) -> None:
     wait_for(lambda: stack.api.task_instances(DAG_ID, run_id)[task_id]["state"] == "running"
              or None, 300, 0.1, f"{task_id} of {run_id} to run")
@@ -111,6 +143,9 @@ def test_a_mark_while_load_runs_stops_it_merges_nothing_and_counts_no_failure(ma
     row = status_row(stack, big)
     assert (row["state"], row["label"]) == ("needs re-run", "needs re-run"), row
     assert "records no failure" in row["reason"]
+    shown = status_page(stack, big, f"status-after-mark-{mark}-during-load.png")
+    assert (shown["state"], shown["label"]) == ("needs re-run", "needs re-run"), shown
+    assert "records no failure" in shown["reason"] and not shown["banner"], shown
     states = {t: ti["state"] for t, ti in stack.api.task_instances(DAG_ID, run_id).items()}
     if mark == "success":  # the rest of the run does not validate rows it never loaded
         assert states["validate"] == states["publish_gold"] == "skipped", states
@@ -152,6 +187,9 @@ def test_a_run_on_another_empty_database_is_refused_at_once_and_creates_nothing(
         log = stack.task_log(run["dag_run_id"], "check_watermark")
         assert "is not the one the watermark" in log and before["warehouse"]["id"] in log
         assert stack.watermark()[str(small)] == before  # no attempt, no intent
+        shown = status_page(stack, small, "status-warehouse-refused.png")
+        assert "is not the one the watermark" in shown["banner"], shown
+        assert before["warehouse"]["id"] in shown["banner"]
         with psycopg.connect(psycopg.conninfo.make_conninfo(admin_conninfo(), dbname=empty),
                              connect_timeout=10) as conn:
             assert conn.execute("SELECT count(*) FROM information_schema.tables "
@@ -167,3 +205,46 @@ def test_a_run_on_another_empty_database_is_refused_at_once_and_creates_nothing(
     run = stack.api.trigger(DAG_ID, {"force": True}, partition_key=str(small))
     assert stack.api.wait_run(DAG_ID, run["dag_run_id"], timeout=180)["state"] == "success"
 
+
+def test_a_stage_cleared_alone_reads_needs_re_run_and_the_next_run_counts_no_failure(marks):
+    """Bug: after clearing `load` alone (Downstream unticked) the grid was all green, the
+    status page said "1 failed" and "counts as failure 1/3", the command line "needs re-run",
+    and the next run recorded no failure: three readings and a wrong prediction."""
+    stack, small, _ = marks
+    run = next(r for r in stack.api.dag_runs(DAG_ID) if r["partition_key"] == str(small)
+               and r["state"] == "success")
+    before = stack.watermark()[str(small)]
+    stack.api.clear_task_instances(DAG_ID, run["dag_run_id"], ["load"], only_failed=False,
+                                   downstream=False)
+    wait_for(lambda: stack.api.dag_run(DAG_ID, run["dag_run_id"])["state"] not in TERMINAL
+             or None, 10, 0.2, "the clear to queue the run again")
+    assert stack.api.wait_run(DAG_ID, run["dag_run_id"], timeout=180)["state"] == "success"
+    shown = status_page(stack, small, "status-after-clearing-load-alone.png")
+    assert (shown["state"], shown["label"]) == ("needs re-run", "needs re-run"), shown
+    assert "the next run records no failure" in shown["reason"], shown
+    again = stack.api.trigger(DAG_ID, partition_key=str(small))
+    assert stack.api.wait_run(DAG_ID, again["dag_run_id"], timeout=180)["state"] == "success"
+    after = stack.watermark()[str(small)]
+    assert (after["status"], after["failures"]) == ("success", before["failures"])
+    assert status_page(stack, small, "status-after-the-next-run.png")["label"] == "done"
+
+
+def test_the_status_page_links_the_log_that_holds_a_skipped_runs_reason(marks):
+    """Bug: a skipped run's row linked the gate's log ("Task was skipped — no logs
+    available"), not the sensor's, which holds the reason."""
+    import httpx
+
+    stack, _, big = marks
+    missing = big + timedelta(days=1)  # no file: the sensor skips a manual run at once
+    skipped = stack.api.trigger(DAG_ID, partition_key=str(missing))
+    assert stack.api.wait_run(DAG_ID, skipped["dag_run_id"], timeout=180)["state"] == "success"
+    done = stack.api.trigger(DAG_ID, partition_key=str(big))  # done: the gate skips it
+    assert stack.api.wait_run(DAG_ID, done["dag_run_id"], timeout=180)["state"] == "success"
+    token = AirflowApi(stack.target.api_url, USERNAME, PASSWORD).login()
+    rows = httpx.get(f"{stack.target.api_url}/tokokita/status.json",
+                     cookies={"_token": token}, timeout=30).json()
+    links = {run["run_id"]: run["task"] for row in rows for run in row["airflow_runs"]}
+    assert links[skipped["dag_run_id"]] == "wait_for_raw_partition"
+    assert links[done["dag_run_id"]] == "check_watermark"
+    log = stack.task_log(skipped["dag_run_id"], "wait_for_raw_partition")
+    assert f"pesanan_{missing}.csv" in log
