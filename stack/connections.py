@@ -1,12 +1,14 @@
 """The Airflow connections the stack's services are given, read outside those services.
 
 The compose file gives the services the warehouse and the object store as Airflow connections
-(`AIRFLOW_CONN_TOKOKITA_WAREHOUSE`, `AIRFLOW_CONN_AWS_DEFAULT`); a throw-away stack may
-create them through the REST API instead (`stack.ephemeral`). The airflow-init service, the
-demo's closing status and the tests read the pipeline's settings as the tasks resolve them,
-with the rules of the Airflow adapter (`tokokita_airflow.connections`), from these
-connections: `pipeline_settings`. A connection is parsed with Airflow's own `Connection`
-(JSON or URI form, as the `AIRFLOW_CONN_*` variables take it).
+(`AIRFLOW_CONN_TOKOKITA_WAREHOUSE`, `AIRFLOW_CONN_AWS_DEFAULT`); the embedded stack and the
+test stacks keep them in Airflow's metadata database instead, added there by airflow-init
+from the same variables (`stack.local`, `stack.init`) or through the REST API
+(`stack.ephemeral`). The airflow-init service, the demo's closing status and the tests read
+the pipeline's settings as the tasks resolve them, with the rules of the Airflow adapter
+(`tokokita_airflow.connections`), from these definitions: `pipeline_settings`. A connection
+is parsed with Airflow's own `Connection` (JSON or URI form, as the `AIRFLOW_CONN_*`
+variables take it).
 """
 
 from __future__ import annotations
@@ -22,6 +24,9 @@ from stack import REPO
 WAREHOUSE_CONN_ID = "tokokita_warehouse"
 OBJECT_STORE_CONN_ID = "aws_default"
 CONN_PREFIX = "AIRFLOW_CONN_"
+#: `true`: airflow-init adds the connections of its environment to Airflow's metadata database
+#: (`stack.init.add_connections`; the embedded stack and the test stacks, `stack.local`)
+ADD_CONNECTIONS_VAR = "TOKOKITA_INIT_ADD_CONNECTIONS"
 
 
 def _adapter(env: Mapping[str, str]):

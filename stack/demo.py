@@ -1,7 +1,8 @@
 """`make demo` and `make up`: the sample week through a running Airflow, on SQLite, no Docker.
 
 1. airflow-init (the compose file's init command) on the embedded target: `airflow db migrate`
-   on `airflow_home/airflow.db`, the admin login, the SQLite warehouse's tables;
+   on `airflow_home/airflow.db`, the admin login, the SQLite warehouse's tables, and its
+   connection `tokokita_warehouse` in the metadata database (Admin > Connections);
 2. api-server, scheduler, dag-processor and triggerer start; the scheduler catches up the
    sample week as ordinary scheduled runs (the runs firing 2026-11-02..08 02:30 WIB, which
    process 2026-11-01..07: three with a partition, four skipped for a missing file);
@@ -18,6 +19,7 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 
 from stack import REPO
+from stack.compose import INIT_SERVICE
 from stack.embedded import AIRFLOW_HOME, STATE_FILE, embedded_target
 from stack.local import LocalStack, stop_procs, write_state
 
@@ -79,7 +81,7 @@ def run_sample_week(*, keep_running: bool, timeout: float = 300) -> int:
     env = stack.env("airflow-apiserver")
     write_stack_settings(env)
     username = env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS"].split(":")[0]
-    password = stack.env("airflow-init").get("_AIRFLOW_WWW_USER_PASSWORD", "")
+    password = stack.env(INIT_SERVICE).get("_AIRFLOW_WWW_USER_PASSWORD", "")
     print(f"Airflow home {AIRFLOW_HOME} (metadata: airflow.db, SQLite); initialising ...",
           flush=True)
     stack.init()
@@ -120,7 +122,9 @@ def run_sample_week(*, keep_running: bool, timeout: float = 300) -> int:
     if not keep_running:
         stop_procs(stack.procs)
     print()
-    print_status(pipeline_settings(stack.env("airflow-scheduler"), cwd=REPO),
+    # the connections as airflow-init is given them (the services read them from the metadata
+    # database)
+    print_status(pipeline_settings(stack.env(INIT_SERVICE), cwd=REPO),
                  sorted(date.fromisoformat(r["partition_key"]) for r in runs))
     if keep_running:
         print(f"\nAirflow UI and REST API: {target.api_url}   login: {username} / {password}")

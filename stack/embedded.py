@@ -4,7 +4,10 @@ Same compose environment as the containers (see `stack.local`), with these local
 Airflow's metadata in `airflow_home/airflow.db`, the warehouse in
 `data/warehouse/tokokita.db` (the pipeline's default), the repository's own `dags/`,
 `plugins/`, `include/`, `config/` and `data/`, the UI on http://127.0.0.1:8080 (or the next
-free port; `AIRFLOW_API_PORT` picks another).
+free port; `AIRFLOW_API_PORT` picks another). Its Airflow connections (`tokokita_warehouse`:
+SQLite, the warehouse file) live in the metadata database, added by airflow-init when missing,
+so Admin > Connections lists them, an edit there is what the next task reads, and the form's
+Test button is enabled (`stack.local`, `connections="metadata"`).
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import os
 from datetime import date
 
 from stack import REPO
-from stack.local import LocalTarget
+from stack.local import CONNECTIONS_IN_METADATA, LocalTarget
 from stack.ports import free_port
 
 AIRFLOW_HOME = REPO / "airflow_home"
@@ -51,4 +54,5 @@ def embedded_target(*, api_port: int | None = None, health_port: int | None = No
         api_port=api_port or free_port(preferred),
         scheduler_health_port=health_port or free_port(8974),
         compose_env=compose_env,
+        connections=CONNECTIONS_IN_METADATA,
     )

@@ -10,10 +10,15 @@ end-to-end tests (tests/e2e) and the catch-up benchmark (bench/catchup_stack.py)
 Settings for throw-away stacks only, and nothing else, come on top of the compose
 environment (`FAST_ENV` and the cluster policy in `LOCAL_SETTINGS`).
 
-The warehouse and the object store are Airflow connections, as the compose file gives them
-(`AIRFLOW_CONN_*`, `connections="env"`), or created through the REST API before the scheduler
-starts (`connections="rest"`: the compose variables set empty, so that Airflow reads them from
-its metadata database); no Airflow service gets a warehouse URL or an AWS variable.
+The warehouse and the object store are Airflow connections kept in Airflow's metadata
+database, as on the embedded stack: added by airflow-init from the compose file's
+`AIRFLOW_CONN_*` variables, which the Airflow services get empty (`connections="metadata"`,
+the default, `stack.local`), or created through the REST API before the scheduler starts
+(`connections="rest"`: the variables empty for airflow-init too); or, as the compose file
+gives them, the variables themselves (`connections="env"`). With the first two the
+connection form's Test button is enabled. No Airflow service gets a warehouse URL or an AWS
+variable. The warehouse database may live on a PostgreSQL server of its own
+(`warehouse_server`, e.g. one that checks passwords).
 """
 
 from __future__ import annotations
@@ -33,8 +38,16 @@ import httpx
 from dotenv import dotenv_values
 
 from stack import REPO
-from stack.compose import AIRFLOW_SERVICES
-from stack.local import LocalStack, LocalTarget, Proc, StackError, stop_procs
+from stack.compose import AIRFLOW_SERVICES, INIT_SERVICE
+from stack.local import (
+    CONNECTIONS_IN_ENV,
+    CONNECTIONS_IN_METADATA,
+    LocalStack,
+    LocalTarget,
+    Proc,
+    StackError,
+    stop_procs,
+)
 from stack.ports import free_port
 from stack.rest import AirflowApi
 from tokokita_etl.config import default
@@ -86,17 +99,20 @@ def pg_server_url() -> str:
         "postgresql+psycopg://postgres@127.0.0.1:5432/tokokita_test"
 
 
-def admin_conninfo() -> str:
+def admin_conninfo(server: str | None = None) -> str:
+    """The libpq conninfo of the `postgres` database of `server` (default `pg_server_url()`)."""
     from sqlalchemy.engine import make_url
 
-    url = make_url(pg_server_url()).set(drivername="postgresql", database="postgres", query={})
+    url = make_url(server or pg_server_url()).set(drivername="postgresql", database="postgres",
+                                                  query={})
     return url.render_as_string(hide_password=False)
 
 
-def db_url(name: str) -> str:
+def db_url(name: str, server: str | None = None) -> str:
+    """The SQLAlchemy URL of database `name` on `server` (default `pg_server_url()`)."""
     from sqlalchemy.engine import make_url
 
-    url = make_url(pg_server_url()).set(database=name, query={})
+    url = make_url(server or pg_server_url()).set(database=name, query={})
     return url.render_as_string(hide_password=False)
 
 
@@ -129,7 +145,7 @@ class EphemeralStack:
     def __init__(self, root: Path, *, start_date: str, end_date: str | None,
                  tokokita_env: dict[str, str] | None = None,
                  extra_users: dict[str, str] | None = None, celery: bool = False,
-                 connections: str = "env") -> None:
+                 connections: str = "metadata", warehouse_server: str | None = None) -> None:
         self.root = root
         self.id = uuid.uuid4().hex[:10]
         self.metadata_db = f"airflow_e2e_{self.id}"
@@ -137,13 +153,18 @@ class EphemeralStack:
         self.home = root / "home"
         self.data = root / "data"
         self.celery = celery
+        if connections not in ("metadata", "rest", "env"):
+            raise ValueError(f"connections must be 'metadata', 'rest' or 'env', got {connections!r}")
+        #: the SQLAlchemy URL of the warehouse database's server (default: the metadata's)
+        self.warehouse_server = warehouse_server or pg_server_url()
         compose_env = {"TOKOKITA_START_DATE": start_date, "TOKOKITA_END_DATE": end_date or "",
                        **(env_file(SCALE_OUT_ENV) if celery else {}),
                        **(tokokita_env or {})}
         self.redis_port, self.object_store_port = free_port(), free_port()
         self.target = LocalTarget(
             airflow_home=self.home,
-            databases={"airflow": db_url(self.metadata_db), "tokokita": db_url(self.warehouse_db)},
+            databases={"airflow": db_url(self.metadata_db),
+                       "tokokita": db_url(self.warehouse_db, self.warehouse_server)},
             api_port=free_port(),
             scheduler_health_port=free_port(),
             # the compose bind mounts ./data and ./config, pointed at throw-away copies
@@ -153,6 +174,8 @@ class EphemeralStack:
             # the profile's redis and object store: local servers of this stack alone
             hosts={"redis:6379": f"127.0.0.1:{self.redis_port}",
                    "object-store:5000": f"127.0.0.1:{self.object_store_port}"},
+            connections=CONNECTIONS_IN_METADATA if connections == "metadata"
+            else CONNECTIONS_IN_ENV,
         )
         if celery:
             for number, worker in enumerate(WORKERS, start=1):
@@ -172,22 +195,23 @@ class EphemeralStack:
                 [f"{USERNAME}:admin", *(f"{name}:{role}" for name, role in extra_users.items())])
         from stack.connections import CONN_PREFIX, env_connections
 
-        if connections not in ("env", "rest"):
-            raise ValueError(f"connections must be 'env' or 'rest', got {connections!r}")
         self.connections_via = connections
         names = AIRFLOW_SERVICES + (WORKERS if celery else ())
-        #: the stack's Airflow connections (id -> airflow.sdk Connection): the compose file's
+        #: the stack's Airflow connections (id -> airflow.sdk Connection): the compose file's,
+        #: as airflow-init gets them
         self.connections = env_connections(LocalStack(self.target, names=names)
-                                           .env("airflow-scheduler"))
+                                           .env(INIT_SERVICE))
         if connections == "rest":  # defined through the REST API instead (`start`)
             self.target.compose_env.update({f"{CONN_PREFIX}{conn_id.upper()}": ""
                                             for conn_id in self.connections})
+            # the connection form's Test button, as on the "metadata" stacks
+            self.target.extra_env["AIRFLOW__CORE__TEST_CONNECTION"] = "Enabled"
         self.stack = LocalStack(self.target, names=names)
         self.helpers: list[Proc] = []  # redis and the object store (celery profile)
         self.api = AirflowApi(self.target.api_url, USERNAME, PASSWORD)
         self.sampler: MemorySampler | None = None
         self.timings: dict[str, float] = {}
-        self._created_dbs: list[str] = []
+        self._created_dbs: list[tuple[str, str]] = []  # (server URL, database)
 
     # -- lifecycle --------------------------------------------------------------------
 
@@ -202,10 +226,12 @@ class EphemeralStack:
         (self.home / "config" / "airflow_local_settings.py").write_text(LOCAL_SETTINGS)
         with psycopg.connect(admin_conninfo(), autocommit=True, connect_timeout=10) as conn:
             conn.execute(f'CREATE DATABASE "{self.metadata_db}"')
-            self._created_dbs.append(self.metadata_db)
-            if self.connections_via == "rest":  # airflow-init has no connection to read
+            self._created_dbs.append((pg_server_url(), self.metadata_db))
+        if self.connections_via == "rest":  # airflow-init has no connection to read
+            with psycopg.connect(admin_conninfo(self.warehouse_server), autocommit=True,
+                                 connect_timeout=10) as conn:
                 conn.execute(f'CREATE DATABASE "{self.warehouse_db}"')
-        self._created_dbs.append(self.warehouse_db)  # airflow-init creates it
+        self._created_dbs.append((self.warehouse_server, self.warehouse_db))  # or airflow-init
         started = time.monotonic()
         self.stack.init()
         self.timings["init_s"] = time.monotonic() - started
@@ -315,8 +341,9 @@ class EphemeralStack:
     def _drop_databases(self) -> None:
         import psycopg
 
-        with psycopg.connect(admin_conninfo(), autocommit=True, connect_timeout=10) as conn:
-            for name in self._created_dbs:
+        for server, name in self._created_dbs:
+            with psycopg.connect(admin_conninfo(server), autocommit=True,
+                                 connect_timeout=10) as conn:
                 conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
     # -- what tests and benchmarks look at --------------------------------------------
@@ -351,7 +378,8 @@ class EphemeralStack:
         """Dates with rows in the warehouse's daily summary."""
         import psycopg
 
-        conninfo = db_url(self.warehouse_db).replace("postgresql+psycopg://", "postgresql://")
+        conninfo = db_url(self.warehouse_db, self.warehouse_server).replace(
+            "postgresql+psycopg://", "postgresql://")
         with psycopg.connect(conninfo, connect_timeout=10) as conn:
             rows = conn.execute("SELECT DISTINCT order_date FROM summary_harian").fetchall()
         return {str(row[0]) for row in rows}

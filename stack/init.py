@@ -16,7 +16,12 @@ Idempotent, driven only by the environment docker-compose.yaml declares:
    on its PostgreSQL server when missing (or the SQLite file's folder), then its tables. A
    connection defined elsewhere (the UI, the REST API, a secrets backend) is not read here:
    the first load then creates the tables. The buckets of the s3:// folders are made with
-   the object store's connection (`AIRFLOW_CONN_AWS_DEFAULT`), as the tasks reach them.
+   the object store's connection (`AIRFLOW_CONN_AWS_DEFAULT`), as the tasks reach them;
+5. with `TOKOKITA_INIT_ADD_CONNECTIONS=true` (the embedded stack and the test stacks, whose
+   Airflow services get the `AIRFLOW_CONN_*` variables empty: `stack.local`), each connection
+   of the environment is added to Airflow's metadata database, as `airflow connections add`
+   adds one, when the database has no connection of that id; one already there (edited in
+   Admin > Connections, say) is kept as it is.
 """
 
 from __future__ import annotations
@@ -209,6 +214,36 @@ def date_runs_made_before_partitions(env: Mapping[str, str]) -> None:
     subprocess.run([python, "-c", code], check=True, env=dict(env))
 
 
+def add_connections(env: Mapping[str, str]) -> list[str]:
+    """With `TOKOKITA_INIT_ADD_CONNECTIONS=true`: add each `AIRFLOW_CONN_*` connection of `env`
+    to Airflow's metadata database when it has none of that id, with Airflow's own model and
+    session as `airflow connections add` does; return the ids added. Airflow reads its
+    configuration from this process's environment, so `env` is that environment."""
+    from stack.connections import ADD_CONNECTIONS_VAR, CONN_PREFIX
+
+    if env.get(ADD_CONNECTIONS_VAR, "").strip().lower() != "true":
+        return []
+    values = {name.removeprefix(CONN_PREFIX).lower(): value for name, value in env.items()
+              if name.startswith(CONN_PREFIX) and value}
+    from airflow.models.connection import Connection
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    added = []
+    with create_session() as session:
+        for conn_id, value in sorted(values.items()):
+            if session.scalar(select(Connection.id).where(Connection.conn_id == conn_id)):
+                say(f"connection {conn_id!r} is in the metadata database already: kept as it is")
+                continue
+            conn = (Connection.from_json(value, conn_id=conn_id) if value.lstrip().startswith("{")
+                    else Connection(conn_id=conn_id, uri=value))
+            session.add(conn)
+            added.append(conn_id)
+            say(f"connection {conn_id!r} (conn type {conn.conn_type}) added to the metadata "
+                "database: Admin > Connections")
+    return added
+
+
 def main(env: Mapping[str, str] | None = None) -> int:
     """Run every init step; exit non-zero on the first failure."""
     env = dict(os.environ if env is None else env)
@@ -219,6 +254,7 @@ def main(env: Mapping[str, str] | None = None) -> int:
     date_runs_made_before_partitions(env)
     write_login(env, uid)
     prepare_warehouse(env)
+    add_connections(env)
     say("done")
     return 0
 

@@ -22,6 +22,15 @@ and the working directory (the image's /opt/airflow holds `stack/`, locally the 
 A target's `extra_env` is applied last and is the only other difference (tests use it for
 fast settings, and say so).
 
+Where the Airflow connections live is the target's `connections`: `"env"` as in the compose
+file (every service gets the `AIRFLOW_CONN_*` variables), or `"metadata"` (the embedded stack
+and the test stacks): airflow-init gets the variables and adds each connection to Airflow's
+metadata database when it has none of that id (`TOKOKITA_INIT_ADD_CONNECTIONS=true`,
+`stack.init`), and the Airflow services get them empty, as docs/configuration.md tells a compose
+user to set them, so that Airflow reads the connections from its metadata database: listed and
+editable in Admin > Connections, an edit read by the next task. Those services also get
+`AIRFLOW__CORE__TEST_CONNECTION=Enabled`, the connection form's Test button.
+
 The compose entrypoint's rule is kept: a command starting with `bash` or `python` runs as is,
 anything else is an `airflow` sub-command.
 """
@@ -44,6 +53,7 @@ from urllib.parse import quote
 
 from stack import COMPOSE_FILE, REPO
 from stack.compose import AIRFLOW_SERVICES, INIT_SERVICE, Service, services
+from stack.connections import ADD_CONNECTIONS_VAR, CONN_PREFIX
 
 CONTAINER_HOME = "/opt/airflow"
 COMPOSE_DB_HOST = "postgres"
@@ -51,6 +61,8 @@ COMPOSE_API = ("airflow-apiserver:8080", "localhost:8080")
 COMPOSE_SCHEDULER_HEALTH = "localhost:8974"
 PASSTHROUGH = ("HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "USER", "LOGNAME", "TERM")
 BIN = Path(sys.executable).parent
+#: where a target's Airflow connections live (`LocalTarget.connections`)
+CONNECTIONS_IN_ENV, CONNECTIONS_IN_METADATA = "env", "metadata"
 
 _DB_URL = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+._-]*)://(?:[^@/]*@)?" + COMPOSE_DB_HOST
                      + r"(?::\d+)?/(?P<db>[A-Za-z0-9_]+)(?P<query>\?.*)?$")
@@ -72,6 +84,9 @@ class LocalTarget:
     :param service_homes: a service's own /opt/airflow (a worker on a machine of its own:
         nothing of it is shared with the other services but the mounted code).
     :param service_env: per service, applied after `extra_env` (NOT from the compose file).
+    :param connections: `"env"`: the compose file's `AIRFLOW_CONN_*` variables for every
+        service; `"metadata"`: added to Airflow's metadata database by airflow-init, empty for
+        the Airflow services (see the module docstring).
     """
 
     airflow_home: Path
@@ -85,6 +100,12 @@ class LocalTarget:
     service_homes: dict[str, Path] = field(default_factory=dict)
     service_env: dict[str, dict[str, str]] = field(default_factory=dict)
     host: str = "127.0.0.1"
+    connections: str = CONNECTIONS_IN_ENV
+
+    def __post_init__(self) -> None:
+        if self.connections not in (CONNECTIONS_IN_ENV, CONNECTIONS_IN_METADATA):
+            raise ValueError(f"connections must be {CONNECTIONS_IN_ENV!r} or "
+                             f"{CONNECTIONS_IN_METADATA!r}, got {self.connections!r}")
 
     def home_of(self, service: str) -> Path:
         """What /opt/airflow is for `service`."""
@@ -170,6 +191,12 @@ def service_env(service: Service, target: LocalTarget) -> dict[str, str]:
         "AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_SERVER_HOST": target.host,
         "AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_SERVER_PORT": str(target.scheduler_health_port),
     })
+    if target.connections == CONNECTIONS_IN_METADATA:
+        if service.name == INIT_SERVICE:
+            env[ADD_CONNECTIONS_VAR] = "true"
+        else:
+            env.update({name: "" for name in env if name.startswith(CONN_PREFIX)})
+            env["AIRFLOW__CORE__TEST_CONNECTION"] = "Enabled"
     env.update(target.extra_env)
     env.update(target.service_env.get(service.name, {}))
     return env

@@ -99,6 +99,37 @@ def test_the_object_store_connection_points_at_the_local_object_store(tmp_path):
     assert storage_options(env)["endpoint_url"] == "http://127.0.0.1:19000"
 
 
+def test_the_embedded_stack_gives_its_connections_to_airflow_init_alone(tmp_path):
+    """The Airflow services get the AIRFLOW_CONN_* variables empty, so that Airflow reads the
+    connections from its metadata database (where airflow-init adds them) and the UI's edits
+    are what the tasks read; the connection form's Test button is enabled."""
+    from stack.connections import ADD_CONNECTIONS_VAR
+    from stack.embedded import embedded_target
+
+    stack = LocalStack(embedded_target(api_port=8080, health_port=8974))
+    init = stack.env(INIT_SERVICE)
+    assert init[ADD_CONNECTIONS_VAR] == "true"
+    assert json.loads(init["AIRFLOW_CONN_TOKOKITA_WAREHOUSE"]) == {
+        "conn_type": "sqlite", "host": str(REPO / "data" / "warehouse" / "tokokita.db")}
+    assert init["AIRFLOW_CONN_AWS_DEFAULT"]
+    for name in AIRFLOW_SERVICES:
+        env = stack.env(name)
+        assert ADD_CONNECTIONS_VAR not in env, name
+        conns = {key: value for key, value in env.items() if key.startswith("AIRFLOW_CONN_")}
+        assert conns == {"AIRFLOW_CONN_TOKOKITA_WAREHOUSE": "", "AIRFLOW_CONN_AWS_DEFAULT": ""}
+        assert env["AIRFLOW__CORE__TEST_CONNECTION"] == "Enabled", name
+
+
+def test_the_compose_stack_keeps_its_connections_as_variables_and_testing_disabled(tmp_path):
+    stack = LocalStack(_target(tmp_path))
+    for name in AIRFLOW_SERVICES:
+        env = stack.env(name)
+        assert env["AIRFLOW_CONN_TOKOKITA_WAREHOUSE"].startswith("postgresql://"), name
+        assert env["AIRFLOW__CORE__TEST_CONNECTION"] == "Disabled", name
+    with pytest.raises(ValueError, match="connections must be"):
+        _target(tmp_path, connections="vault")
+
+
 def test_healthchecks_as_local_commands(tmp_path):
     target = _target(tmp_path)
     stack = LocalStack(target)
@@ -135,6 +166,46 @@ def test_init_service_on_sqlite_is_idempotent(tmp_path):
     second = stack.init()  # again: nothing breaks, nothing is lost
     assert "done" in second.stdout
     assert json.loads((tmp_path / "home" / "auth" / "passwords.json").read_text()) == passwords
+
+
+def _airflow(env: dict[str, str], *args: str) -> str:
+    import subprocess
+
+    result = subprocess.run([str(BIN / "airflow"), *args], env=env, capture_output=True,
+                            text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout
+
+
+def test_init_adds_the_connections_to_the_metadata_database_once_and_keeps_an_edit(tmp_path):
+    """airflow-init of a "metadata" target: the services' Airflow (whose AIRFLOW_CONN_* are
+    empty) finds the connections in its metadata database, with their conn types; a second
+    init keeps a connection edited there (as Admin > Connections would) as it is."""
+    warehouse = tmp_path / "data" / "warehouse" / "tokokita.db"
+    target = LocalTarget(
+        airflow_home=tmp_path / "home", api_port=1, scheduler_health_port=2,
+        databases={"airflow": f"sqlite:///{tmp_path}/home/airflow.db",
+                   "tokokita": f"sqlite:///{warehouse}"},
+        mounts={"/opt/airflow/data": tmp_path / "data"}, connections="metadata")
+    stack = LocalStack(target)
+    first = stack.init()
+    assert "connection 'tokokita_warehouse' (conn type sqlite) added" in first.stdout
+    assert "connection 'aws_default' (conn type aws) added" in first.stdout
+    env = stack.env("airflow-scheduler")
+    listed = json.loads(_airflow(env, "connections", "list", "-o", "json"))
+    assert {c["conn_id"]: c["conn_type"] for c in listed} == {"tokokita_warehouse": "sqlite",
+                                                             "aws_default": "aws"}
+    made = json.loads(_airflow(env, "connections", "get", "tokokita_warehouse", "-o", "json"))
+    assert made[0]["host"] == str(warehouse)
+    # edited as a person would in the UI (delete and add is the CLI's edit)
+    _airflow(env, "connections", "delete", "tokokita_warehouse")
+    _airflow(env, "connections", "add", "tokokita_warehouse", "--conn-type", "sqlite",
+             "--conn-host", str(tmp_path / "other.db"))
+    second = stack.init()
+    assert "connection 'tokokita_warehouse' is in the metadata database already: kept as it " \
+        "is" in second.stdout
+    kept = json.loads(_airflow(env, "connections", "get", "tokokita_warehouse", "-o", "json"))
+    assert kept[0]["host"] == str(tmp_path / "other.db")
 
 
 @pytest.mark.postgres
