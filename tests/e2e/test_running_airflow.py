@@ -170,12 +170,12 @@ def e2e(tmp_path_factory, request):
     waited = wait_past_midnight(datetime.now(UTC))
     plan = make_plan(datetime.now(UTC))
     celery = request.param == "celery"
-    # the warehouse and object store only as Airflow connections: the compose file's
-    # AIRFLOW_CONN_* variables on the default profile, created through the REST API on the
+    # the warehouse and object store only as Airflow connections in the metadata database:
+    # added by airflow-init on the default profile, created through the REST API on the
     # scale-out one
     stack = EphemeralStack(tmp_path_factory.mktemp(f"e2e-{request.param}"),
                            start_date=plan.start_date, end_date=plan.end_date, celery=celery,
-                           connections="rest" if celery else "env")
+                           connections="rest" if celery else "metadata")
     key = "celery_" if celery else ""
     try:
         stack.prepare()
@@ -253,9 +253,8 @@ def test_the_services_get_the_warehouse_and_object_store_only_as_airflow_connect
         env = stack.stack.env(name)
         assert "TOKOKITA_WAREHOUSE_URL" not in env, name
         assert not [var for var in env if var.startswith("AWS_")], name
-        defined = env.get("AIRFLOW_CONN_TOKOKITA_WAREHOUSE")
-        # empty on the REST profile: Airflow reads the connection from its metadata database
-        assert (defined == "") if stack.connections_via == "rest" else defined, name
+        # empty: Airflow reads the connection from its metadata database
+        assert env.get("AIRFLOW_CONN_TOKOKITA_WAREHOUSE") == "", name
     # and as the kernel holds it, for every process of the stack whose environment is still
     # readable (Airflow's process titles overwrite some of them)
     environments = {name: env for name, env in stack.environments().items() if env}
@@ -263,12 +262,11 @@ def test_the_services_get_the_warehouse_and_object_store_only_as_airflow_connect
     for name, env in environments.items():
         assert "TOKOKITA_WAREHOUSE_URL" not in env, name
         assert not [var for var in env if var.startswith("AWS_")], name
-    if stack.connections_via == "rest":
-        made = stack.api.get("/connections/tokokita_warehouse")
-        assert (made["conn_type"], made["schema"]) == ("postgres", stack.warehouse_db)
-        if stack.celery:
-            extra = json.loads(stack.api.get("/connections/aws_default")["extra"])
-            assert extra["endpoint_url"] == f"http://127.0.0.1:{stack.object_store_port}"
+    made = stack.api.get("/connections/tokokita_warehouse")
+    assert (made["conn_type"], made["schema"]) == ("postgres", stack.warehouse_db)
+    if stack.celery:
+        extra = json.loads(stack.api.get("/connections/aws_default")["extra"])
+        assert extra["endpoint_url"] == f"http://127.0.0.1:{stack.object_store_port}"
 
 
 def test_catchup_processes_exactly_the_due_runs(e2e):
@@ -574,45 +572,3 @@ def test_eight_dates_at_once_on_both_workers_lose_no_update_and_no_row(e2e):
     for day in days:
         statuses = [body["status"] for body in stack.manifests(day)]
         assert statuses == ["success"] * rounds  # one run per trigger, none refused
-
-
-WRONG_PASSWORD = "wr0ng-Pw-e2e-5xQ"
-
-
-def test_a_wrong_warehouse_password_fails_one_task_once_naming_the_connection_and_no_secret(
-        e2e, password_postgres):
-    """The warehouse connection, edited through the REST API, points at a server that checks
-    passwords, with a wrong one: the first task that opens the warehouse fails at once."""
-    stack, plan = e2e
-    if stack.connections_via != "rest":
-        pytest.skip("the connections of this profile are environment variables of the "
-                    "running services")
-    from stack.connections import rest_body
-
-    original = rest_body(stack.connections["tokokita_warehouse"])
-    wrong = {**original, "host": password_postgres.host, "port": password_postgres.port,
-             "login": password_postgres.user, "password": WRONG_PASSWORD, "schema": "postgres"}
-    stack.api.patch_connection("tokokita_warehouse", wrong)
-    try:
-        run = stack.api.trigger(DAG_ID, {"force": True}, partition_key=plan.t(7).isoformat())
-        run = stack.api.wait_run(DAG_ID, run["dag_run_id"], timeout=180)
-    finally:
-        stack.api.patch_connection("tokokita_warehouse", original)
-    assert run["state"] == "failed"
-    states = _states(stack, run)
-    failed = [task for task, state in states.items() if state == "failed"]
-    assert len(failed) == 1, states
-    tries = stack.api.tries(DAG_ID, run["dag_run_id"], failed[0])
-    assert [x["state"] for x in tries] == ["failed"]  # one try: no retry
-    log = stack.task_log(run["dag_run_id"], failed[0], 1)
-    named = [line for line in log.splitlines()
-             if "Airflow connection 'tokokita_warehouse'" in line
-             and "password authentication failed" in line]
-    assert named, log[-3000:]
-    # the password is in no file the stack wrote (task and service logs, state, data) and in
-    # no manifest
-    written = [path for path in stack.root.rglob("*") if path.is_file()
-               and WRONG_PASSWORD.encode() in path.read_bytes()]
-    assert written == []
-    manifests = stack.manifests(plan.t(7))
-    assert manifests and not [m for m in manifests if WRONG_PASSWORD in json.dumps(m)]
