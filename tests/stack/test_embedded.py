@@ -95,6 +95,18 @@ def test_make_up_serves_the_ui_caught_up_and_make_down_stops_it(fresh):
         runs = httpx.get(f"{base}/api/v2/dags/tokokita_orders_daily/dagRuns",
                          params={"limit": 100}, headers=headers).json()["dag_runs"]
         assert runs and all(r["state"] == "success" for r in runs)
+        # the warehouse connection is in the metadata database (Admin > Connections), where
+        # the tasks read it, with its SQLite conn type; connection testing is enabled (the
+        # fields without a port: the UI's Test button sends port 0, which Airflow 3.3.2
+        # refuses for a stored connection without one)
+        listed = httpx.get(f"{base}/api/v2/connections", headers=headers).json()["connections"]
+        warehouse = next(c for c in listed if c["connection_id"] == "tokokita_warehouse")
+        assert (warehouse["conn_type"], warehouse["host"]) == (
+            "sqlite", str(fresh / "data" / "warehouse" / "tokokita.db"))
+        tested = httpx.post(f"{base}/api/v2/connections/test", headers=headers, json={
+            "connection_id": "tokokita_warehouse", "conn_type": "sqlite",
+            "host": warehouse["host"]}).json()
+        assert tested["status"] is True, tested
         assert _stack(fresh, "status", timeout=60).returncode == 0
     finally:
         down = _stack(fresh, "down", timeout=120)
