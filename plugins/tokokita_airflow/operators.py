@@ -275,17 +275,24 @@ class EtlStageOperator(BaseOperator):
             release_working_copy(settings, day)
 
     def _upstream_not_run(self, context: Context) -> str | None:
-        """The upstream task of this run that did not return from its work, or None: every
-        TokoKita task returns its result as an XCom, so an upstream task that has none was
-        marked success while it ran (Airflow then starts this task at once, before the
-        marked one has even stopped). A clear keeps the XComs of the tasks it leaves alone."""
+        """The upstream stage task of this run that is `success` without having returned from
+        its work, or None: a stage returns its result as an XCom, so a successful upstream
+        stage that has none was marked success while it ran (Airflow then starts this task
+        at once, before the marked one has even stopped), and its output is not there. A
+        clear keeps the XComs of the tasks it leaves alone; an upstream stage that failed,
+        and the gate, are the watermark rules' business (`enter_stage`)."""
         ti = context.get("ti")
-        if ti is None:
+        if ti is None or not self.has_dag():
             return None
-        for task_id in sorted(self.upstream_task_ids):
-            if ti.xcom_pull(task_ids=task_id, key="return_value") is None:
-                return task_id
-        return None
+        stages = [task_id for task_id in sorted(self.upstream_task_ids)
+                  if isinstance(self.dag.get_task(task_id), EtlStageOperator)]
+        missing = [task_id for task_id in stages
+                   if ti.xcom_pull(task_ids=task_id, key="return_value") is None]
+        if not missing:
+            return None
+        states = ti.get_task_states(dag_id=ti.dag_id, task_ids=missing,
+                                    run_ids=[ti.run_id]).get(ti.run_id, {})
+        return next((task_id for task_id in missing if states.get(task_id) == "success"), None)
 
     def on_kill(self) -> None:
         """Airflow stops this task while it runs (a person marked it success or failed, or
