@@ -39,7 +39,13 @@ RECONCILED = "reconcile"
 
 
 class WarehouseIdentityError(StateError):
-    """The warehouse is not the one the watermark describes (exit 2, not an attempt)."""
+    """The warehouse is not the one the watermark describes (exit 2, not an attempt).
+
+    `url`: the warehouse's URL as shown in messages (password hidden)."""
+
+    def __init__(self, message: str, *, url: str = "") -> None:
+        super().__init__(message)
+        self.url = url
 
 
 class Presence(StrEnum):
@@ -197,7 +203,7 @@ def verify(settings: Settings, watermark: Watermark, *, where: str) -> Present:
     why = problem(found, wanted)
     if why is not None:
         raise WarehouseIdentityError(message(settings, warehouse, found, wanted, why,
-                                             where=where))
+                                             where=where), url=warehouse.display_url)
     return found
 
 

@@ -97,6 +97,7 @@ def database_url(conn: Any, setting: str, *, root: Path, postgres_only: bool = F
                                     "connection needs the database file's path as its host")
         if path != ":memory:" and not Path(path).is_absolute():
             path = str(root / path)
+        _ORIGINS[_display(f"sqlite:///{path}")] = conn.conn_id
         return f"sqlite:///{path}"
     extras = conn.extra_dejson if conn.extra else {}
     query = {key: str(extras[key]) for key in LIBPQ_EXTRAS if extras.get(key) not in (None, "")}
@@ -202,25 +203,28 @@ def resolve(settings: Settings, *, root: Path) -> Settings:
 
 
 def named(error: BaseException) -> BaseException:
-    """`error`, naming the Airflow connection whose database refused the login when it is an
-    `AccessDeniedError` of a database this process resolved from a connection."""
+    """`error`, naming the Airflow connection of its database when it is an
+    `AccessDeniedError` (a refused login) or a `WarehouseIdentityError` (not the watermark's
+    warehouse) of a database this process resolved from a connection."""
     from tokokita_etl.errors import AccessDeniedError
+    from tokokita_etl.identity import WarehouseIdentityError
 
-    if isinstance(error, AccessDeniedError) and error.url in _ORIGINS \
-            and not str(error).startswith("Airflow connection"):
-        return AccessDeniedError(f"Airflow connection {_ORIGINS[error.url]!r}: {error}",
-                                 url=error.url)
+    if isinstance(error, AccessDeniedError | WarehouseIdentityError) \
+            and error.url in _ORIGINS and not str(error).startswith("Airflow connection"):
+        return type(error)(f"Airflow connection {_ORIGINS[error.url]!r}: {error}",
+                           url=error.url)
     return error
 
 
 @contextlib.contextmanager
 def failing_at_once() -> Iterator[None]:
-    """A refused database login fails the task at once (no retry), in one line naming the
-    connection."""
+    """A refused database login, or a warehouse that is not the watermark's, fails the task
+    at once (no retry), in one line naming the connection."""
     from tokokita_etl.errors import AccessDeniedError
+    from tokokita_etl.identity import WarehouseIdentityError
 
     try:
         yield
-    except AccessDeniedError as exc:
+    except (AccessDeniedError, WarehouseIdentityError) as exc:
         raise ConnectionProblem(str(named(exc))) from None
 
