@@ -2,8 +2,8 @@
 
 The compose services run as local processes on throw-away PostgreSQL databases (metadata and
 warehouse) and are driven through the REST API with a real login, as the UI drives them:
-clear (a task alone, with downstream, the whole run), trigger (the form's defaults,
-`partition_date`, `force`, `reset_attempts`), mark success, mark failed, delete. The
+clear (a task alone, with downstream, the whole run), trigger (the form's defaults, a
+partition key, `force`, `reset_attempts`), mark success, mark failed, delete. The
 watermark, the manifests, the warehouse and the gold files are read to check what happened.
 
 Dates are relative to today T in Jakarta when the module starts. The scheduled catch-up fires
@@ -97,9 +97,10 @@ def scheduled_run(stack: EphemeralStack, day: date) -> dict:
                 if r["run_type"] == "scheduled" and r["partition_key"] == str(day))
 
 
-def trigger(stack: EphemeralStack, **conf) -> dict:
-    run = stack.api.trigger(DAG_ID, {k: str(v) if isinstance(v, date) else v
-                                     for k, v in conf.items()})
+def trigger(stack: EphemeralStack, day: date, **conf) -> dict:
+    """A manual run of partition `day` (its partition key) with the params `conf`, finished."""
+    run = stack.api.trigger(DAG_ID, conf, partition_key=day.isoformat())
+    assert run["partition_key"] == day.isoformat()
     return stack.api.wait_run(DAG_ID, run["dag_run_id"], timeout=180)
 
 
@@ -140,7 +141,9 @@ def test_clearing_any_stage_or_the_whole_succeeded_run_reprocesses_it_with_ident
     stack, dates = gestures
     run = scheduled_run(stack, dates.done)
     assert run["state"] == "success"
-    assert run["dag_run_id"].startswith(f"scheduled__{dates.done}__")
+    # Airflow's id of a partitioned run: its fire time in UTC, then its partition key
+    fired = fire_time(dates.done).astimezone(UTC).isoformat()
+    assert run["dag_run_id"].startswith(f"scheduled__{fired}__{dates.done}__")
     before = entry(stack, dates.done)
     gold = gold_bytes(stack, dates.done)
     assert (before["status"], before["attempt"]) == ("success", 1)
@@ -228,7 +231,7 @@ def test_a_date_reprocessed_many_times_then_failing_once_is_not_blocked(gestures
 
     stack, dates = gestures
     run = scheduled_run(stack, dates.done)
-    forced = trigger(stack, partition_date=dates.done, force=True)
+    forced = trigger(stack, dates.done, force=True)
     assert forced["state"] == "success"
     before = entry(stack, dates.done)
     assert before["attempt"] >= 4 and before["failures"] == 0  # the clears and the force
@@ -253,11 +256,15 @@ def test_a_date_reprocessed_many_times_then_failing_once_is_not_blocked(gestures
 
 
 def test_trigger_with_the_forms_defaults_processes_yesterday_in_jakarta(gestures):
-    """Regression: the form's default logical date ("now") made a task-less green run."""
+    """The trigger form's defaults, as Airflow 3.3 sends them for a partitioned DAG (no
+    logical date, no partition key, the params' defaults), process yesterday in Jakarta.
+    Regression: the form's default logical date ("now") made a task-less green run."""
     stack, _ = gestures
     before = today_in_jakarta() - timedelta(days=1)  # T-1, or T once midnight has passed
     run = stack.api.request("POST", f"/dags/{DAG_ID}/dagRuns", expect=(200,), json={
-        "logical_date": datetime.now(UTC).isoformat(), "conf": {}})
+        "logical_date": None, "partition_key": None,
+        "conf": {"force": False, "reset_attempts": False}})
+    assert (run["logical_date"], run["partition_key"]) == (None, None)
     finished = stack.api.wait_run(DAG_ID, run["dag_run_id"], timeout=180)
     after = today_in_jakarta() - timedelta(days=1)
     assert finished["state"] == "success"
@@ -267,7 +274,7 @@ def test_trigger_with_the_forms_defaults_processes_yesterday_in_jakarta(gestures
 
 def test_a_missing_partition_is_skipped_on_trigger_and_on_clear_without_an_attempt(gestures):
     stack, dates = gestures
-    run = trigger(stack, partition_date=dates.missing)
+    run = trigger(stack, dates.missing)
     assert run["state"] == "success"
     assert states(stack, run["dag_run_id"])["wait_for_raw_partition"] == "skipped"
     finished = clear(stack, run["dag_run_id"], ["extract"], downstream=True)
@@ -279,7 +286,7 @@ def test_a_missing_partition_is_skipped_on_trigger_and_on_clear_without_an_attem
 def test_a_bad_partition_fails_in_seconds_then_blocks_and_reset_attempts_recovers(gestures):
     stack, dates = gestures
     started = time.monotonic()
-    run = trigger(stack, partition_date=dates.bad)
+    run = trigger(stack, dates.bad)
     seconds_to_failure = time.monotonic() - started
     assert run["state"] == "failed"
     extract = stack.api.tries(DAG_ID, run["dag_run_id"], "extract")
@@ -305,14 +312,14 @@ def test_a_bad_partition_fails_in_seconds_then_blocks_and_reset_attempts_recover
                                  settings.raw_dir, settings.lookback_days,
                                  settings.max_attempts, tz=settings.timezone)
 
-    assert trigger(stack, partition_date=dates.bad)["state"] == "failed"  # attempt 3
-    blocked = trigger(stack, partition_date=dates.bad, force=True)
+    assert trigger(stack, dates.bad)["state"] == "failed"  # attempt 3
+    blocked = trigger(stack, dates.bad, force=True)
     assert blocked["state"] == "failed"
     assert states(stack, blocked["dag_run_id"])["check_watermark"] == "failed"
     assert entry(stack, dates.bad)["attempt"] == 3
     refused = manifests(stack, dates.bad)[-1]
     assert refused["status"] == "blocked"
-    assert f'{{"partition_date": "{dates.bad}", "reset_attempts": true}}' in refused["error"]
+    assert f'partition key {dates.bad} and {{"reset_attempts": true}}' in refused["error"]
     # a cleared stage of the blocked date fails at once, without a 4th attempt
     assert clear(stack, blocked["dag_run_id"], ["extract"], downstream=True)["state"] == "failed"
     assert entry(stack, dates.bad)["attempt"] == 3
@@ -320,7 +327,7 @@ def test_a_bad_partition_fails_in_seconds_then_blocks_and_reset_attempts_recover
     from devtools.samples import generate_partition
 
     generate_partition(stack.data / "raw" / f"pesanan_{dates.bad}.csv", dates.bad, 30, seed=5)
-    assert trigger(stack, partition_date=dates.bad, reset_attempts=True)["state"] == "success"
+    assert trigger(stack, dates.bad, reset_attempts=True)["state"] == "success"
     fixed = entry(stack, dates.bad)
     # the reset set the failures to 0 and kept the total (three failures, then the success)
     assert (fixed["status"], fixed["attempt"], fixed["failures"]) == ("success", 4, 0)
@@ -330,9 +337,8 @@ def test_a_bad_partition_fails_in_seconds_then_blocks_and_reset_attempts_recover
 
 def test_two_concurrent_triggers_of_one_date_one_processes_the_other_is_skipped(gestures):
     stack, dates = gestures
-    conf = {"partition_date": str(dates.big)}
-    first = stack.api.trigger(DAG_ID, conf)
-    second = stack.api.trigger(DAG_ID, conf)
+    first = stack.api.trigger(DAG_ID, partition_key=str(dates.big))
+    second = stack.api.trigger(DAG_ID, partition_key=str(dates.big))
     runs = [stack.api.wait_run(DAG_ID, r["dag_run_id"], timeout=240) for r in (first, second)]
     assert [r["state"] for r in runs] == ["success", "success"]  # never a red run
     published = [r for r in runs if states(stack, r["dag_run_id"])["publish_gold"] == "success"]
