@@ -321,6 +321,11 @@ def deadline_not_alerted(context: Mapping[str, Any] | None) -> str | None:
     return None
 
 
+def _text(value: Any) -> Any:
+    """An instant as ISO 8601 text (a payload is JSON); anything else as it is."""
+    return value.isoformat() if isinstance(value, datetime | date) else value
+
+
 def deadline_message(context: Mapping[str, Any] | None, *, dag_id: str, tz: str,
                      deadline_local_time: str) -> dict[str, Any]:
     """The JSON the deadline alert sends: which run, for which partition date, and when its
@@ -347,6 +352,7 @@ def deadline_message(context: Mapping[str, Any] | None, *, dag_id: str, tz: str,
         "run_id": dag_run.get("dag_run_id") or dag_run.get("run_id"),
         "partition_date": partition,
         "logical_date": logical,
+        "run_after": _text(dag_run.get("run_after")),
         "state": dag_run.get("state"),
         "deadline_time": deadline_time,
         "deadline_local_time": f"{deadline_local_time} {tz}",

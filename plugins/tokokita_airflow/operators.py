@@ -144,6 +144,13 @@ def _release_claim(context: Context) -> None:
     log = task.log if task is not None else logging.getLogger(__name__)
     day, owner = partition_date(context), run_owner(context)
     if getattr(task, "_stopped", False):  # a person's gesture, recorded as such: no alert
+        from tokokita_etl.runs import release_date, stop_ended_run
+
+        settings = pipeline_settings()
+        # stopped before its stage began (its intent, if any, is not noted yet)
+        stop_ended_run(settings, day, owner, f"stage {task.stage} stopped by Airflow before "
+                       "it ran (the task was marked or cleared)", getattr(task, "_clears", 0))
+        release_date(settings, day, owner)
         return
     summary = None
     try:
@@ -354,6 +361,11 @@ class EtlStageOperator(BaseOperator):
             from tokokita_airflow.connections import named
 
             exc = named(failure)  # a refused login names its Airflow connection
+            if getattr(self, "_stopped", False) and not isinstance(exc, RunStoppedError):
+                # the stop interrupted a database call, which surfaced its own error: the
+                # stop is the cause, and it is no failure of the partition
+                exc = RunStoppedError(f"stage {self.stage} stopped by Airflow while it ran (the "
+                                      f"task was marked or cleared): {exc}", clears=self._clears)
             if isinstance(exc, ValidationError) and exc.result is not None:
                 self._lineage = (settings, day, exc.result)  # the failed checks too
             kind = classify(exc)

@@ -83,8 +83,9 @@ def _metadata(stack: EphemeralStack, sql: str) -> list[tuple]:
 
 def _scheduled(stack: EphemeralStack, fire: datetime) -> dict | None:
     for run in stack.api.dag_runs(DAG_ID, run_type="scheduled"):
-        logical = datetime.fromisoformat(run["logical_date"].replace("Z", "+00:00"))
-        if logical == fire:
+        # a partitioned run has no logical date: it runs after its fire time
+        fired = datetime.fromisoformat(run["run_after"].replace("Z", "+00:00"))
+        if fired == fire:
             return run
     return None
 
@@ -179,7 +180,8 @@ def test_a_run_that_misses_its_deadline_is_posted_one_that_succeeds_before_it_is
     assert post["partition_date"] == day.isoformat()
     assert datetime.fromisoformat(post["deadline_time"]) == deadline_a
     assert post["deadline_local_time"] == f"{deadline_stack['deadline_local']} {JKT}"
-    assert datetime.fromisoformat(post["logical_date"].replace("Z", "+00:00")) == fire_a
+    assert post["logical_date"] is None  # a partitioned run has none
+    assert datetime.fromisoformat(post["run_after"].replace("Z", "+00:00")) == fire_a
     assert post["state"] == "running"
     (call,) = [r for r in server.received if r.path == HOOK]
     assert call.method == "POST" and call.content_type == "application/json"
@@ -188,9 +190,9 @@ def test_a_run_that_misses_its_deadline_is_posted_one_that_succeeds_before_it_is
     assert mail.subject == f"[etl-pesanan-tokokita] {day} missed its deadline"
     assert json.loads(mail.text) == post
 
-    # a manual run with a logical date (the trigger form's default), after B did D: skipped
+    # a manual run with the trigger form's defaults (yesterday), after B did D: skipped
     manual = stack.api.request("POST", f"/dags/{DAG_ID}/dagRuns", json={
-        "logical_date": datetime.now(UTC).isoformat(), "conf": {}})
+        "logical_date": None, "conf": {}})
     assert stack.api.wait_run(DAG_ID, manual["dag_run_id"])["state"] == "success"
     # past B's deadline (and a few scheduler loops and triggerer polls): still only A's POST
     time.sleep(max(0.0, (deadline_b - datetime.now(UTC)).total_seconds()) + 15)

@@ -49,7 +49,7 @@ def test_make_demo_runs_the_sample_week_as_scheduled_runs_and_is_idempotent(fres
     assert "caught up: 7 scheduled runs" in first.stdout
     for day in SAMPLES:
         assert re.search(rf"{day}\s+run success\s+processed, gold published\s+"
-                         rf"\(scheduled__{day}__", first.stdout)
+                         rf"\(scheduled__[^_\s]+__{day}__", first.stdout)
         assert re.search(rf"^{day}\s+done\s+1\s", first.stdout, re.M)
         assert f"data/gold/summary_harian_{day}.csv" in first.stdout
         assert (fresh / "data" / "gold" / f"summary_harian_{day}.csv").exists()
