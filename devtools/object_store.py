@@ -6,7 +6,6 @@ there, as it would on a real cloud)."""
 from __future__ import annotations
 
 import contextlib
-import os
 import subprocess
 import sys
 import time
@@ -40,24 +39,15 @@ class S3Server:
         client.create_bucket(Bucket=name)
 
 
-def start_server(port: int, log: Path | None = None, *, new_session: bool = False,
-                 recording: Path | None = None) -> subprocess.Popen:
+def start_server(port: int, log: Path | None = None, *,
+                 new_session: bool = False) -> subprocess.Popen:
     """Start moto's server on `port` and wait until it answers (RuntimeError if it does
-    not within 30 s).
-
-    moto keeps its objects in memory: a stopped server has lost them. With `recording`, the
-    server appends every request it serves to that file (moto's recorder), and
-    `replay_recording` makes a new server on the same port hold what the stopped one held,
-    as a store that keeps its objects on disk does after a restart.
-    """
+    not within 30 s)."""
     server = Path(sys.executable).with_name("moto_server")
-    env = dict(os.environ)
-    if recording is not None:
-        env.update(MOTO_ENABLE_RECORDING="True", MOTO_RECORDER_FILEPATH=str(recording))
     out = open(log, "ab") if log else subprocess.DEVNULL  # noqa: SIM115 (the child keeps it)
     try:
         process = subprocess.Popen([str(server), "-H", "127.0.0.1", "-p", str(port)],
-                                   stdout=out, stderr=subprocess.STDOUT, env=env,
+                                   stdout=out, stderr=subprocess.STDOUT,
                                    stdin=subprocess.DEVNULL, start_new_session=new_session)
     finally:
         if log:
@@ -73,14 +63,6 @@ def start_server(port: int, log: Path | None = None, *, new_session: bool = Fals
                 process.kill()
                 raise RuntimeError(f"moto_server did not start on {endpoint}") from None
             time.sleep(0.1)
-
-
-def replay_recording(port: int, timeout: float = 600) -> None:
-    """Replay the recording of the server on `port` (started with `recording`) into it:
-    every request the servers on that file served, in order, writes and deletes alike."""
-    request = urllib.request.Request(f"http://127.0.0.1:{port}/moto-api/recorder/"
-                                     "replay-recording", method="POST")
-    urllib.request.urlopen(request, timeout=timeout).close()  # noqa: S310 (127.0.0.1)
 
 
 @contextlib.contextmanager

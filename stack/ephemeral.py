@@ -145,8 +145,7 @@ class EphemeralStack:
     def __init__(self, root: Path, *, start_date: str, end_date: str | None,
                  tokokita_env: dict[str, str] | None = None,
                  extra_users: dict[str, str] | None = None, celery: bool = False,
-                 connections: str = "metadata", warehouse_server: str | None = None,
-                 durable_object_store: bool = False) -> None:
+                 connections: str = "metadata", warehouse_server: str | None = None) -> None:
         self.root = root
         self.id = uuid.uuid4().hex[:10]
         self.metadata_db = f"airflow_e2e_{self.id}"
@@ -154,10 +153,6 @@ class EphemeralStack:
         self.home = root / "home"
         self.data = root / "data"
         self.celery = celery
-        #: the object store keeps its objects across a restart (`restart_helper`): moto's
-        #: recording of every request, replayed into the new server
-        self.object_store_recording = root / "object-store.recording" \
-            if durable_object_store else None
         if connections not in ("metadata", "rest", "env"):
             raise ValueError(f"connections must be 'metadata', 'rest' or 'env', got {connections!r}")
         #: the SQLAlchemy URL of the warehouse database's server (default: the metadata's)
@@ -256,11 +251,11 @@ class EphemeralStack:
         self.start_helper("object-store")
 
     def start_helper(self, name: str) -> None:
-        """Start `redis` or `object-store` on its port (again, after `stop_helper`); a
-        durable object store gets back every object it held (`replay_recording`)."""
+        """Start `redis` or `object-store` on its port (again, after `stop_helper`: both
+        keep their data in memory, so they come back empty)."""
         import subprocess
 
-        from devtools.object_store import replay_recording, start_server
+        from devtools.object_store import start_server
         from stack.rest import wait_for
 
         logs = self.root / "helper-logs"
@@ -275,13 +270,8 @@ class EphemeralStack:
             self.helpers.append(Proc(name, popen.pid, log, popen))
             wait_for(lambda: _answers(self.redis_port), 30, 0.2, "redis to listen")
         elif name == "object-store":
-            recording = self.object_store_recording
-            replay = recording is not None and recording.exists()
-            popen = start_server(self.object_store_port, log, new_session=True,
-                                 recording=recording)
+            popen = start_server(self.object_store_port, log, new_session=True)
             self.helpers.append(Proc(name, popen.pid, log, popen))
-            if replay:
-                replay_recording(self.object_store_port)
         else:
             raise KeyError(f"no helper service {name!r} (redis, object-store)")
 
@@ -296,6 +286,19 @@ class EphemeralStack:
                 os.killpg(proc.pid, signal.SIGKILL)
         stop_procs([proc])
         self.helpers.remove(proc)
+
+    def freeze_helper(self, name: str) -> None:
+        """SIGSTOP `redis` or `object-store`: it keeps its port and its data but answers
+        nothing (connections are accepted by the kernel and then hang) until `thaw_helper`."""
+        import signal
+
+        os.killpg(next(p for p in self.helpers if p.name == name).pid, signal.SIGSTOP)
+
+    def thaw_helper(self, name: str) -> None:
+        """SIGCONT what `freeze_helper` stopped."""
+        import signal
+
+        os.killpg(next(p for p in self.helpers if p.name == name).pid, signal.SIGCONT)
 
     def task_process(self, run_id: str, task_id: str):
         """The process running a task instance's current try on a Celery worker, as psutil

@@ -4,15 +4,11 @@ and still ends equal to `due_runs`, nothing lost, nothing twice.
 The stack is the scale-out profile as local processes (`EphemeralStack(celery=True)`:
 CeleryExecutor, two workers with homes of their own, redis, the S3-compatible object store;
 the watermark, claims and manifests in the warehouse's PostgreSQL, `state_url: warehouse`).
-Two things differ from the other end-to-end stacks, both so that a service can be stopped and
-started again the way a deployment's would be:
-
-* the warehouse and state database live on a throw-away PostgreSQL cluster of this module
-  (tests/pgserver.py), which the state case stops (`pg_ctl stop -m immediate`) and starts
-  again; the test server itself is never restarted;
-* the object store keeps its objects across a restart (`durable_object_store`: moto records
-  every request and the new server replays them), as S3 or MinIO do: moto alone would come
-  back empty.
+The warehouse and state database live on a throw-away PostgreSQL cluster of this module
+(tests/pgserver.py), which the state case stops (`pg_ctl stop -m immediate`) and starts again;
+the test server itself is never restarted. The object store (moto) keeps its objects in memory
+only, so its case stops it with SIGSTOP and continues it (SIGCONT): a store that keeps its
+objects and answers nothing meanwhile.
 
 Each case makes partitions for new dates (`devtools.samples.generate_partition`), starts a
 catch-up of them (`airflow backfill create` over the dates, one run each), injects its fault
@@ -121,7 +117,7 @@ def faults(tmp_path_factory, state_cluster) -> Iterator[EphemeralStack]:
         start_date=(QUIET_DAY + timedelta(days=1)).isoformat(),
         end_date=fire_time(QUIET_DAY).isoformat(),
         tokokita_env={"TOKOKITA_LOOKBACK_DAYS": str(LOOKBACK_DAYS)},
-        celery=True, warehouse_server=state_cluster.url(), durable_object_store=True)
+        celery=True, warehouse_server=state_cluster.url())
     stack.target.extra_env.update(FAULT_ENV)
     seen = []
     try:
@@ -245,14 +241,24 @@ def states(stack: EphemeralStack, run: dict) -> dict[str, str]:
 
 
 def kill_worker_running(stack: EphemeralStack, days: list[date], task_id: str) -> str:
-    """SIGKILL the worker's child that runs `task_id` of one of the runs: the Celery pool
-    process that supervises the task process (which it forked, and which goes on alone)."""
-    day, _, task = wait_until_running(stack, days, task_id)
+    """SIGKILL the worker's child that runs `task_id` of one of the runs, once the stage is at
+    work (its log says so): the Celery pool process that supervises the task process (which
+    it forked, and which is left without its supervisor)."""
+    day, run, task = wait_until_running(stack, days, task_id)
+    try_number = stack.api.task_instances(DAG_ID, run["dag_run_id"])[task_id]["try_number"]
+
+    def at_work() -> bool:
+        try:
+            return "Running: " in stack.task_log(run["dag_run_id"], task_id, try_number)
+        except FileNotFoundError:
+            return False
+
+    wait_for(at_work, 120, 0.05, f"{task_id} of {day} to start its work")
     supervisor = task.parent()
     worker = stack.worker_of(task)
     supervisor.send_signal(signal.SIGKILL)
     return (f"SIGKILL of {worker}'s pool process {supervisor.pid} supervising {task_id} of "
-            f"{day} (task process {task.pid})")
+            f"{day} at work (task process {task.pid})")
 
 
 def restart_redis(stack: EphemeralStack, days: list[date]) -> str:
@@ -272,15 +278,17 @@ def restart_service(stack: EphemeralStack, days: list[date], name: str, task_id:
 
 def stop_object_store(stack: EphemeralStack, days: list[date]) -> str:
     day, _, _ = wait_until_running(stack, days, "publish_gold", with_process=False, poll=0.1)
-    stack.stop_helper("object-store")
+    stack.freeze_helper("object-store")
     time.sleep(10)
-    stack.start_helper("object-store")
-    return f"object store stopped for 10 s while publish_gold of {day} ran"
+    stack.thaw_helper("object-store")
+    return f"object store stopped (SIGSTOP) for 10 s while publish_gold of {day} ran"
 
 
 def restart_state_database(stack: EphemeralStack, days: list[date],
                            cluster: StateCluster) -> str:
-    """Stop the state cluster hard as soon as a gate is queued or running, start it 5 s later."""
+    """Stop the state cluster hard as soon as a gate is queued or running, start it 2 s later
+    (the stack retries a task after 1 s, then 2 s: an outage longer than that fails the
+    gate's last try; the DAG's own delays are 1 and 2 minutes)."""
     def gate_due():
         for day, run in runs_of(stack, days).items():
             ti = stack.api.task_instances(DAG_ID, run["dag_run_id"]).get("check_watermark")
@@ -290,9 +298,9 @@ def restart_state_database(stack: EphemeralStack, days: list[date],
 
     day, state = wait_for(lambda: answering(gate_due), FAULT_WAIT_S, 0.1, "a gate to start")
     cluster.stop_immediately()
-    time.sleep(5)
+    time.sleep(2)
     cluster.start()
-    return f"state PostgreSQL stopped (immediate) for 5 s when the gate of {day} was {state}"
+    return f"state PostgreSQL stopped (immediate) for 2 s when the gate of {day} was {state}"
 
 
 # -- the cases ------------------------------------------------------------------------------
