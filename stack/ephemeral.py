@@ -71,13 +71,13 @@ FAST_ENV = {
 #: throw-away stack only: a cluster policy in the home's config/ folder (Airflow puts it on
 #: sys.path); the DAG's 1-minute retry_delay, doubled for the second retry, would make a
 #: failing date wait 3 minutes for its two retries
-LOCAL_SETTINGS = '''"""Throw-away stacks only: retry failed TokoKita stages after 1 s instead of 1 min."""
+LOCAL_SETTINGS = '''"""Throw-away stacks only: retry failed TokoKita tasks after {seconds} s, not 1 min."""
 from datetime import timedelta
 
 
 def task_policy(task):
     if task.dag_id == "tokokita_orders_daily":
-        task.retry_delay = timedelta(seconds=1)
+        task.retry_delay = timedelta(seconds={seconds})
 '''
 
 
@@ -145,7 +145,8 @@ class EphemeralStack:
     def __init__(self, root: Path, *, start_date: str, end_date: str | None,
                  tokokita_env: dict[str, str] | None = None,
                  extra_users: dict[str, str] | None = None, celery: bool = False,
-                 connections: str = "metadata", warehouse_server: str | None = None) -> None:
+                 connections: str = "metadata", warehouse_server: str | None = None,
+                 retry_delay_s: int = 1) -> None:
         self.root = root
         self.id = uuid.uuid4().hex[:10]
         self.metadata_db = f"airflow_e2e_{self.id}"
@@ -153,6 +154,7 @@ class EphemeralStack:
         self.home = root / "home"
         self.data = root / "data"
         self.celery = celery
+        self.retry_delay_s = retry_delay_s  # LOCAL_SETTINGS
         if connections not in ("metadata", "rest", "env"):
             raise ValueError(f"connections must be 'metadata', 'rest' or 'env', got {connections!r}")
         #: the SQLAlchemy URL of the warehouse database's server (default: the metadata's)
@@ -223,7 +225,8 @@ class EphemeralStack:
         if self.celery:
             self._start_helpers()
         shutil.copytree(REPO / "config", self.home / "config")
-        (self.home / "config" / "airflow_local_settings.py").write_text(LOCAL_SETTINGS)
+        (self.home / "config" / "airflow_local_settings.py").write_text(
+            LOCAL_SETTINGS.format(seconds=self.retry_delay_s))
         with psycopg.connect(admin_conninfo(), autocommit=True, connect_timeout=10) as conn:
             conn.execute(f'CREATE DATABASE "{self.metadata_db}"')
             self._created_dbs.append((pg_server_url(), self.metadata_db))
