@@ -92,9 +92,12 @@ bench: setup
 	$(BIN)/python -m bench --all
 
 # the long fault suite: 10,000 fuzzed partitions, kills, concurrent dates, warehouse outages
-# and freezes, quarantine file vs table (`make test` runs its quick mode; docs/running.md)
+# and freezes, quarantine file vs table; then the scale-out profile's faults on a running
+# stack, every case (`make test` runs the quick modes; docs/running.md)
 faults: setup
 	TOKOKITA_FAULTS=long $(BIN)/python -m pytest tests/faults -q -p no:cacheprovider $(PYTEST_ARGS)
+	TOKOKITA_FAULTS=long $(BIN)/python -m pytest tests/e2e/test_scale_out_faults.py -q \
+	  -p no:cacheprovider $(PYTEST_ARGS)
 
 clean: down
 	rm -rf data/warehouse data/gold data/quarantine data/state data/staging airflow_home

@@ -71,13 +71,13 @@ FAST_ENV = {
 #: throw-away stack only: a cluster policy in the home's config/ folder (Airflow puts it on
 #: sys.path); the DAG's 1-minute retry_delay, doubled for the second retry, would make a
 #: failing date wait 3 minutes for its two retries
-LOCAL_SETTINGS = '''"""Throw-away stacks only: retry failed TokoKita stages after 1 s instead of 1 min."""
+LOCAL_SETTINGS = '''"""Throw-away stacks only: retry failed TokoKita tasks after {seconds} s, not 1 min."""
 from datetime import timedelta
 
 
 def task_policy(task):
     if task.dag_id == "tokokita_orders_daily":
-        task.retry_delay = timedelta(seconds=1)
+        task.retry_delay = timedelta(seconds={seconds})
 '''
 
 
@@ -145,7 +145,8 @@ class EphemeralStack:
     def __init__(self, root: Path, *, start_date: str, end_date: str | None,
                  tokokita_env: dict[str, str] | None = None,
                  extra_users: dict[str, str] | None = None, celery: bool = False,
-                 connections: str = "metadata", warehouse_server: str | None = None) -> None:
+                 connections: str = "metadata", warehouse_server: str | None = None,
+                 retry_delay_s: int = 1) -> None:
         self.root = root
         self.id = uuid.uuid4().hex[:10]
         self.metadata_db = f"airflow_e2e_{self.id}"
@@ -153,6 +154,7 @@ class EphemeralStack:
         self.home = root / "home"
         self.data = root / "data"
         self.celery = celery
+        self.retry_delay_s = retry_delay_s  # LOCAL_SETTINGS
         if connections not in ("metadata", "rest", "env"):
             raise ValueError(f"connections must be 'metadata', 'rest' or 'env', got {connections!r}")
         #: the SQLAlchemy URL of the warehouse database's server (default: the metadata's)
@@ -223,7 +225,8 @@ class EphemeralStack:
         if self.celery:
             self._start_helpers()
         shutil.copytree(REPO / "config", self.home / "config")
-        (self.home / "config" / "airflow_local_settings.py").write_text(LOCAL_SETTINGS)
+        (self.home / "config" / "airflow_local_settings.py").write_text(
+            LOCAL_SETTINGS.format(seconds=self.retry_delay_s))
         with psycopg.connect(admin_conninfo(), autocommit=True, connect_timeout=10) as conn:
             conn.execute(f'CREATE DATABASE "{self.metadata_db}"')
             self._created_dbs.append((pg_server_url(), self.metadata_db))
@@ -247,22 +250,84 @@ class EphemeralStack:
 
     def _start_helpers(self) -> None:
         """Redis and the S3-compatible object store, as local processes on free ports."""
+        self.start_helper("redis")
+        self.start_helper("object-store")
+
+    def start_helper(self, name: str) -> None:
+        """Start `redis` or `object-store` on its port (again, after `stop_helper`: both
+        keep their data in memory, so they come back empty)."""
         import subprocess
 
-        logs = self.root / "helper-logs"
-        logs.mkdir(parents=True, exist_ok=True)
         from devtools.object_store import start_server
         from stack.rest import wait_for
 
-        redis = [shutil.which("redis-server") or "redis-server", "--bind", "127.0.0.1",
-                 "--port", str(self.redis_port), "--save", "", "--appendonly", "no"]
-        with open(logs / "redis.log", "ab") as log:
-            popen = subprocess.Popen(redis, stdout=log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, start_new_session=True)
-        self.helpers.append(Proc("redis", popen.pid, logs / "redis.log", popen))
-        popen = start_server(self.object_store_port, logs / "object-store.log", new_session=True)
-        self.helpers.append(Proc("object-store", popen.pid, logs / "object-store.log", popen))
-        wait_for(lambda: _answers(self.redis_port), 30, 0.2, "redis to listen")
+        logs = self.root / "helper-logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        log = logs / f"{name}.log"
+        if name == "redis":  # no persistence: a restarted redis has lost its queues
+            redis = [shutil.which("redis-server") or "redis-server", "--bind", "127.0.0.1",
+                     "--port", str(self.redis_port), "--save", "", "--appendonly", "no"]
+            with open(log, "ab") as out:
+                popen = subprocess.Popen(redis, stdout=out, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, start_new_session=True)
+            self.helpers.append(Proc(name, popen.pid, log, popen))
+            wait_for(lambda: _answers(self.redis_port), 30, 0.2, "redis to listen")
+        elif name == "object-store":
+            popen = start_server(self.object_store_port, log, new_session=True)
+            self.helpers.append(Proc(name, popen.pid, log, popen))
+        else:
+            raise KeyError(f"no helper service {name!r} (redis, object-store)")
+
+    def stop_helper(self, name: str, *, kill: bool = False) -> None:
+        """Stop `redis` or `object-store` (SIGTERM, or SIGKILL with `kill`); the stack goes
+        on without it until `start_helper`."""
+        import signal
+
+        proc = next(p for p in self.helpers if p.name == name)
+        if kill:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+        stop_procs([proc])
+        self.helpers.remove(proc)
+
+    def freeze_helper(self, name: str) -> None:
+        """SIGSTOP `redis` or `object-store`: it keeps its port and its data but answers
+        nothing (connections are accepted by the kernel and then hang) until `thaw_helper`."""
+        import signal
+
+        os.killpg(next(p for p in self.helpers if p.name == name).pid, signal.SIGSTOP)
+
+    def thaw_helper(self, name: str) -> None:
+        """SIGCONT what `freeze_helper` stopped."""
+        import signal
+
+        os.killpg(next(p for p in self.helpers if p.name == name).pid, signal.SIGCONT)
+
+    def task_process(self, run_id: str, task_id: str):
+        """The process running a task instance's current try on a Celery worker, as psutil
+        sees it: the task runner, whose title Airflow sets to `airflow worker -- <TI id>`;
+        its parent is the worker's pool process that supervises it (None while no worker
+        runs it)."""
+        import psutil
+
+        ti = self.api.task_instances(DAG_ID, run_id)[task_id]
+        title = f"airflow worker -- {ti['id']}"
+        for process in self.stack.processes():
+            with contextlib.suppress(psutil.Error):
+                if title in " ".join(process.cmdline()):
+                    return process
+        return None
+
+    def worker_of(self, process) -> str:
+        """The Celery worker service whose process tree holds `process`."""
+        import psutil
+
+        for proc in self.stack.procs:
+            with contextlib.suppress(psutil.Error):
+                tree = psutil.Process(proc.pid).children(recursive=True)
+                if any(child.pid == process.pid for child in tree):
+                    return proc.name
+        raise LookupError(f"process {process.pid} belongs to no service of the stack")
 
     def storage_env(self) -> dict[str, str]:
         """The AWS environment of the stack's object store, from its connection, for this

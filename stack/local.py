@@ -366,6 +366,35 @@ class LocalStack:
         stop_procs(self.procs, timeout)
         self.procs = []
 
+    def proc(self, name: str) -> Proc:
+        """The started process of service `name` (KeyError when it is not running)."""
+        for proc in self.procs:
+            if proc.name == name and is_alive(proc):
+                return proc
+        raise KeyError(f"service {name} is not running")
+
+    def stop_service(self, name: str, timeout: float = 30) -> None:
+        """Stop one service as `docker compose stop` does: SIGTERM to its process group, then
+        SIGKILL after `timeout`; the others go on."""
+        proc = self.proc(name)
+        stop_procs([proc], timeout)
+        self.procs.remove(proc)
+
+    def kill_service(self, name: str) -> None:
+        """SIGKILL one service's whole process group at once (`docker kill`, a machine that
+        loses power): nothing of it gets to clean up."""
+        proc = self.proc(name)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        stop_procs([proc], timeout=10)  # reaps it; nothing is left to get the SIGTERM
+        self.procs.remove(proc)
+
+    def restart_service(self, name: str, timeout: float = 30) -> None:
+        """`docker compose restart <name>`: stop the service, then start it again with the
+        same command and environment (its log goes on in the same file)."""
+        self.stop_service(name, timeout)
+        self.start((name,))
+
     def state(self) -> dict[str, Any]:
         """What `make down` needs to stop a detached stack."""
         return {"api_url": self.target.api_url,

@@ -229,6 +229,8 @@ def classify(error: BaseException) -> ErrorKind:
         return ErrorKind.TRANSIENT if error.transient else ErrorKind.UNEXPECTED
     if isinstance(error, OSError) and error.errno in _TRANSIENT_ERRNOS:
         return ErrorKind.TRANSIENT
+    if isinstance(error, ConnectionError):  # refused, reset, aborted, a broken pipe
+        return ErrorKind.TRANSIENT
     return ErrorKind.UNEXPECTED
 
 

@@ -15,7 +15,8 @@ form, the REST API and any secrets backend work, and Airflow masks the secrets i
   `tokokita_etl.storage.use_options` (empty: the AWS environment of the process).
 
 A connection that is not defined, or of a type the pipeline cannot use, fails the task at once
-(`ConnectionProblem`, an `AirflowFailException`: no retry) with one line naming it; a database
+(`ConnectionProblem`, an `AirflowFailException`: no retry) with one line naming it, unless the
+API server did not answer the task (`ConnectionsUnreachable`: transient, retried); a database
 that refuses the connection's login (`AccessDeniedError`) is named the same way by `named`.
 No message here carries a password: URLs are shown as SQLAlchemy renders them with the
 password hidden.
@@ -61,16 +62,45 @@ def _define_hint(conn_id: str) -> str:
             "through the REST API or in a secrets backend")
 
 
+class ConnectionsUnreachable(ConnectionError):
+    """Inside a task, the Airflow API server did not answer whether a connection exists (it
+    is restarting, or the network dropped): a transient error, which Airflow retries."""
+
+
 def get_connection(conn_id: str, setting: str, empty_means: str) -> Any:
     """Airflow's connection `conn_id` (named by the setting `setting`); ConnectionProblem when
-    it is not defined."""
+    it is not defined, ConnectionsUnreachable when the API server could not say."""
     from airflow.sdk import Connection
     from airflow.sdk.exceptions import AirflowNotFoundException
 
     try:
         return Connection.get(conn_id)
     except AirflowNotFoundException:
+        if not _api_server_says_missing(conn_id):
+            raise ConnectionsUnreachable(
+                f"Airflow connection {conn_id!r} ({setting}) could not be read: the Airflow "
+                "API server did not answer this task (restarting?); the task is retried"
+            ) from None
         raise _not_defined(conn_id, setting, empty_means) from None
+
+
+def _api_server_says_missing(conn_id: str) -> bool:
+    """Whether the Airflow API server answered this task that `conn_id` does not exist.
+
+    Airflow's lookup (`Connection.get`) reports a connection the API server did not find and
+    an API server that did not answer alike, as not found; asked again through the task's
+    supervisor, the answer tells them apart. Outside a task (no supervisor) nothing else was
+    asked: True.
+    """
+    from airflow.sdk.exceptions import ErrorType
+    from airflow.sdk.execution_time import task_runner
+    from airflow.sdk.execution_time.comms import ErrorResponse, GetConnection
+
+    comms = getattr(task_runner, "SUPERVISOR_COMMS", None)
+    if comms is None:
+        return True
+    answer = comms.send(GetConnection(conn_id=conn_id))
+    return isinstance(answer, ErrorResponse) and answer.error is ErrorType.CONNECTION_NOT_FOUND
 
 
 def _not_defined(conn_id: str, setting: str, empty_means: str) -> ConnectionProblem:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
-from tokokita_airflow.retry import WatermarkRetryPolicy
+from tokokita_airflow.retry import GateRetryPolicy, WatermarkRetryPolicy
 from tokokita_airflow.runtime import (
     holder_finished,
     partition_date,
@@ -38,13 +38,17 @@ class WatermarkGateOperator(BaseOperator):
     When D is processed, this run claims it, so two runs of one date never interleave.
     `force` and `reset_attempts` are the run's params (the trigger form's toggles): the stages
     read the same params, so a forced run is forced in every task.
+
+    When the state (or the warehouse, whose identity it checks) cannot be reached, Airflow
+    retries the gate with the task's `retries` (`GateRetryPolicy`); every other failure fails
+    it at once.
     """
 
     template_fields: Sequence[str] = ()
     ui_color = "#fff3cd"
 
     def __init__(self, **kwargs) -> None:
-        kwargs.setdefault("retries", 0)
+        kwargs.setdefault("retry_policy", GateRetryPolicy())
         super().__init__(**kwargs)
 
     def execute(self, context: Context) -> dict[str, Any]:

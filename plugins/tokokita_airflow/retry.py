@@ -1,4 +1,6 @@
-"""`WatermarkRetryPolicy`: Airflow retries a stage only when retrying can help and attempts are left."""
+"""When Airflow retries a TokoKita task: `WatermarkRetryPolicy` for the stages (only when
+retrying can help and attempts are left), `GateRetryPolicy` for the watermark gate (only when the
+state could not be reached)."""
 
 from __future__ import annotations
 
@@ -41,5 +43,33 @@ class WatermarkRetryPolicy(RetryPolicy):
 
     @classmethod
     def deserialize(cls, data: dict[str, Any]) -> WatermarkRetryPolicy:
+        """Rebuild from `serialize()`."""
+        return cls()
+
+
+class GateRetryPolicy(RetryPolicy):
+    """The watermark gate is retried (the task's `retries`, `retry_delay` and backoff) only
+    when the state or the warehouse could not be reached or answered (a transient error: a
+    restarted database, a dropped connection); any other failure fails at once. The gate
+    records nothing before it decides, so a retry is the same decision made again; a blocked
+    date and a refused login raise AirflowFailException, which no policy is asked about.
+    """
+
+    def evaluate(self, exception: BaseException, try_number: int, max_tries: int,
+                 context: Context | None = None) -> RetryDecision:
+        """Retry a transient error, fail anything else (reads no state: it may be down)."""
+        from tokokita_etl.policy import ErrorKind, classify
+
+        kind = classify(exception)
+        if kind is ErrorKind.TRANSIENT:
+            return RetryDecision.default()
+        return RetryDecision.fail(f"the gate failed with a {kind.value} error: no retry")
+
+    def serialize(self) -> dict[str, Any]:
+        """Nothing to carry."""
+        return {}
+
+    @classmethod
+    def deserialize(cls, data: dict[str, Any]) -> GateRetryPolicy:
         """Rebuild from `serialize()`."""
         return cls()

@@ -54,7 +54,9 @@ def test_daily_dag_schedule_zone_catchup_owner_retries_and_tags(dagbag):
         assert task.retry_delay == timedelta(minutes=1)
         assert task.retry_exponential_backoff == 2.0
         assert task.retry_policy is not None
-    assert dag.get_task("check_watermark").retries == 0
+    gate = dag.get_task("check_watermark")  # retried only when the state cannot be reached
+    assert (gate.retries, gate.retry_delay) == (2, timedelta(minutes=1))
+    assert type(gate.retry_policy).__name__ == "GateRetryPolicy"
 
 
 def test_daily_dag_task_order(dagbag):

@@ -470,6 +470,26 @@ def test_a_transient_warehouse_failure_is_one_attempt_and_is_retried_while_attem
     assert read_claim(pipeline_settings(), day(D02)) is None
 
 
+def test_a_gate_that_cannot_reach_the_state_is_retried_and_any_other_gate_failure_is_not(
+        project, holders_alive, monkeypatch):
+    """Regression: the gate had no retries, so a state database restarted while a catch-up's
+    gates ran (connection refused) failed those runs for good, every stage upstream_failed,
+    and the catch-up needed a person's clear (tests/e2e/test_scale_out_faults.py)."""
+    monkeypatch.setenv("TOKOKITA_STATE_URL", "warehouse")
+    monkeypatch.setenv("AIRFLOW_CONN_TOKOKITA_WAREHOUSE", "postgresql://postgres@127.0.0.1:1/none")
+    ctx = context()
+    with pytest.raises(WarehouseError) as unreachable:
+        gate().execute(ctx)
+    assert unreachable.value.transient
+    policy = gate().retry_policy
+    assert policy.evaluate(unreachable.value, 1, 3, ctx).action is RetryAction.DEFAULT
+    refused = policy.evaluate(WarehouseError("permission denied for table x"), 1, 3, ctx)
+    assert refused.action is RetryAction.FAIL
+    assert policy.evaluate(DataError("bad"), 1, 3, ctx).action is RetryAction.FAIL
+    assert type(policy).deserialize(policy.serialize()).evaluate(
+        unreachable.value, 2, 3, ctx).action is RetryAction.DEFAULT
+
+
 def test_a_refused_warehouse_login_fails_the_load_at_once_naming_the_connection_not_its_password(
         project, holders_alive, monkeypatch, password_postgres):
     """A refused login was a transient WarehouseError: retried up to max_attempts."""

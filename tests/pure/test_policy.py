@@ -310,6 +310,7 @@ CLASSIFIED = [
     (WarehouseError("connection refused", transient=True), ErrorKind.TRANSIENT),
     (OSError(errno.ENOSPC, "No space left on device"), ErrorKind.TRANSIENT),
     (OSError(errno.ECONNREFUSED, "Connection refused"), ErrorKind.TRANSIENT),
+    (ConnectionError("the API server did not answer"), ErrorKind.TRANSIENT),  # no errno
     (MissingPartitionError("no file"), ErrorKind.NOT_AN_ATTEMPT),
     (ConfigError("bad setting"), ErrorKind.NOT_AN_ATTEMPT),
     (StateError("corrupt watermark"), ErrorKind.NOT_AN_ATTEMPT),
