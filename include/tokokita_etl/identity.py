@@ -3,8 +3,8 @@
 The warehouse holds one identity row (`warehouse.warehouse_identity`: a random id, who created
 it and when, and a revision that every load's transaction raises by one). Each success
 recorded in the watermark names the id and revision of the warehouse that took its rows
-(`warehouse` in the entry). Before a run changes anything (`check`, called by the gate and by
-every stage task), and wherever a person reads the dates' states (`due`, `status`, the status
+(`warehouse` in the entry). Before a run changes anything (`verify`, called by the gate and
+by every stage task), and wherever a person reads the dates' states (`due`, `status`, the status
 page), the two are compared:
 
 - a warehouse that is missing (no SQLite file, no tables), holds no identity while the
@@ -111,12 +111,9 @@ def recorded(watermark: Watermark) -> Recorded:
     """The warehouse `watermark` describes."""
     revisions: dict[str, int] = {}
     done = 0
-    for entry in watermark.runs.values():
-        named = entry.get(WAREHOUSE)
-        if isinstance(named, dict) and isinstance(named.get("id"), str):
-            revision = named.get("revision")
-            revision = revision if isinstance(revision, int) else 0
-            revisions[named["id"]] = max(revisions.get(named["id"], 0), revision)
+    for entry in watermark.runs.values():  # (each entry's fields checked when it was read)
+        if named := entry.get(WAREHOUSE):
+            revisions[named["id"]] = max(revisions.get(named["id"], 0), named["revision"])
         if entry.get("status") == SUCCESS:
             done += 1
     return Recorded(revisions, done)
@@ -152,12 +149,11 @@ def _read(warehouse: Warehouse) -> Present:
                                                    strict=True) if there}
         if "warehouse_identity" not in tables:
             return Present(Presence.UNMARKED if "fact_pesanan" in tables else Presence.EMPTY)
-        rows = conn.execute(text("SELECT warehouse_id, created_by, created_at, revision "
-                                 "FROM warehouse_identity")).all()
-    if len(rows) != 1:
-        return Present(Presence.UNMARKED if not rows else Presence.MARKED,
-                       None if not rows else Identity(*rows[0][:3], int(rows[0][3])))
-    wid, created_by, created_at, revision = rows[0]
+        row = conn.execute(text("SELECT warehouse_id, created_by, created_at, revision "
+                                "FROM warehouse_identity")).first()  # (one row at most)
+    if row is None:
+        return Present(Presence.UNMARKED)
+    wid, created_by, created_at, revision = row
     return Present(Presence.MARKED, Identity(wid, created_by, str(created_at), int(revision)))
 
 

@@ -120,12 +120,7 @@ def stop_ended_run(settings: Settings, day: date, owner: str, why: str, clears: 
     still stands (a stage cleared alone, a stage marked success): mark the intent stopped
     (`StateStore.mark_stopped`), so the date needs a re-run that counts no failure. Returns
     whether it did."""
-    store = state_store(settings)
-    intent = store.read().intent(day)
-    if intent is None or intent["run"] != owner or intent.get(STOPPED):
-        return False
-    store.mark_stopped(day, why, clears)
-    return True
+    return state_store(settings).mark_stopped(day, why, clears, run=owner)
 
 
 def release_date(settings: Settings, day: date, owner: str) -> None:
@@ -251,8 +246,7 @@ def claim_to_change(settings: Settings, day: date, owner: str, stage: str, now: 
             # and the next gate of the date records the date as interrupted (reconcile_intent)
             store.begin(day, owner, stage, now)
         elif intent.get(STOPPED):  # the run, stopped before, was cleared: it runs again
-            store.update_entry(day, lambda entry: [entry[IN_PROGRESS].pop(key, None)
-                                                   for key in (STOPPED, STOPPED_CLEARS)])
+            store.clear_stopped(day)
     except StateError:
         # the watermark cannot take the record (a full state folder): the run changes
         # nothing, so it does not keep the date either

@@ -322,18 +322,31 @@ class WatermarkRules:
 
         self.update_entry(day, mutate)
 
-    def mark_stopped(self, day: date, why: str, clears: int = 0) -> None:
-        """Note on the intent record for `day` (its claim holder's, the caller) that its run
-        was stopped from outside (not a failure of the partition), after `clears` clears of
-        the run: its later stages of that clear skip, and the next gate of another run
-        records the date as needing a re-run without counting a failure
-        (`runs.reconcile_intent`)."""
+    def mark_stopped(self, day: date, why: str, clears: int = 0, *,
+                     run: str | None = None) -> bool:
+        """Note on the intent record for `day` (of `run`, else whichever stands: the claim
+        holder's, the caller) that its run was stopped from outside (not a failure of the
+        partition), after `clears` clears of the run: its later stages of that clear skip,
+        and the next gate of another run records the date as needing a re-run without
+        counting a failure (`runs.reconcile_intent`). An intent already stopped keeps its
+        reason. Returns whether it noted it."""
+
+        def mutate(entry: dict[str, Any]) -> bool:
+            intent = entry.get(IN_PROGRESS)
+            if intent is None or intent.get(STOPPED) or run not in (None, intent["run"]):
+                return False
+            intent[STOPPED] = why
+            intent[STOPPED_CLEARS] = clears
+            return True
+
+        return self.update_entry(day, mutate)
+
+    def clear_stopped(self, day: date) -> None:
+        """Drop the stop noted on `day`'s intent record: its run was cleared and runs again."""
 
         def mutate(entry: dict[str, Any]) -> None:
-            intent = entry.get(IN_PROGRESS)
-            if intent is not None:
-                intent[STOPPED] = why
-                intent[STOPPED_CLEARS] = clears
+            for key in (STOPPED, STOPPED_CLEARS):
+                entry.get(IN_PROGRESS, {}).pop(key, None)
 
         self.update_entry(day, mutate)
 
