@@ -103,7 +103,7 @@ class AirflowApi:
         runs: list[dict[str, Any]] = []
         while True:
             page = self.get(f"/dags/{dag_id}/dagRuns", limit=100, offset=len(runs),
-                            order_by="logical_date", **params)
+                            order_by="run_after", **params)
             runs.extend(page["dag_runs"])
             if len(runs) >= page["total_entries"] or not page["dag_runs"]:
                 return runs

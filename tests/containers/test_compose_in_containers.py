@@ -224,8 +224,7 @@ def states(api: AirflowApi, run: dict) -> dict[str, str]:
 def wait_runs(api: AirflowApi, days: list[date], run_type: str, timeout: float) -> dict[date, dict]:
     """The finished runs of `run_type` for `days`, by partition date."""
     def probe():
-        runs = {partition_day(r): r for r in api.dag_runs(DAG_ID, run_type=[run_type])
-                if r.get("logical_date")}
+        runs = {partition_day(r): r for r in api.dag_runs(DAG_ID, run_type=[run_type])}
         done = {d: r for d, r in runs.items() if d in days and r["state"] in ("success", "failed")}
         return done if len(done) == len(days) else None
 

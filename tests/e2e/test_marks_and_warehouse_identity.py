@@ -139,7 +139,10 @@ def test_a_mark_while_load_runs_stops_it_merges_nothing_and_counts_no_failure(ma
     after = stack.watermark()[str(big)]
     assert after["failures"] == before["failures"] == 0
     assert after["attempt"] == before["attempt"]
-    assert after["in_progress"]["stopped"].startswith("stage load stopped by Airflow")
+    # the stage's own stop or the run's end (its listener), whichever is noted first: with
+    # Mark success the run can end, its later stages skipped, before the load has stopped
+    assert after["in_progress"]["stopped"].startswith(
+        ("stage load stopped by Airflow", "its run ended with a stage cleared alone or marked"))
     row = status_row(stack, big)
     assert (row["state"], row["label"]) == ("needs re-run", "needs re-run"), row
     assert "records no failure" in row["reason"]
