@@ -45,10 +45,9 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 from urllib.parse import quote
 
 from stack import COMPOSE_FILE, REPO
@@ -471,14 +470,3 @@ def read_state(path: Path) -> list[Proc]:
     return [Proc(p["name"], int(p["pid"]), Path(p["log"]), None, float(p["create_time"]))
             for p in data.get("procs", [])]
 
-
-def stream_to(handle: IO[str], text: str) -> None:
-    """Print helper that never fails on a closed pipe."""
-    with contextlib.suppress(BrokenPipeError):
-        handle.write(text)
-        handle.flush()
-
-
-def mapping(env: Mapping[str, str], keys: tuple[str, ...]) -> dict[str, str]:
-    """The subset of `env` with the given keys that are set."""
-    return {k: env[k] for k in keys if k in env}

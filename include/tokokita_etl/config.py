@@ -423,11 +423,6 @@ class Settings(BaseSettings):
         """The watermark file."""
         return self.state_dir / "state.json"
 
-    @property
-    def runs_dir(self) -> Path:
-        """Where run manifests go."""
-        return self.state_dir / "runs"
-
     def partition_path(self, day: date) -> Location:
         """The raw partition file for `day`."""
         return partition_path(self.raw_dir, day)

@@ -13,8 +13,7 @@ One place decides both, for the command line and for Airflow alike:
   `deadline_local_time` on its fire date; the DAG's custom deadline reference asks it when
   Airflow creates a run); `deadline_missed` is the DAG's deadline alert (the callback Airflow's
   triggerer runs is `tokokita_airflow.notifiers.deadline_alert`, which then calls the
-  notifiers; `deadline_alert` here is the same without them): it logs the missed deadline
-  and POSTs it as JSON to `deadline_webhook_url`.
+  notifiers): it logs the missed deadline and POSTs it as JSON to `deadline_webhook_url`.
 
 - the alerts (`NOTIFIER_EVENTS`) go to the notifiers of the `notifiers` setting
   (`parse_notifiers`): on Airflow each is a `BaseNotifier` class named by its import path
@@ -364,7 +363,8 @@ def deadline_message(context: Mapping[str, Any] | None, *, dag_id: str, tz: str,
 async def deadline_missed(*, tz: str, deadline_local_time: str, dag_id: str = "",
                           webhook_url: str = "",
                           context: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The DAG's deadline alert, run by the triggerer (through `deadline_alert`).
+    """The DAG's deadline alert, run by the triggerer (through
+    `tokokita_airflow.notifiers.deadline_alert`).
 
     Logs the missed deadline as an error and POSTs it as JSON to `webhook_url` (none when
     empty); a webhook that fails is logged and does not raise. A run the alert is not for
@@ -387,16 +387,3 @@ async def deadline_missed(*, tz: str, deadline_local_time: str, dag_id: str = ""
             logger.warning("deadline webhook %s failed (%s)", webhook_url, exc)
             message["webhook_error"] = str(exc)
     return message
-
-
-async def deadline_alert(*, tz: str, deadline_local_time: str, dag_id: str = "",
-                         webhook_url: str = "",
-                         context: Mapping[str, Any] | None = None) -> str:
-    """The DAG's `AsyncCallback`: `deadline_missed`, returning its message as one JSON line.
-
-    Airflow stores a callback's return value in a text column (`callback.output`); with
-    PostgreSQL a dict there fails the triggerer's update and stops the triggerer (3.3.2).
-    """
-    message = await deadline_missed(dag_id=dag_id, webhook_url=webhook_url, tz=tz,
-                                    deadline_local_time=deadline_local_time, context=context)
-    return json.dumps(message, ensure_ascii=False, default=str)

@@ -70,11 +70,6 @@ def utc_now() -> datetime:
 
 # -- per-date claim: two runs of the same date never interleave --------------------------------
 
-def claim_path(settings: Settings, day: date) -> Path:
-    """The claim file of `day` in the file store."""
-    return StateStore(settings.state_file, settings.pipeline).claim_path(day)
-
-
 def cli_owner(started: datetime) -> str:
     """The claim owner of a command-line run: host and process, so a dead one is detected."""
     return f"cli:{socket.gethostname()}:{os.getpid()}:{started.isoformat(timespec='seconds')}"
@@ -378,11 +373,6 @@ class RunOutcome:
 def manifest_name(day: date, started: datetime) -> str:
     """`run-YYYY-MM-DD-HHMMSS` (partition date, then UTC start time)."""
     return f"run-{day.isoformat()}-{started.astimezone(UTC):%H%M%S}"
-
-
-def manifest_path(settings: Settings, day: date, started: datetime) -> Path:
-    """`runs/run-YYYY-MM-DD-HHMMSS.json` in the file store."""
-    return settings.runs_dir / f"{manifest_name(day, started)}.json"
 
 
 def write_manifest(settings: Settings, day: date, started: datetime, finished: datetime, *,

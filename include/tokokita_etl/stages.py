@@ -5,7 +5,7 @@ Each stage reads its input from the staging folder of date D and records its out
 processes. When `staging_dir` is an object-storage URL the staging folder is this machine's
 working copy: each stage's new files are uploaded after it, and a stage on another machine
 fetches them first (`fetch_inputs`), so consecutive stages can run on different machines.
-The DAG, the command line and the tests take the stage list from `STAGE_NAMES`.
+The DAG and the command line take the stage list from `STAGE_NAMES`.
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@ run manifests, in one of two stores with the same fields and rules.
   update one transaction holding the date's row lock, claims under the date's advisory lock:
   exclusive across machines, no shared folder needed.
 
-`tokokita_etl.stores.state_store(settings)` picks one; every caller goes through it.
+`tokokita_etl.stores.state_store(settings)` picks one; the runs, the status and the command
+line go through it.
 """
 
 from __future__ import annotations

@@ -1,9 +1,11 @@
 """Thin Airflow adapters over `tokokita_etl`: sensor, watermark gate, stage operators, plugin.
 
-At module level they import Airflow (`airflow.sdk`; the timetable also `airflow.timetables`
-and `airflow.utils.types`, the trigger `airflow.triggers.base`) and of the pipeline only the
-light `tokokita_etl.config`; the rest of the pipeline (DuckDB, pyarrow, SQLAlchemy) is
-imported inside `execute`, so DAG files that import these classes stay cheap to parse.
+The modules a DAG file imports (operators, sensor, timetable, deadlines, notifiers) import
+at module level Airflow's task SDK (the timetable also `airflow.timetables`) and of the
+pipeline only light modules (`tokokita_etl.config`); the heavy rest (DuckDB, pyarrow,
+SQLAlchemy) is imported inside `execute`, so DAG files stay cheap to parse. The plugin's own
+parts, loaded by Airflow's processes and never by a DAG file, import more at module level:
+the listener `airflow.listeners`, the status page FastAPI and `tokokita_etl.status`.
 """
 
 from __future__ import annotations

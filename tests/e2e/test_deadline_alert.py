@@ -227,12 +227,12 @@ def test_the_alert_is_for_scheduled_runs_created_before_their_deadline():
     """Runs Airflow also gives a deadline but the alert is not for are logged, never POSTed."""
     import asyncio
 
-    from tokokita_etl.notify import deadline_alert
+    from tokokita_airflow.notifiers import deadline_alert
 
     server = PingServer().start()
     try:
         deadline = {"id": "x", "deadline_time": "2026-11-03T23:00:00+00:00"}
-        zone = {"tz": "Asia/Jakarta", "deadline_local_time": "06:00"}
+        zone = {"tz": "Asia/Jakarta", "deadline_local_time": "06:00", "pipeline": "etl-pesanan-tokokita"}
         base = {"dag_id": DAG_ID, "logical_date": "2026-11-03T19:30:00Z", "state": "running",
                 "partition_key": "2026-11-03", "run_type": "scheduled",
                 "dag_run_id": "scheduled__2026-11-03__2026-11-03T19:30:00+00:00"}

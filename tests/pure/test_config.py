@@ -41,7 +41,6 @@ def test_without_a_config_file_the_defaults_apply_resolved_against_cwd(tmp_path)
     assert s.raw_dir == tmp_path / "data" / "raw"
     assert s.gold_dir == tmp_path / "data" / "gold"
     assert s.state_file == tmp_path / "data" / "state" / "state.json"
-    assert s.runs_dir == tmp_path / "data" / "state" / "runs"
     assert s.warehouse_url == f"sqlite:///{tmp_path}/data/warehouse/tokokita.db"
 
 

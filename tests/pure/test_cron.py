@@ -20,13 +20,13 @@ from tokokita_etl.cron import (
     CronError,
     CronReport,
     CronWarning,
-    _airflow_next,
     explain,
     format_report,
     main,
     next_runs,
     parse,
 )
+from tokokita_etl.cron.timetable import _airflow_next
 
 JKT = "Asia/Jakarta"
 NY = "America/New_York"

@@ -21,7 +21,6 @@ from tokokita_etl.runs import (
     BLOCKED,
     SKIPPED,
     claim_date,
-    claim_path,
     claim_started,
     claim_to_change,
     cli_holder_finished,
@@ -62,7 +61,7 @@ def settings(tmp_path) -> Settings:
 
 
 def write_claim(settings: Settings, day: date, text: str) -> Path:
-    path = claim_path(settings, day)
+    path = state_store(settings).claim_path(day)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     return path
@@ -72,7 +71,7 @@ def write_claim(settings: Settings, day: date, text: str) -> Path:
 
 def test_settings_of_these_tests_point_into_the_temporary_folder(settings, tmp_path):
     assert settings.state_dir == tmp_path / "data" / "state"
-    assert claim_path(settings, DAY) == tmp_path / "data/state/claims/2026-11-02.json"
+    assert state_store(settings).claim_path(DAY) == tmp_path / "data/state/claims/2026-11-02.json"
 
 
 def test_a_claim_records_its_owner_start_and_expiry_after_claim_ttl_hours(tmp_path):
@@ -88,7 +87,7 @@ def test_a_second_owner_gets_concurrent_run_error_naming_the_holder(settings):
         claim_date(settings, DAY, OTHER, NOW + timedelta(minutes=5), never_finished)
     message = str(raised.value)
     assert f"{DAY} is being processed by {HOLDER} since 2026-11-03T19:30:00+00:00" in message
-    assert str(claim_path(settings, DAY)) in message
+    assert str(state_store(settings).claim_path(DAY)) in message
     assert read_claim(settings, DAY).owner == HOLDER
 
 
@@ -221,7 +220,7 @@ def test_a_damaged_claim_file_is_a_state_error_naming_the_file_and_the_field(set
 
 
 def test_an_unreadable_claim_file_is_a_state_error_naming_the_file(settings):
-    path = claim_path(settings, DAY)
+    path = state_store(settings).claim_path(DAY)
     path.parent.mkdir(parents=True)
     path.write_bytes(b"\xff\xfe{")
     with pytest.raises(StateError, match="cannot read the claim") as raised:
@@ -236,7 +235,7 @@ def test_release_only_removes_ones_own_claim(settings):
     assert read_claim(settings, DAY).owner == HOLDER
     release_date(settings, DAY, HOLDER)
     assert read_claim(settings, DAY) is None
-    assert not claim_path(settings, DAY).exists()
+    assert not state_store(settings).claim_path(DAY).exists()
 
 
 def test_release_leaves_a_damaged_claim_file_alone(settings):

@@ -7,7 +7,6 @@ from datetime import date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from tokokita_etl.config import Settings
-from tokokita_etl.runs import claim_path
 from tokokita_etl.state import FAILED, SUCCESS
 from tokokita_etl.status import DateAction, DateState, date_states, format_status, window
 from tokokita_etl.stores import state_store
@@ -74,8 +73,8 @@ def test_each_date_gets_its_state_from_watermark_raw_folder_claims_and_policy(tm
     record(settings, t[7], FAILED, error="old failure", failed_stage="load",
            gold="gold/stale.csv")
     partition(settings, t[10])
-    claim_path(settings, t[8]).parent.mkdir(parents=True, exist_ok=True)
-    claim_path(settings, t[8]).write_text(json.dumps({
+    state_store(settings).claim_path(t[8]).parent.mkdir(parents=True, exist_ok=True)
+    state_store(settings).claim_path(t[8]).write_text(json.dumps({
         "owner": "airflow:tokokita_orders_daily:manual__x", "since": at(3).isoformat(),
         "expires": at(9).isoformat()}))
 
@@ -125,8 +124,8 @@ def test_an_expired_claim_does_not_make_a_date_running(tmp_path):
     settings = settings_in(tmp_path)
     day = TODAY - timedelta(days=2)
     partition(settings, day)
-    claim_path(settings, day).parent.mkdir(parents=True, exist_ok=True)
-    claim_path(settings, day).write_text(json.dumps({
+    state_store(settings).claim_path(day).parent.mkdir(parents=True, exist_ok=True)
+    state_store(settings).claim_path(day).write_text(json.dumps({
         "owner": "cli:elsewhere:1:x", "since": at(0).isoformat(), "expires": at(1).isoformat()}))
     assert by_date(date_states(settings, at(4)))[str(day)]["state"] == "due"
 

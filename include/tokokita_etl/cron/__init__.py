@@ -44,7 +44,8 @@ The parts, by concern: `parse` (the expression, its value sets and standard fire
 the wall clock), `timetable` (Airflow's reading: run instants in a zone by
 `CronTriggerTimetable`'s rule, and croniter's expansion), `explain` (the report and its
 warnings), `describe` (the English sentence), `command` (the command line), `text` (shared
-phrasing). Everything a caller uses is imported from this package.
+phrasing). Everything a caller uses is imported from this package; the tests also check
+`cron.timetable._airflow_next`, that timetable's own step, directly.
 """
 
 from __future__ import annotations
@@ -52,14 +53,13 @@ from __future__ import annotations
 from tokokita_etl.cron.command import main
 from tokokita_etl.cron.explain import CronReport, explain, format_report
 from tokokita_etl.cron.parse import CronError, CronSchedule, CronWarning, parse
-from tokokita_etl.cron.timetable import _airflow_next, next_runs
+from tokokita_etl.cron.timetable import next_runs
 
 __all__ = [
     "CronError",
     "CronReport",
     "CronSchedule",
     "CronWarning",
-    "_airflow_next",
     "explain",
     "format_report",
     "main",
