@@ -711,9 +711,11 @@ def show_backfill_runs_with_their_partition_keys(page: Page, base_url: str):
                    "Dag Version(s)", "Conf"):
         page.get_by_role("menuitem", name=column, exact=True).click()
     page.keyboard.press("Escape")
+    expect(page.get_by_role("menu", name="Filter table columns")).to_be_hidden()
     # the runs list's own filter bar (the grid beside it has one too)
     page.locator("#details-panel").get_by_role("button", name="Filter", exact=True).click()
-    page.get_by_role("menuitem", name="Run Type").click()
+    page.get_by_role("menu", name="Filter", exact=True).get_by_role(
+        "menuitem", name="Run Type").click()
     page.get_by_role("combobox").click()
     page.get_by_role("option", name="Backfill").click()
     page.keyboard.press("Escape")

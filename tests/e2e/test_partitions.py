@@ -1,6 +1,6 @@
-"""End to end on a running Airflow (LocalExecutor): backfill, clear and trigger by partition
-date, in Airflow 3.3's own terms (the DAG's `DailyPartitionTimetable`, a
-`CronPartitionTimetable`).
+"""End to end on a running Airflow, on both executors (LocalExecutor, and CeleryExecutor with
+two workers): backfill, clear and trigger by partition date, in Airflow 3.3's own terms (the
+DAG's `DailyPartitionTimetable`, a `CronPartitionTimetable`).
 
 Three ranges of three dates, each holding a missing date (a good partition, no run), a done
 date (a good partition processed by a manual run triggered with its partition key) and a
@@ -96,14 +96,17 @@ def wait_backfill_done(stack: EphemeralStack, days: list[date], timeout: float =
     wait_for(done, timeout, 1.0, f"backfill of {days[0]}..{days[-1]}")
 
 
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory):
-    """A running stack whose scheduled catch-up covers the last two nights only."""
+@pytest.fixture(scope="module", params=["local", "celery"])
+def stack(request, tmp_path_factory):
+    """A running stack whose scheduled catch-up covers the last two nights only, on each
+    executor: LocalExecutor, and the scale-out profile (CeleryExecutor, two workers, the raw
+    partitions in the object store)."""
     now = datetime.now(UTC)
     last = last_fired_day(now)
-    stack = EphemeralStack(tmp_path_factory.mktemp("partitions"),
+    stack = EphemeralStack(tmp_path_factory.mktemp(f"partitions-{request.param}"),
                            start_date=(last - timedelta(days=1)).isoformat(),
-                           end_date=fire_time(last).isoformat())
+                           end_date=fire_time(last).isoformat(),
+                           celery=request.param == "celery")
     try:
         stack.prepare()
         for behaviour in RANGES:
@@ -174,7 +177,8 @@ def test_a_backfill_over_partition_dates_processes_exactly_the_dates_of_its_beha
     started = time.monotonic()
     make(stack, behaviour)
     wait_backfill_done(stack, days)
-    E2E_REPORT[f"partition_backfill_{behaviour}_s"] = time.monotonic() - started
+    executor = "celery" if stack.celery else "local"
+    E2E_REPORT[f"partition_backfill_{behaviour}_{executor}_s"] = time.monotonic() - started
 
     created = {d for d in days if runs_of(stack, d, "backfill")}
     assert created == {d for d, want in zip(days, expected, strict=True) if want}
