@@ -4,15 +4,19 @@ Airflow (LocalExecutor, PostgreSQL warehouse; connections in Airflow's metadata 
 - T-3: 40 rows, processed by the catch-up; a forced run of it on another, empty database is
   refused.
 - T-2: 1,000,000 rows, processed by the catch-up; forced re-runs over a corrected file are
-  marked success, then failed, while their `load` runs.
+  marked success, then failed, while their `load` runs, in Chromium as a person does (the
+  task instance page's *Mark Task Instance as...*, the dialog's defaults).
 """
 
 from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
 import psycopg
@@ -20,6 +24,9 @@ import pytest
 
 from stack.ephemeral import DAG_ID, PASSWORD, USERNAME, EphemeralStack, admin_conninfo, fire_time
 from stack.rest import TERMINAL, AirflowApi, wait_for
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 
@@ -81,13 +88,7 @@ def status_page(stack: EphemeralStack, day: date, screenshot: str) -> dict[str, 
     """The status page in Chromium, as a signed-in person opens it: `day`'s row (state, label,
     reason) and the refusal banner's text ('' when there is none); a screenshot of it with
     TOKOKITA_SAVE_SCREENSHOTS=1."""
-    from tests.browser import chromium
-
-    token = AirflowApi(stack.target.api_url, USERNAME, PASSWORD).login()
-    with chromium() as browser:
-        context = browser.new_context(viewport={"width": 1500, "height": 900})
-        context.add_cookies([{"name": "_token", "value": token, "url": stack.target.api_url}])
-        page = context.new_page()
+    with signed_in_page(stack) as page:
         page.goto(f"{stack.target.api_url}/tokokita/")
         row = page.locator(f"#d-{day}")
         row.wait_for(timeout=60_000)
@@ -100,8 +101,40 @@ def status_page(stack: EphemeralStack, day: date, screenshot: str) -> dict[str, 
             SCREENSHOTS.mkdir(parents=True, exist_ok=True)
             row.scroll_into_view_if_needed()
             page.screenshot(path=SCREENSHOTS / screenshot)
-        context.close()
     return found
+
+
+@contextmanager
+def signed_in_page(stack: EphemeralStack) -> Iterator[Page]:
+    """A page of Chromium signed in to the stack's Airflow UI, in Jakarta time."""
+    from tests.browser import chromium
+
+    token = AirflowApi(stack.target.api_url, USERNAME, PASSWORD).login()
+    with chromium() as browser:
+        context = browser.new_context(viewport={"width": 1500, "height": 900},
+                                      timezone_id="Asia/Jakarta")
+        context.add_cookies([{"name": "_token", "value": token, "url": stack.target.api_url}])
+        try:
+            yield context.new_page()
+        finally:
+            context.close()
+
+
+def mark_in_the_ui(page: Page, state: str, screenshot: str) -> None:
+    """On the open task instance page, as a person marks it: *Mark Task Instance as...*,
+    `state` in its menu, then *Confirm* in the dialog with its defaults (no past, future,
+    upstream or downstream: this task instance alone)."""
+    from playwright.sync_api import expect
+
+    page.get_by_role("button", name="Mark Task Instance as...").click()
+    page.get_by_role("menuitem", name=state.capitalize()).click()
+    dialog = page.get_by_role("dialog")
+    expect(dialog.get_by_text(f"Mark Task Instance as {state}:")).to_be_visible()
+    if os.environ.get("TOKOKITA_SAVE_SCREENSHOTS") == "1":
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=SCREENSHOTS / screenshot)
+    dialog.get_by_role("button", name="Confirm").click()
+    expect(dialog).to_be_hidden()
 
 
 def wait_running(stack: EphemeralStack, run_id: str, task_id: str) -> None:
@@ -124,12 +157,13 @@ def test_a_mark_while_load_runs_stops_it_merges_nothing_and_counts_no_failure(ma
     # a corrected file: had the stopped load merged anything, the rows would change
     generate_partition(stack.data / "raw" / f"pesanan_{big}.csv", big, BIG_ROWS,
                        seed=7 if mark == "success" else 8)
-    run = stack.api.trigger(DAG_ID, {"force": True}, partition_key=str(big))
-    run_id = run["dag_run_id"]
-    wait_running(stack, run_id, "load")
-    time.sleep(1.5)  # inside the load's transaction (a 1M-row load takes several seconds)
-    stack.api.request("PATCH", f"/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances/load",
-                      json={"new_state": mark})
+    with signed_in_page(stack) as page:
+        run = stack.api.trigger(DAG_ID, {"force": True}, partition_key=str(big))
+        run_id = run["dag_run_id"]
+        page.goto(f"{stack.target.api_url}/dags/{DAG_ID}/runs/{run_id}/tasks/load")
+        wait_running(stack, run_id, "load")
+        time.sleep(1.5)  # inside the load's transaction (a 1M-row load takes several seconds)
+        mark_in_the_ui(page, mark, f"ui-mark-{mark}-during-load.png")
     wait_for(lambda: stack.api.dag_run(DAG_ID, run_id)["state"] in TERMINAL or None, 180, 1,
              f"run {run_id} to end")
 
