@@ -204,12 +204,26 @@ def run_conf_problem(run_type: str, conf: dict | None, partition_key: str | None
     return None
 
 
+def wait_deadline(fire_time: datetime, wait_window: timedelta) -> datetime:
+    """The instant a scheduled run stops waiting for its missing partition."""
+    return fire_time + wait_window
+
+
+def still_waiting(*, scheduled: bool, fire_time: datetime, now: datetime,
+                  wait_window: timedelta) -> bool:
+    """Whether a missing partition is still awaited: only by a scheduled run, until its
+    `wait_deadline`; after it (or for any other run) the partition is missing. The sensor
+    and the status rows both ask this."""
+    return scheduled and now < wait_deadline(fire_time, wait_window)
+
+
 def sensor_decision(*, present: bool, run_type: str, fire_time: datetime, now: datetime,
                     wait_window: timedelta) -> SensorAction:
     """Present, wait (only a scheduled run inside its window) or skip (no file: not our job)."""
     if present:
         return SensorAction.PRESENT
-    if run_type == "scheduled" and now < fire_time + wait_window:
+    if still_waiting(scheduled=run_type == "scheduled", fire_time=fire_time, now=now,
+                     wait_window=wait_window):
         return SensorAction.WAIT
     return SensorAction.SKIP
 

@@ -149,17 +149,17 @@ class Watermark:
 
     def has_success(self, day: date | str) -> bool:
         """Whether `day`'s last recorded outcome is a success that still describes the
-        warehouse: not when an intent record of a run known to have ended stands beside it
-        (that run may have replaced the rows: the date needs a re-run). A live run's intent
-        (a forced re-run of a done date, whose own stages decide with this) keeps the success
-        until the run records its outcome; the gate reconciles the intents of runs that are
-        gone whatever their kind (`runs.reconcile_intent`)."""
+        warehouse: not when an intent record of a run known to have ended (`ended_runs`)
+        stands beside it (that run may have replaced the rows: the date needs a re-run). A
+        live run's intent (a forced re-run of a done date, whose own stages decide with this)
+        keeps the success until the run records its outcome. Pure: which runs have ended is
+        asked before (`runs.settled_watermark`), and the gate reconciles the intents of runs
+        that are gone before it decides (`runs.reconcile_intent`)."""
         entry = self.entry(day)
         if entry.get("status") != SUCCESS:
             return False
         intent = entry.get(IN_PROGRESS)
-        return intent is None or (intent["run"] not in self.ended_runs
-                                  and cli_holder_finished(intent["run"]) is not True)
+        return intent is None or intent["run"] not in self.ended_runs
 
     def intent(self, day: date | str) -> dict[str, str] | None:
         """The intent record (`run`, `stage`, `since`) of a run that has not recorded its

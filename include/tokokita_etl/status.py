@@ -22,7 +22,9 @@ from tokokita_etl.policy import (
     failures_since_success,
     is_blocked,
     outside_lookback,
+    still_waiting,
     unblock_hint,
+    wait_deadline,
 )
 from tokokita_etl.runs import (
     cli_holder_finished,
@@ -209,8 +211,10 @@ def _state_of(settings: Settings, state, day: date, now: datetime, *, present: b
     except EtlError:
         fire = None
     scheduled = fire is not None and (settings.catchup_end is None or fire <= settings.catchup_end)
-    if scheduled and now < fire + wait_window:
-        until = (fire + wait_window).astimezone(settings.tz).isoformat(timespec="minutes")
+    if scheduled and still_waiting(scheduled=scheduled, fire_time=fire, now=now,
+                                   wait_window=wait_window):
+        until = wait_deadline(fire, wait_window).astimezone(settings.tz).isoformat(
+            timespec="minutes")
         return {"state": DateState.WAITING, "label": "waiting for file",
                 "reason": f"no partition yet; its scheduled run waits for it until {until}"}
     return {"state": DateState.MISSING, "label": "missing",

@@ -62,7 +62,9 @@ class RawPartitionSensor(BaseSensorOperator):
 
     def wait_deadline(self, context: Context) -> datetime:
         """The instant waiting ends: `wait_window` after the run's fire time."""
-        return run_anchor(context) + self.wait_window
+        from tokokita_etl.policy import wait_deadline
+
+        return wait_deadline(run_anchor(context), self.wait_window)
 
     def execute(self, context: Context) -> Any:
         """Poke once; when deferrable and still waiting, hand the wait to the triggerer."""

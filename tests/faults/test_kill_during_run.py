@@ -285,7 +285,7 @@ def _check_after_kill(ws: Workspace, clean: Clean, killed: Killed, *rerun: str) 
     if IN_PROGRESS in entry:
         # killed before its record: the intent of a run that is gone; it is no success
         assert ended is None
-        assert not StateStore(ws.state_file, "etl-pesanan-tokokita").read().has_success(DAY)
+        assert not settled_watermark(ws.settings(), datetime.now(UTC)).has_success(DAY)
         said = "needs re-run"
     else:
         # killed after its success record (or it ended first): the record describes the
