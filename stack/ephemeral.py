@@ -254,8 +254,9 @@ class EphemeralStack:
         self.start_helper("object-store")
 
     def start_helper(self, name: str) -> None:
-        """Start `redis` or `object-store` on its port (again, after `stop_helper`: both
-        keep their data in memory, so they come back empty)."""
+        """Start `redis` or `object-store` on its port (again, after `stop_helper`: redis
+        keeps its data in memory only, so it comes back empty; the object store comes back
+        with its objects, as a real one does: `devtools.object_store`'s `keep`)."""
         import subprocess
 
         from devtools.object_store import start_server
@@ -273,14 +274,16 @@ class EphemeralStack:
             self.helpers.append(Proc(name, popen.pid, log, popen))
             wait_for(lambda: _answers(self.redis_port), 30, 0.2, "redis to listen")
         elif name == "object-store":
-            popen = start_server(self.object_store_port, log, new_session=True)
+            popen = start_server(self.object_store_port, log, new_session=True,
+                                 keep=self.root / "object-store.pickle")
             self.helpers.append(Proc(name, popen.pid, log, popen))
         else:
             raise KeyError(f"no helper service {name!r} (redis, object-store)")
 
     def stop_helper(self, name: str, *, kill: bool = False) -> None:
-        """Stop `redis` or `object-store` (SIGTERM, or SIGKILL with `kill`); the stack goes
-        on without it until `start_helper`."""
+        """Stop `redis` or `object-store` (SIGTERM, or SIGKILL with `kill`; the object store
+        keeps its objects on SIGTERM only); the stack goes on without it until
+        `start_helper`."""
         import signal
 
         proc = next(p for p in self.helpers if p.name == name)
@@ -289,19 +292,6 @@ class EphemeralStack:
                 os.killpg(proc.pid, signal.SIGKILL)
         stop_procs([proc])
         self.helpers.remove(proc)
-
-    def freeze_helper(self, name: str) -> None:
-        """SIGSTOP `redis` or `object-store`: it keeps its port and its data but answers
-        nothing (connections are accepted by the kernel and then hang) until `thaw_helper`."""
-        import signal
-
-        os.killpg(next(p for p in self.helpers if p.name == name).pid, signal.SIGSTOP)
-
-    def thaw_helper(self, name: str) -> None:
-        """SIGCONT what `freeze_helper` stopped."""
-        import signal
-
-        os.killpg(next(p for p in self.helpers if p.name == name).pid, signal.SIGCONT)
 
     def task_process(self, run_id: str, task_id: str):
         """The process running a task instance's current try on a Celery worker, as psutil

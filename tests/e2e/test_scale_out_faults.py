@@ -6,9 +6,10 @@ CeleryExecutor, two workers with homes of their own, redis, the S3-compatible ob
 the watermark, claims and manifests in the warehouse's PostgreSQL, `state_url: warehouse`).
 The warehouse and state database live on a throw-away PostgreSQL cluster of this module
 (tests/pgserver.py), which the state case stops (`pg_ctl stop -m immediate`) and starts again;
-the test server itself is never restarted. The object store (moto) keeps its objects in memory
-only, so its case stops it with SIGSTOP and continues it (SIGCONT): a store that keeps its
-objects and answers nothing meanwhile.
+the test server itself is never restarted. The object store's case stops it (SIGTERM: it
+refuses connections from then on) and starts it again 10 s later with the objects it held, as
+a real store (S3, MinIO) keeps them (`devtools.object_store`: moto, which keeps them in
+memory, with its objects written to a file on stop and loaded on start).
 
 Each case makes partitions for new dates (`devtools.samples.generate_partition`), starts a
 catch-up of them (`airflow backfill create` over the dates, one run each), injects its fault
@@ -282,10 +283,11 @@ def restart_service(stack: EphemeralStack, days: list[date], name: str, task_id:
 
 def stop_object_store(stack: EphemeralStack, days: list[date]) -> str:
     day, _, _ = wait_until_running(stack, days, "publish_gold", with_process=False, poll=0.1)
-    stack.freeze_helper("object-store")
+    stack.stop_helper("object-store")
     time.sleep(10)
-    stack.thaw_helper("object-store")
-    return f"object store stopped (SIGSTOP) for 10 s while publish_gold of {day} ran"
+    stack.start_helper("object-store")
+    return (f"object store stopped (connections refused) for 10 s while publish_gold of {day} "
+            "ran, then started again with its objects")
 
 
 def restart_state_database(stack: EphemeralStack, days: list[date],
