@@ -23,9 +23,7 @@ the module passed.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import re
 import shutil
 from collections.abc import Iterator
@@ -38,9 +36,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from stack.ephemeral import DAG_ID, PASSWORD, USERNAME, EphemeralStack, fire_time
-from stack.rest import TERMINAL, wait_for
-from tests.browser import chromium
+from stack.ephemeral import DAG_ID, EphemeralStack, fire_time
+from tests.e2e.ui_stack import RUN_TIMEOUT_S, signed_in
 
 if TYPE_CHECKING:
     from playwright.sync_api import Locator, Page
@@ -49,15 +46,10 @@ pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.browser]
 
 JKT = "Asia/Jakarta"
 REPO = Path(__file__).resolve().parents[2]
-DOCS_SCREENSHOTS = REPO / "docs" / "screenshots"
 SCHEDULED_DAY, EDITED_DAY = date(2026, 11, 2), date(2026, 11, 3)
 CONN_ID = "tokokita_warehouse"
 GATE = "check_watermark"  # the first task that opens the warehouse (its identity)
 WRONG_PASSWORD = "wr0ng-Form-9Tq4"
-VIEWPORT = {"width": 1280, "height": 800}
-UI_TIMEOUT_MS = 30_000
-PLAYWRIGHT_EXPECT_TIMEOUT_MS = 5_000  # Playwright's default, restored afterwards
-RUN_TIMEOUT_S = 180
 
 
 @dataclass
@@ -89,7 +81,6 @@ class Ui:
 def ui(tmp_path_factory, request, password_postgres) -> Iterator[Ui]:
     """The running stack with the scheduled run of SCHEDULED_DAY succeeded, and a logged-in
     page."""
-    failed_before = request.session.testsfailed
     shots = tmp_path_factory.mktemp("screenshots")
     today = datetime.now(UTC).astimezone(ZoneInfo(JKT)).date()
     stack = EphemeralStack(
@@ -99,54 +90,16 @@ def ui(tmp_path_factory, request, password_postgres) -> Iterator[Ui]:
         # scheduled runs older than the lookback are skipped by the gate
         tokokita_env={"TOKOKITA_LOOKBACK_DAYS": str((today - SCHEDULED_DAY).days + 7)},
         warehouse_server=password_postgres.url())
-    seen = []
-    try:
-        stack.prepare()
+
+    def seed(raw: Path) -> None:
         for day in (SCHEDULED_DAY, EDITED_DAY):
             shutil.copyfile(REPO / "data" / "raw" / f"pesanan_{day}.csv",
-                            stack.data / "raw" / f"pesanan_{day}.csv")
-        stack.start()
-        seen = stack.stack.processes()
-        stack.api.wait_dag(DAG_ID, timeout=120)
-        scheduled = wait_for(lambda: [r for r in stack.api.dag_runs(DAG_ID, run_type="scheduled")
-                                      if r["state"] in TERMINAL], RUN_TIMEOUT_S, 1.0,
-                             f"the scheduled run of {SCHEDULED_DAY}")
+                            raw / f"pesanan_{day}.csv")
+
+    with signed_in(stack, request, seed=seed, shots=shots, shot_glob="connections-*.png") as (
+            _, page, scheduled):
         assert [r["state"] for r in scheduled] == ["success"]
-        from playwright.sync_api import expect
-
-        expect.set_options(timeout=UI_TIMEOUT_MS)
-        with chromium() as browser:
-            context = browser.new_context(viewport=VIEWPORT, timezone_id=JKT)
-            context.set_default_timeout(UI_TIMEOUT_MS)
-            page = context.new_page()
-            log_in(page, stack.target.api_url)
-            yield Ui(stack, page, shots, password_postgres.password)
-            context.close()
-    finally:
-        with contextlib.suppress(ImportError):
-            from playwright.sync_api import expect
-
-            expect.set_options(timeout=PLAYWRIGHT_EXPECT_TIMEOUT_MS)
-        stack.close()
-        left = [p.pid for p in seen if p.is_running() and p.status() != "zombie"]
-        assert not left, f"processes left behind: {left}"
-    if os.environ.get("TOKOKITA_SAVE_SCREENSHOTS") == "1" and \
-            request.session.testsfailed == failed_before:
-        DOCS_SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-        for path in sorted(shots.glob("connections-*.png")):
-            shutil.copyfile(path, DOCS_SCREENSHOTS / path.name)
-
-
-def log_in(page: Page, base_url: str) -> None:
-    """Sign in through Airflow's login page."""
-    from playwright.sync_api import expect
-
-    page.goto(base_url + "/")
-    expect(page).to_have_url(re.compile(r"/auth/login"))
-    page.get_by_label("Username").fill(USERNAME)
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Sign in").click()
-    expect(page.get_by_role("heading", name="Welcome")).to_be_visible()
+        yield Ui(stack, page, shots, password_postgres.password)
 
 
 def open_connections(ui: Ui) -> Locator:

@@ -31,8 +31,6 @@ docs/screenshots/ when every test of the module passed.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
 import shutil
 import time
@@ -48,7 +46,13 @@ import pytest
 
 from stack.ephemeral import DAG_ID, PASSWORD, USERNAME, EphemeralStack, fire_time
 from stack.rest import TERMINAL, wait_for
-from tests.browser import chromium
+from tests.e2e.ui_stack import (
+    RUN_TIMEOUT_S,
+    UI_TIMEOUT_MS,
+    log_in,
+    new_context,
+    signed_in,
+)
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, BrowserContext, Locator, Page
@@ -59,17 +63,12 @@ pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.browser]
 JKT = "Asia/Jakarta"
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE_RAW = REPO / "data" / "raw"
-DOCS_SCREENSHOTS = REPO / "docs" / "screenshots"
 SAMPLE_DAYS = (date(2026, 11, 2), date(2026, 11, 3), date(2026, 11, 4))
 SCHEDULED_DAY = SAMPLE_DAYS[0]  # the catch-up's only run
 FORM_DAY = SAMPLE_DAYS[1]  # triggered from the form with its Partition Key
 #: the dates the Backfill dialog in UTC backfills with Missing Runs: the first two have no run
 UTC_RANGE = (date(2026, 10, 31), date(2026, 11, 3))
-VIEWPORT = {"width": 1280, "height": 800}
-UI_TIMEOUT_MS = 30_000  # every browser action and expectation
 TOOLTIP_WAIT_MS = 3_000  # a hovered grid link's tooltip, before it is hovered again
-PLAYWRIGHT_EXPECT_TIMEOUT_MS = 5_000  # Playwright's default, restored afterwards
-RUN_TIMEOUT_S = 180  # a run, from trigger or clear to its end
 CLEARED = ("load", "validate", "publish_gold")
 REPROCESSED_DAY = SAMPLE_DAYS[2]  # reprocessed from the status page inside the UI
 STATUS_FRAME = "iframe[title='TokoKita status']"
@@ -162,29 +161,9 @@ class Ui:
         return self.stack.data / "gold" / f"summary_harian_{day}.csv"
 
 
-def new_context(browser: Browser, zone: str = JKT) -> BrowserContext:
-    """A fresh browser profile at 1280x800 in time zone `zone`, every wait bounded."""
-    context = browser.new_context(viewport=VIEWPORT, timezone_id=zone)
-    context.set_default_timeout(UI_TIMEOUT_MS)
-    return context
-
-
-def log_in(page: Page, base_url: str) -> None:
-    """Sign in through Airflow's login page (the UI redirects there first)."""
-    from playwright.sync_api import expect
-
-    page.goto(base_url + "/")
-    expect(page).to_have_url(re.compile(r"/auth/login"))
-    page.get_by_label("Username").fill(USERNAME)
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Sign in").click()
-    expect(page.get_by_role("heading", name="Welcome")).to_be_visible()
-
-
 @pytest.fixture(scope="module")
 def ui(tmp_path_factory, request) -> Iterator[Ui]:
     """The running stack with the scheduled run of 2026-11-02 succeeded, and a logged-in page."""
-    failed_before = request.session.testsfailed
     shots = tmp_path_factory.mktemp("screenshots")
     today = jakarta(datetime.now(UTC)).date()
     stack = EphemeralStack(
@@ -193,40 +172,11 @@ def ui(tmp_path_factory, request) -> Iterator[Ui]:
         end_date=fire_time(SCHEDULED_DAY).isoformat(),
         # scheduled runs older than the lookback are skipped by the gate
         tokokita_env={"TOKOKITA_LOOKBACK_DAYS": str((today - SCHEDULED_DAY).days + 7)})
-    seen = []
-    try:
-        stack.prepare()
-        seed(stack.data / "raw")
-        stack.start()
-        seen = stack.stack.processes()
-        stack.api.wait_dag(DAG_ID, timeout=120)
-        scheduled = wait_for(lambda: [r for r in stack.api.dag_runs(DAG_ID, run_type="scheduled")
-                                      if r["state"] in TERMINAL], RUN_TIMEOUT_S, 1.0,
-                             f"the scheduled run of {SCHEDULED_DAY}")
+    with signed_in(stack, request, seed=seed, shots=shots, shot_glob="ui-*.png") as (
+            browser, page, scheduled):
         assert [(r["partition_key"], r["state"]) for r in scheduled] == [
             (str(SCHEDULED_DAY), "success")]
-        from playwright.sync_api import expect
-
-        expect.set_options(timeout=UI_TIMEOUT_MS)
-        with chromium() as browser:
-            context = new_context(browser)
-            page = context.new_page()
-            log_in(page, stack.target.api_url)
-            yield Ui(stack, browser, page, shots)
-            context.close()
-    finally:
-        with contextlib.suppress(ImportError):
-            from playwright.sync_api import expect
-
-            expect.set_options(timeout=PLAYWRIGHT_EXPECT_TIMEOUT_MS)
-        stack.close()
-        left = [p.pid for p in seen if p.is_running() and p.status() != "zombie"]
-        assert not left, f"processes left behind: {left}"
-    if os.environ.get("TOKOKITA_SAVE_SCREENSHOTS") == "1" and \
-            request.session.testsfailed == failed_before:
-        DOCS_SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-        for path in sorted(shots.glob("ui-*.png")):
-            shutil.copyfile(path, DOCS_SCREENSHOTS / path.name)
+        yield Ui(stack, browser, page, shots)
 
 
 def open_trigger_form(ui: Ui):
