@@ -11,6 +11,7 @@ Airflow (LocalExecutor, PostgreSQL warehouse; connections in Airflow's metadata 
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -120,6 +121,15 @@ def signed_in_page(stack: EphemeralStack) -> Iterator[Page]:
             context.close()
 
 
+def open_task_instance(page: Page, task_id: str) -> None:
+    """On the open run page, the task instance `task_id` from the run's task table, as a
+    person clicks it (its state shown: running)."""
+    from playwright.sync_api import expect
+
+    page.get_by_role("table").get_by_role("link", name=task_id, exact=True).click()
+    expect(page).to_have_url(re.compile(rf"/tasks/{task_id}$"))
+
+
 def mark_in_the_ui(page: Page, state: str, screenshot: str) -> None:
     """On the open task instance page, as a person marks it: *Mark Task Instance as...*,
     `state` in its menu, then *Confirm* in the dialog with its defaults (no past, future,
@@ -130,9 +140,10 @@ def mark_in_the_ui(page: Page, state: str, screenshot: str) -> None:
     page.get_by_role("menuitem", name=state.capitalize()).click()
     dialog = page.get_by_role("dialog")
     expect(dialog.get_by_text(f"Mark Task Instance as {state}:")).to_be_visible()
+    expect(dialog.get_by_text("Affected Tasks: 1")).to_be_visible()  # load alone
     if os.environ.get("TOKOKITA_SAVE_SCREENSHOTS") == "1":
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=SCREENSHOTS / screenshot)
+        page.screenshot(path=SCREENSHOTS / screenshot, animations="disabled")
     dialog.get_by_role("button", name="Confirm").click()
     expect(dialog).to_be_hidden()
 
@@ -160,14 +171,23 @@ def test_a_mark_while_load_runs_stops_it_merges_nothing_and_counts_no_failure(ma
     with signed_in_page(stack) as page:
         run = stack.api.trigger(DAG_ID, {"force": True}, partition_key=str(big))
         run_id = run["dag_run_id"]
-        page.goto(f"{stack.target.api_url}/dags/{DAG_ID}/runs/{run_id}/tasks/load")
+        page.goto(f"{stack.target.api_url}/dags/{DAG_ID}/runs/{run_id}")
         wait_running(stack, run_id, "load")
-        time.sleep(1.5)  # inside the load's transaction (a 1M-row load takes several seconds)
+        started = time.monotonic()
+        open_task_instance(page, "load")
+        # inside the load's transaction (a 1M-row load takes several seconds)
+        time.sleep(max(0.0, 1.5 - (time.monotonic() - started)))
         mark_in_the_ui(page, mark, f"ui-mark-{mark}-during-load.png")
     wait_for(lambda: stack.api.dag_run(DAG_ID, run_id)["state"] in TERMINAL or None, 180, 1,
              f"run {run_id} to end")
 
-    log = stack.task_log(run_id, "load")
+    # Mark failed ends the run at once, before the supervisor has stopped the task process
+    # (it asks the api-server every second): the stage's own account of its stop comes after
+    def stopped_log() -> str | None:
+        text = stack.task_log(run_id, "load")
+        return text if "Stopped, no failure recorded" in text else None
+
+    log = wait_for(stopped_log, 60, 1, "the load's log to say it stopped")
     assert "Airflow stops stage load while it runs" in log, log[-3000:]
     assert fact_checksum(stack, big) == recorded  # the earlier rows: nothing merged
     after = stack.watermark()[str(big)]
