@@ -19,7 +19,8 @@ A reprocessed date keeps its checksums and gold bytes (Clear semantics).
 Then a clear by partition key (REST `clearDagRuns`) and by partition date window
 (`airflow dags clear`) re-run exactly those dates, and the runs list's Partition Key filter
 finds every run of a date. Last, the upgrade in place: the runs put back as the previous
-release left them (no partition date), airflow-init again and the services restarted. Dates are relative to the real clock: T is today in Jakarta.
+release left them (no partition date), airflow-init again and the services restarted.
+Dates are relative to the real clock: T is today in Jakarta.
 """
 
 from __future__ import annotations
