@@ -211,8 +211,7 @@ def _state_of(settings: Settings, state, day: date, now: datetime, *, present: b
     except EtlError:
         fire = None
     scheduled = fire is not None and (settings.catchup_end is None or fire <= settings.catchup_end)
-    if scheduled and still_waiting(scheduled=scheduled, fire_time=fire, now=now,
-                                   wait_window=wait_window):
+    if still_waiting(scheduled=scheduled, fire_time=fire, now=now, wait_window=wait_window):
         until = wait_deadline(fire, wait_window).astimezone(settings.tz).isoformat(
             timespec="minutes")
         return {"state": DateState.WAITING, "label": "waiting for file",
