@@ -107,16 +107,17 @@ def status_page(stack: EphemeralStack, day: date, screenshot: str) -> dict[str, 
 
 @contextmanager
 def signed_in_page(stack: EphemeralStack) -> Iterator[Page]:
-    """A page of Chromium signed in to the stack's Airflow UI, in Jakarta time."""
+    """A page of Chromium in Jakarta time, signed in through Airflow's login page."""
     from tests.browser import chromium
+    from tests.e2e.ui_stack import log_in, new_context
 
-    token = AirflowApi(stack.target.api_url, USERNAME, PASSWORD).login()
     with chromium() as browser:
-        context = browser.new_context(viewport={"width": 1500, "height": 900},
-                                      timezone_id="Asia/Jakarta")
-        context.add_cookies([{"name": "_token", "value": token, "url": stack.target.api_url}])
+        context = new_context(browser)
         try:
-            yield context.new_page()
+            page = context.new_page()
+            page.set_viewport_size({"width": 1500, "height": 900})  # the status page's columns
+            log_in(page, stack.target.api_url)
+            yield page
         finally:
             context.close()
 
