@@ -25,7 +25,7 @@ from pathlib import Path
 from bench.harness import DEFAULT_PG_URL, REPO, Warehouses
 from devtools.samples import generate_partition
 from tokokita_etl.config import load_settings, partition_path
-from tokokita_etl.stores import state_store
+from tokokita_etl.runner.stores import state_store
 
 
 def cli_catchup(days: int, rows: int, pg_url: str = DEFAULT_PG_URL) -> dict:

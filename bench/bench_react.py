@@ -482,8 +482,9 @@ step("dag_file_and_project", "import runpy; runpy.run_path(sys.argv[1] + '/dags/
 step("pyarrow", "import pyarrow, pyarrow.compute, pyarrow.parquet, pyarrow.csv, pyarrow.dataset")
 step("duckdb", "import duckdb")
 step("sqlalchemy_psycopg", "import sqlalchemy, sqlalchemy.dialects.postgresql, psycopg")
-step("pipeline_modules", "import tokokita_etl.extract, tokokita_etl.transform, "
-     "tokokita_etl.load, tokokita_etl.validate, tokokita_etl.warehouse, tokokita_etl.gold")
+step("pipeline_modules", "import tokokita_etl.orders.extract, tokokita_etl.orders.transform, "
+     "tokokita_etl.orders.load, tokokita_etl.orders.validate, tokokita_etl.warehouse.database, "
+     "tokokita_etl.orders.gold")
 print(json.dumps(t))
 """
 

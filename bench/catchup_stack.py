@@ -34,7 +34,7 @@ from stack.ephemeral import (
     partition_day,
 )
 from tokokita_etl.config import partition_path
-from tokokita_etl.stores import state_store
+from tokokita_etl.runner.stores import state_store
 
 
 @dataclass

@@ -18,7 +18,7 @@ writing the staged extract the transform floor reads) is not timed.
   ``COPY .. FROM STDIN (FORMAT binary)`` (the rows already in COPY's binary format);
 * validate: the fact checksum's read-back: the rows of the date in key order, each row's
   canonical line written by the database (SQLite ``json_array``; PostgreSQL the
-  concatenation `tokokita_etl.checksums` builds, streamed by ``COPY .. TO STDOUT``), hashed
+  concatenation `tokokita_etl.warehouse.checksums` builds, streamed by ``COPY .. TO STDOUT``), hashed
   with SHA-256. No escape handling, no per-kota count, no summary or quarantine check.
 """
 
@@ -59,8 +59,8 @@ def transform_floor(table, work: Path, memory_limit: str) -> float:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from tokokita_etl.contract import REQUIRED_COLUMNS
-    from tokokita_etl.transform import duckdb_config, trim_sql
+    from tokokita_etl.orders.contract import REQUIRED_COLUMNS
+    from tokokita_etl.orders.transform import duckdb_config, trim_sql
 
     work.mkdir(parents=True, exist_ok=True)
     staged = work / "extract.parquet"
@@ -125,7 +125,7 @@ def _multi_row_inserts(conn, table: str, columns: list[str], rows: list[tuple],
     """`rows` of `table`'s `columns` as INSERT statements of as many rows as the pipeline's
     bind on `conn` (`sqlite_rows_per_insert`), each with its values in one flat list and
     order_date `day` written into the statement."""
-    from tokokita_etl.warehouse import sqlite_rows_per_insert
+    from tokokita_etl.warehouse.database import sqlite_rows_per_insert
 
     per_insert = sqlite_rows_per_insert(conn, len(columns))
     row = f"({', '.join(['?'] * len(columns))}, '{day.isoformat()}')"
@@ -140,7 +140,7 @@ def load_floor(warehouse, source_url: str, day: date) -> tuple[float, dict[str, 
     if warehouse.is_sqlite:
         import sqlite3
 
-        from tokokita_etl.warehouse import SQLITE_CACHE_KB
+        from tokokita_etl.warehouse.database import SQLITE_CACHE_KB
 
         rows = _sqlite_rows(source_url, day)
         conn = sqlite3.connect(warehouse.url.database, isolation_level=None)
@@ -178,13 +178,13 @@ def load_floor(warehouse, source_url: str, day: date) -> tuple[float, dict[str, 
 def validate_floor(warehouse, day: date) -> tuple[float, str]:
     """Seconds to read the fact rows of `day` back in key order as canonical lines and hash
     them, and the digest."""
-    from tokokita_etl.warehouse import fact_pesanan
+    from tokokita_etl.warehouse.database import fact_pesanan
 
     digest = hashlib.sha256()
     if warehouse.is_sqlite:
         import sqlite3
 
-        from tokokita_etl.warehouse import SQLITE_CACHE_KB
+        from tokokita_etl.warehouse.database import SQLITE_CACHE_KB
 
         conn = sqlite3.connect(warehouse.url.database, isolation_level=None)
         conn.execute(f"PRAGMA cache_size = -{SQLITE_CACHE_KB}")
@@ -204,7 +204,7 @@ def validate_floor(warehouse, day: date) -> tuple[float, str]:
         return seconds, digest.hexdigest()
     import psycopg
 
-    from tokokita_etl.checksums import _pg_fact_sql
+    from tokokita_etl.warehouse.checksums import _pg_fact_sql
 
     sql = _pg_fact_sql(warehouse).replace("%s", f"'{day.isoformat()}'::date")
     with psycopg.connect(_pg_conninfo(warehouse.url.render_as_string(hide_password=False))) \
@@ -223,7 +223,7 @@ def validate_floor(warehouse, day: date) -> tuple[float, str]:
 def run_floor(spec: dict) -> dict:
     """Every stage's floor for one partition; seconds per stage and what was ingested."""
     from tokokita_etl.config import default, partition_path
-    from tokokita_etl.warehouse import Warehouse
+    from tokokita_etl.warehouse.database import Warehouse
 
     day = date.fromisoformat(spec["date"])
     work = Path(spec["work"])

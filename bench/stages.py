@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from tokokita_etl.config import load_settings
-    from tokokita_etl.stages import STAGE_NAMES, run_stage
+    from tokokita_etl.orders.stages import STAGE_NAMES, run_stage
 
     raw_dir, _ = partition(args.rows)
     work = OUT / "runs" / f"stages-{uuid.uuid4().hex[:8]}"

@@ -71,7 +71,7 @@ class ClientWaits:
     (`db_answer_timeout_s`) must outlast. Times `_AnsweredConnection.wait` in this process."""
 
     def __init__(self) -> None:
-        from tokokita_etl import warehouse
+        from tokokita_etl.warehouse import database as warehouse
 
         self.longest = 0.0
         original = warehouse._AnsweredConnection.wait
@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from tokokita_etl.config import load_settings
-    from tokokita_etl.stages import STAGE_NAMES, run_stage
+    from tokokita_etl.orders.stages import STAGE_NAMES, run_stage
 
     raw_dir, _ = partition(args.rows)
     work = OUT / "runs" / f"statements-{uuid.uuid4().hex[:8]}"

@@ -47,8 +47,8 @@ from tokokita_airflow.operators import EtlStageOperator, WatermarkGateOperator
 from tokokita_airflow.runtime import configured_settings
 from tokokita_airflow.sensors import RawPartitionSensor
 from tokokita_airflow.timetable import DailyPartitionTimetable
-from tokokita_etl import notify
-from tokokita_etl.stages import STAGE_NAMES
+from tokokita_etl.orders.stages import STAGE_NAMES
+from tokokita_etl.runner import notify
 
 SETTINGS = configured_settings()
 # a scheduled run created before its deadline (deadline_local_time on its fire date) gets it;

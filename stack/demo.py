@@ -46,8 +46,8 @@ def describe(run: dict, tasks: dict[str, dict]) -> str:
 
 def print_status(settings, days: list[date]) -> None:
     """The state of each date of the sample week and the gold files."""
-    from tokokita_etl.runs import utc_now
-    from tokokita_etl.status import date_states, format_status
+    from tokokita_etl.runner.schedule import utc_now
+    from tokokita_etl.runner.status import date_states, format_status
 
     print(format_status(date_states(settings, utc_now(), dates=days)))
     print("\ngold files:")

@@ -425,7 +425,7 @@ class EphemeralStack:
 
     def watermark(self) -> dict[str, Any]:
         """state.json's runs by date (empty before the first run)."""
-        from tokokita_etl.stores import state_store
+        from tokokita_etl.runner.stores import state_store
 
         return state_store(self.settings()).read().runs
 
@@ -506,7 +506,7 @@ class EphemeralStack:
 
     def manifests(self, day: date) -> list[dict[str, Any]]:
         """The run manifests of `day`, oldest first."""
-        from tokokita_etl.stores import state_store
+        from tokokita_etl.runner.stores import state_store
 
         return list(reversed(list(state_store(self.settings()).manifests(day))))
 
@@ -542,7 +542,7 @@ def dag_settings():
 def partition_day(run: dict[str, Any]) -> date:
     """D of a run: its partition key, else (a manual run triggered without one) the package's
     rule on when it was queued, in the DAG's zone."""
-    from tokokita_etl.schedule import partition_date_for_run
+    from tokokita_etl.runner.schedule import partition_date_for_run
 
     if run.get("partition_key"):
         return date.fromisoformat(run["partition_key"])
@@ -552,7 +552,7 @@ def partition_day(run: dict[str, Any]) -> date:
 
 def last_fired_day(now: datetime) -> date:
     """D of the latest scheduled run that has fired at `now`, in the DAG's zone."""
-    from tokokita_etl.schedule import local_today
+    from tokokita_etl.runner.schedule import local_today
 
     today = local_today(now, dag_settings().timezone)
     # the run of T-1 fires at T 02:30; leave the scheduler two minutes of slack around it
@@ -562,7 +562,7 @@ def last_fired_day(now: datetime) -> date:
 
 def fire_time(day: date) -> datetime:
     """The scheduled fire time of partition `day` (D+1 02:30 by default), as the DAG's schedule."""
-    from tokokita_etl.schedule import fire_time_for_partition
+    from tokokita_etl.runner.schedule import fire_time_for_partition
 
     settings = dag_settings()
     return fire_time_for_partition(day, settings.cron, settings.timezone)

@@ -24,16 +24,16 @@ from tokokita_etl.config import (
 )
 from tokokita_etl.errors import EXIT_USAGE, EtlError, StateError
 from tokokita_etl.files import write_text_atomic
-from tokokita_etl.identity import reconcile, verify
+from tokokita_etl.orders.stages import WARNING_PREFIX
 from tokokita_etl.pipeline import run_for_date
-from tokokita_etl.policy import due_runs
-from tokokita_etl.runs import settled_watermark, utc_now
-from tokokita_etl.schedule import parse_now, parse_run_date
-from tokokita_etl.stages import WARNING_PREFIX
-from tokokita_etl.state import check_document
-from tokokita_etl.status import format_status, status_rows, warehouse_problem
-from tokokita_etl.stores import state_store
-from tokokita_etl.warehouse import Warehouse
+from tokokita_etl.runner.claims import settled_watermark
+from tokokita_etl.runner.identity import reconcile, verify
+from tokokita_etl.runner.policy import due_runs
+from tokokita_etl.runner.schedule import parse_now, parse_run_date, utc_now
+from tokokita_etl.runner.status import format_status, status_rows, warehouse_problem
+from tokokita_etl.runner.stores import state_store
+from tokokita_etl.runner.watermark import check_document
+from tokokita_etl.warehouse.database import Warehouse
 
 
 def _days(text: str) -> int:

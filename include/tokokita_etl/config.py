@@ -193,7 +193,7 @@ def _url_problem(url: str) -> str | None:
 
 
 def _notifiers_problem(text: str) -> str | None:
-    from tokokita_etl.notify import parse_notifiers
+    from tokokita_etl.runner.notify import parse_notifiers
 
     try:
         parse_notifiers(text)

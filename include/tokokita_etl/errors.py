@@ -1,7 +1,7 @@
 """Error types; each carries the command-line exit code it maps to.
 
 How each kind counts against a date's attempts and whether it is retried is decided in
-`tokokita_etl.policy.classify`.
+`tokokita_etl.runner.policy.classify`.
 """
 
 from __future__ import annotations

@@ -21,24 +21,24 @@ from tokokita_etl.errors import (
     ConcurrentRunError,
     EtlError,
 )
-from tokokita_etl.notify import ping, start_line, summary_line
-from tokokita_etl.policy import Action
-from tokokita_etl.runs import (
+from tokokita_etl.orders.stages import STAGE_NAMES, WARNING_PREFIX, run_stage
+from tokokita_etl.orders.validate import rupiah
+from tokokita_etl.runner.claims import release_date
+from tokokita_etl.runner.liveness import cli_owner
+from tokokita_etl.runner.notify import ping, start_line, summary_line
+from tokokita_etl.runner.outcomes import (
     BLOCKED,
     SKIPPED,
     RunOutcome,
-    cli_owner,
     finish_failure,
     finish_refused,
     finish_skip,
     finish_success,
-    gate,
-    release_date,
-    utc_now,
 )
-from tokokita_etl.stages import STAGE_NAMES, WARNING_PREFIX, run_stage
-from tokokita_etl.validate import rupiah
-from tokokita_etl.warehouse import Warehouse
+from tokokita_etl.runner.policy import Action
+from tokokita_etl.runner.schedule import utc_now
+from tokokita_etl.runner.sequence import gate
+from tokokita_etl.warehouse.database import Warehouse
 
 Log = Callable[[str], None]
 Clock = Callable[[], datetime]

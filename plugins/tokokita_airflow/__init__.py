@@ -5,7 +5,7 @@ at module level Airflow's task SDK (the timetable also `airflow.timetables`) and
 pipeline only light modules (`tokokita_etl.config`); the heavy rest (DuckDB, pyarrow,
 SQLAlchemy) is imported inside `execute`, so DAG files stay cheap to parse. The plugin's own
 parts, loaded by Airflow's processes and never by a DAG file, import more at module level:
-the listener `airflow.listeners`, the status page FastAPI and `tokokita_etl.status`.
+the listener `airflow.listeners`, the status page FastAPI and `tokokita_etl.runner.status`.
 """
 
 from __future__ import annotations

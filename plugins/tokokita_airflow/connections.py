@@ -40,7 +40,7 @@ AWS_TYPES = ("aws", "s3")
 #: connection extras passed to PostgreSQL as libpq parameters (the rest is ignored)
 LIBPQ_EXTRAS = ("sslmode", "sslcert", "sslkey", "sslrootcert", "sslcrl", "options",
                 "application_name", "target_session_attrs", "keepalives", "keepalives_idle")
-#: the SQLAlchemy driver of a PostgreSQL connection (what `tokokita_etl.warehouse` opens)
+#: the SQLAlchemy driver of a PostgreSQL connection (what `tokokita_etl.warehouse.database` opens)
 POSTGRES_DRIVER = "postgresql+psycopg"
 
 #: display URL (password hidden) -> the id of the connection it was made from, in this process
@@ -237,7 +237,7 @@ def named(error: BaseException) -> BaseException:
     `AccessDeniedError` (a refused login) or a `WarehouseIdentityError` (not the watermark's
     warehouse) of a database this process resolved from a connection."""
     from tokokita_etl.errors import AccessDeniedError
-    from tokokita_etl.identity import WarehouseIdentityError
+    from tokokita_etl.runner.identity import WarehouseIdentityError
 
     if isinstance(error, AccessDeniedError | WarehouseIdentityError) \
             and error.url in _ORIGINS and not str(error).startswith("Airflow connection"):
@@ -251,7 +251,7 @@ def failing_at_once() -> Iterator[None]:
     """A refused database login, or a warehouse that is not the watermark's, fails the task
     at once (no retry), in one line naming the connection."""
     from tokokita_etl.errors import AccessDeniedError
-    from tokokita_etl.identity import WarehouseIdentityError
+    from tokokita_etl.runner.identity import WarehouseIdentityError
 
     try:
         yield

@@ -2,7 +2,7 @@
 
 Airflow evaluates a `DeadlineAlert`'s reference once, when it creates a run, and adds the
 alert's interval; a reference that evaluates to None creates no deadline. This one asks
-`tokokita_etl.notify.run_deadline` (which runs get a deadline, and when it is) and answers
+`tokokita_etl.runner.notify.run_deadline` (which runs get a deadline, and when it is) and answers
 the midnight before that deadline, so that with the interval `notify.deadline_offset`
 (`deadline_local_time` after midnight: 6 hours for 06:00) the deadline is exact and Airflow's
 UI says `Must complete within 6 hours of midnight <the pipeline's zone>`.
@@ -63,7 +63,7 @@ class ScheduledRunDeadline(BaseDeadlineReference):
         from airflow.models import DagRun
         from sqlalchemy import select
 
-        from tokokita_etl.notify import deadline_offset, run_deadline
+        from tokokita_etl.runner.notify import deadline_offset, run_deadline
 
         row = session.execute(select(DagRun.run_type, DagRun.logical_date, DagRun.run_after)
                               .where(DagRun.dag_id == dag_id, DagRun.run_id == run_id)

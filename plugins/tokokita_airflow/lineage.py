@@ -1,7 +1,7 @@
 """The stage operators' OpenLineage facets (`apache-airflow-providers-openlineage`).
 
 `EtlStageOperator.get_openlineage_facets_on_complete` returns `operator_lineage` of its
-stage: the datasets of `tokokita_etl.lineage.stage_lineage` with their row counts
+stage: the datasets of `tokokita_etl.orders.lineage.stage_lineage` with their row counts
 (`inputStatistics`, `outputStatistics`) and the validate checks as data-quality assertions
 (`dataQualityAssertions`). The provider's listener calls it only when lineage is on (a
 transport is configured, `[openlineage] transport`); with none it never runs.
@@ -23,7 +23,7 @@ def operator_lineage(settings: Any, day: date, stage: str, result: dict[str, Any
         output_statistics_output_dataset,
     )
 
-    from tokokita_etl.lineage import stage_lineage
+    from tokokita_etl.orders.lineage import stage_lineage
 
     inputs, outputs = stage_lineage(settings, day, stage, result)
 

@@ -50,7 +50,7 @@ def release_ended_run(dag_run: Any, *, succeeded: bool = False) -> None:
     from tokokita_airflow.connections import state_needs_connection
     from tokokita_airflow.runtime import configured_settings, dag_run_owner
     from tokokita_etl.errors import EtlError
-    from tokokita_etl.runs import release_date, stop_ended_run
+    from tokokita_etl.runner.claims import release_date, stop_ended_run
 
     owner, day = dag_run_owner(dag_run), run_partition(dag_run)
     if day is None:

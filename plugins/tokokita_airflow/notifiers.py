@@ -1,6 +1,6 @@
 """The alerts through Airflow's notifier interface (`airflow.sdk.BaseNotifier`).
 
-A run's events (`tokokita_etl.notify.NOTIFIER_EVENTS`: start, success, failure, recovered,
+A run's events (`tokokita_etl.runner.notify.NOTIFIER_EVENTS`: start, success, failure, recovered,
 deadline) go to the notifiers of the `notifiers` setting, each a `BaseNotifier` class named by
 its import path with its arguments (`SmtpNotifier` of the SMTP provider installed with
 Airflow, `SlackNotifier` of the Slack provider, a team's own), plus a `PingNotifier` for
@@ -31,7 +31,7 @@ Warn = Callable[[str], None]
 
 
 class PingNotifier(BaseNotifier):
-    """A healthchecks-style ping (`tokokita_etl.notify.ping`): `<ping_url>/start`, `<ping_url>`
+    """A healthchecks-style ping (`tokokita_etl.runner.notify.ping`): `<ping_url>/start`, `<ping_url>`
     on success and `<ping_url>/fail`, the run's summary line as the body. `ping_url` is this
     notifier for the start, success and failure events."""
 
@@ -42,7 +42,7 @@ class PingNotifier(BaseNotifier):
         self.ping_url = ping_url
 
     def notify(self, context: Mapping[str, Any]) -> None:
-        from tokokita_etl.notify import PING_EVENTS, ping
+        from tokokita_etl.runner.notify import PING_EVENTS, ping
 
         alert = context["tokokita_alert"]
         kind = PING_EVENTS.get(alert["event"])
@@ -69,7 +69,7 @@ def build_notifier(spec: Mapping[str, Any]) -> BaseNotifier:
 
 def configured(settings: Any, event: str) -> list[tuple[str, Callable[[], BaseNotifier]]]:
     """(name, factory) of every notifier `event` goes to: `ping_url`'s, then `notifiers`'."""
-    from tokokita_etl.notify import PING_EVENTS, parse_notifiers
+    from tokokita_etl.runner.notify import PING_EVENTS, parse_notifiers
 
     chosen: list[tuple[str, Callable[[], BaseNotifier]]] = []
     ping_url = getattr(settings, "ping_url", "")
@@ -123,7 +123,7 @@ def alert(settings: Any, event: str, context: Mapping[str, Any], line: str, *,
           partition_date: Any, status: Any = None, summary: Mapping[str, Any] | None = None,
           previous: Mapping[str, Any] | None = None, warn: Warn | None = None) -> list[str]:
     """Send `event` to the notifiers configured for it (`configured`); the failed ones."""
-    from tokokita_etl.notify import alert_context
+    from tokokita_etl.runner.notify import alert_context
 
     notifiers = configured(settings, event)
     if not notifiers:
@@ -150,14 +150,14 @@ async def deadline_alert(*, tz: str, deadline_local_time: str, pipeline: str, da
     (logged, POSTed to `webhook_url`), then, for a run the alert is for, the `deadline` event
     to the configured notifiers (`send_async`). Returns the message as one JSON line (Airflow
     stores it in a text column)."""
-    from tokokita_etl.notify import deadline_missed
+    from tokokita_etl.runner.notify import deadline_missed
 
     message = await deadline_missed(dag_id=dag_id, webhook_url=webhook_url, tz=tz,
                                     deadline_local_time=deadline_local_time, context=context)
     line = json.dumps(message, ensure_ascii=False, default=str)
     chosen = configured(_DeadlineSettings(notifiers, pipeline), "deadline")
     if "not_alerted" not in message and chosen:
-        from tokokita_etl.notify import alert_context
+        from tokokita_etl.runner.notify import alert_context
 
         entry = alert_context("deadline", line, pipeline=pipeline,
                               partition_date=message.get("partition_date"),

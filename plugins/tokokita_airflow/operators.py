@@ -60,8 +60,9 @@ class WatermarkGateOperator(BaseOperator):
 
     def _gate(self, context: Context) -> dict[str, Any]:
         from tokokita_etl.errors import BlockedError, ConcurrentRunError
-        from tokokita_etl.policy import Action
-        from tokokita_etl.runs import BLOCKED, SKIPPED, finish_refused, finish_skip, gate
+        from tokokita_etl.runner.outcomes import BLOCKED, SKIPPED, finish_refused, finish_skip
+        from tokokita_etl.runner.policy import Action
+        from tokokita_etl.runner.sequence import gate
 
         settings = pipeline_settings()
         day = partition_date(context)
@@ -101,7 +102,7 @@ class WatermarkGateOperator(BaseOperator):
             raise AirflowFailException(decision.message)
         self.log.info("Decision: %s", decision.message)
         from tokokita_airflow.notifiers import alert
-        from tokokita_etl.notify import start_line
+        from tokokita_etl.runner.notify import start_line
 
         alert(settings, "start", context, start_line(settings.pipeline, day, now, owner),
               partition_date=day.isoformat(), warn=self.log.warning)
@@ -114,7 +115,7 @@ def _end_of_run(log: Any, settings: Any, kind: str, summary: dict[str, Any],
     (`tokokita_airflow.notifiers`): `success`, plus `recovered` when the date's previous
     outcome was a failure, or `failure` (kind `fail`); `ping_url` is one of them."""
     from tokokita_airflow.notifiers import alert, configured
-    from tokokita_etl.notify import recovered_from, summary_line
+    from tokokita_etl.runner.notify import recovered_from, summary_line
 
     line = summary_line(summary)
     log.info("%s", line)
@@ -123,7 +124,7 @@ def _end_of_run(log: Any, settings: Any, kind: str, summary: dict[str, Any],
     alert(settings, event, context, line, partition_date=day, status=status, summary=summary,
           warn=log.warning)
     if event == "success" and configured(settings, "recovered"):
-        from tokokita_etl.stores import state_store
+        from tokokita_etl.runner.stores import state_store
 
         previous = recovered_from(state_store(settings).manifests(date.fromisoformat(day)),
                                   summary.get("trigger"))
@@ -142,13 +143,14 @@ def _release_claim(context: Context) -> None:
     from tokokita_airflow.connections import ConnectionProblem, named
     from tokokita_airflow.runtime import configured_settings
     from tokokita_etl.errors import AccessDeniedError
-    from tokokita_etl.runs import latest_summary, release_date
+    from tokokita_etl.runner.claims import release_date
+    from tokokita_etl.runner.outcomes import latest_summary
 
     task = context.get("task")
     log = task.log if task is not None else logging.getLogger(__name__)
     day, owner = partition_date(context), run_owner(context)
     if getattr(task, "_stopped", False):  # a person's gesture, recorded as such: no alert
-        from tokokita_etl.runs import release_date, stop_ended_run
+        from tokokita_etl.runner.claims import release_date, stop_ended_run
 
         settings = pipeline_settings()
         # stopped before its stage began (its intent, if any, is not noted yet)
@@ -218,16 +220,11 @@ class EtlStageOperator(BaseOperator):
 
     def _stage(self, context: Context) -> dict[str, Any]:
         from tokokita_etl.errors import BlockedError, ConcurrentRunError
-        from tokokita_etl.policy import Action
-        from tokokita_etl.runs import (
-            BLOCKED,
-            claim_started,
-            enter_stage,
-            finish_refused,
-            finish_success,
-            release_date,
-        )
-        from tokokita_etl.stages import release_working_copy
+        from tokokita_etl.orders.stages import release_working_copy
+        from tokokita_etl.runner.claims import claim_started, release_date
+        from tokokita_etl.runner.outcomes import BLOCKED, finish_refused, finish_success
+        from tokokita_etl.runner.policy import Action
+        from tokokita_etl.runner.sequence import enter_stage
 
         settings = pipeline_settings()
         day = partition_date(context)
@@ -342,10 +339,11 @@ class EtlStageOperator(BaseOperator):
         (`AirflowFailException`) for a partition error or a failure that is no attempt,
         re-raised otherwise (the retry policy decides)."""
         from tokokita_etl.errors import MissingPartitionError, RunStoppedError, ValidationError
-        from tokokita_etl.policy import ErrorKind, classify, failures_since_success
-        from tokokita_etl.runs import finish_failure, release_date
-        from tokokita_etl.stages import WARNING_PREFIX, fetch_inputs, run_stage
-        from tokokita_etl.stores import state_store
+        from tokokita_etl.orders.stages import WARNING_PREFIX, fetch_inputs, run_stage
+        from tokokita_etl.runner.claims import release_date
+        from tokokita_etl.runner.outcomes import finish_failure
+        from tokokita_etl.runner.policy import ErrorKind, classify, failures_since_success
+        from tokokita_etl.runner.stores import state_store
 
         stage = self.stage
         try:

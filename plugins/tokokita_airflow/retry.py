@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
 
 class WatermarkRetryPolicy(RetryPolicy):
-    """Apply `tokokita_etl.policy.retry_decision` on the worker, after the failure was recorded.
+    """Apply `tokokita_etl.runner.policy.retry_decision` on the worker, after the failure was recorded.
 
     Transient and unexpected errors get Airflow's standard retry (the task's `retries`,
     `retry_delay` and exponential backoff) while the date has attempts left; an unusable
@@ -26,8 +26,8 @@ class WatermarkRetryPolicy(RetryPolicy):
         if context is None:
             return RetryDecision.default()
         from tokokita_airflow.runtime import partition_date, pipeline_settings
-        from tokokita_etl.policy import Action, retry_decision
-        from tokokita_etl.stores import state_store
+        from tokokita_etl.runner.policy import Action, retry_decision
+        from tokokita_etl.runner.stores import state_store
 
         settings = pipeline_settings()
         day = partition_date(context)
@@ -58,7 +58,7 @@ class GateRetryPolicy(RetryPolicy):
     def evaluate(self, exception: BaseException, try_number: int, max_tries: int,
                  context: Context | None = None) -> RetryDecision:
         """Retry a transient error, fail anything else (reads no state: it may be down)."""
-        from tokokita_etl.policy import ErrorKind, classify
+        from tokokita_etl.runner.policy import ErrorKind, classify
 
         kind = classify(exception)
         if kind is ErrorKind.TRANSIENT:

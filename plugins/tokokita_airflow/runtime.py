@@ -50,7 +50,7 @@ def partition_date_of(dag_run: Any, tz: str) -> date:
     its creation: the timetable's for scheduled and backfill runs, the trigger's for a manual
     run), else, for a manual run triggered without one, the day before it was queued in `tz`
     (the pipeline's time zone)."""
-    from tokokita_etl.schedule import partition_date_for_run
+    from tokokita_etl.runner.schedule import partition_date_for_run
 
     anchor = dag_run.logical_date or dag_run.run_after
     return partition_date_for_run(anchor, tz, getattr(dag_run, "partition_key", None))
@@ -61,7 +61,7 @@ def refuse_run_conf(context: Context) -> None:
     (`policy.run_conf_problem`: a `partition_date` other than the run's partition key)."""
     from airflow.sdk.exceptions import AirflowFailException
 
-    from tokokita_etl.policy import run_conf_problem
+    from tokokita_etl.runner.policy import run_conf_problem
 
     dag_run = context["dag_run"]
     problem = run_conf_problem(run_type(context), getattr(dag_run, "conf", None),
@@ -123,7 +123,7 @@ def holder_finished(owner: str) -> bool | None:
     command-line holders are checked by the package.
     """
     if not owner.startswith(OWNER_PREFIX):
-        from tokokita_etl.runs import cli_holder_finished
+        from tokokita_etl.runner.liveness import cli_holder_finished
 
         return cli_holder_finished(owner)
     from airflow.sdk.exceptions import AirflowRuntimeError

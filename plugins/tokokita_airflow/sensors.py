@@ -62,7 +62,7 @@ class RawPartitionSensor(BaseSensorOperator):
 
     def wait_deadline(self, context: Context) -> datetime:
         """The instant waiting ends: `wait_window` after the run's fire time."""
-        from tokokita_etl.policy import wait_deadline
+        from tokokita_etl.runner.policy import wait_deadline
 
         return wait_deadline(run_anchor(context), self.wait_window)
 
@@ -129,7 +129,7 @@ class RawPartitionSensor(BaseSensorOperator):
         if partition_exists(raw_dir, day):
             self.log.info("Partition %s is present: %s", day, partition_path(raw_dir, day))
             return True
-        from tokokita_etl.policy import SensorAction, sensor_decision
+        from tokokita_etl.runner.policy import SensorAction, sensor_decision
 
         kind = run_type(context)
         deadline = self.wait_deadline(context)

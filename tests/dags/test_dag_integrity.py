@@ -12,8 +12,9 @@ import pytest
 
 from tests.airflow_support import AIRFLOW_ENV, REPO
 
-HEAVY_MODULES = ("duckdb", "pyarrow", "psycopg", "tokokita_etl.pipeline", "tokokita_etl.extract",
-                 "tokokita_etl.transform", "tokokita_etl.load", "tokokita_etl.warehouse")
+HEAVY_MODULES = ("duckdb", "pyarrow", "psycopg", "tokokita_etl.pipeline",
+                 "tokokita_etl.orders.extract", "tokokita_etl.orders.transform", "tokokita_etl.orders.load",
+                 "tokokita_etl.warehouse.database")
 
 
 @pytest.fixture(scope="module")

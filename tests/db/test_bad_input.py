@@ -20,8 +20,8 @@ import pytest
 
 from tests.conftest import HEADER, SAMPLE_RAW, Workspace, in_process_cli, run_cli
 from tokokita_etl.pipeline import run_for_date
-from tokokita_etl.state import StateStore
-from tokokita_etl.warehouse import Warehouse
+from tokokita_etl.runner.stores.files import StateStore
+from tokokita_etl.warehouse.database import Warehouse
 
 D02 = date(2026, 11, 2)
 CLOCK = datetime(2026, 11, 3, 19, 30, tzinfo=UTC)

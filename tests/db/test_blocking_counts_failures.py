@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from tests.conftest import HEADER, SAMPLE_DATES, Workspace, in_process_cli
-from tokokita_etl.state import StateStore
+from tokokita_etl.runner.stores.files import StateStore
 
 D02 = SAMPLE_DATES[0]
 #: a partition without its `diskon` column: a partition error (one attempt, no retry)

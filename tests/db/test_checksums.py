@@ -12,15 +12,15 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from tokokita_etl import checksums
-from tokokita_etl.checksums import (
+from tokokita_etl.orders.contract import FACT_COLUMNS
+from tokokita_etl.warehouse import checksums
+from tokokita_etl.warehouse.checksums import (
     canonical_line,
     fact_digest,
     is_json_number,
     rows_checksum,
 )
-from tokokita_etl.contract import FACT_COLUMNS
-from tokokita_etl.warehouse import Warehouse, fact_pesanan, summary_harian
+from tokokita_etl.warehouse.database import Warehouse, fact_pesanan, summary_harian
 
 DAY = date(2026, 11, 21)
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()

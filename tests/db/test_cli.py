@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import HEADER, REPO, SAMPLE_DATES, Workspace, in_process_cli, run_cli
 from tokokita_etl import cli
-from tokokita_etl.state import StateStore
+from tokokita_etl.runner.stores.files import StateStore
 
 D02, D03, D04 = SAMPLE_DATES
 CLOCK = datetime(2026, 11, 4, 19, 30, tzinfo=UTC)  # 2026-11-05 02:30 in Jakarta
@@ -269,7 +269,7 @@ def test_a_run_on_sqlite_imports_no_postgresql_driver_or_dialect(sqlite_workspac
     assert result.returncode == 0, result.stderr[-2000:]
     imported = {line.rsplit("|", 1)[-1].strip() for line in result.stderr.splitlines()
                 if line.startswith("import time:")}
-    assert {"tokokita_etl.load", "sqlalchemy.dialects.sqlite"} <= imported
+    assert {"tokokita_etl.orders.load", "sqlalchemy.dialects.sqlite"} <= imported
     assert not {name for name in imported
                 if name.startswith(("psycopg", "sqlalchemy.dialects.postgresql"))}
 

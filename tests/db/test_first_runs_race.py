@@ -37,7 +37,7 @@ def test_eight_first_runs_at_once_on_an_empty_postgresql_warehouse_all_succeed(t
 
 def _create_schema(url: str, barrier, results) -> None:
     from tokokita_etl.errors import WarehouseError
-    from tokokita_etl.warehouse import Warehouse
+    from tokokita_etl.warehouse.database import Warehouse
 
     warehouse = Warehouse(url, "Asia/Jakarta")
     with warehouse.engine.connect():

@@ -10,8 +10,8 @@ import pytest
 from sqlalchemy import text
 
 from tests.conftest import SAMPLE_DATES, Workspace, csv_text, read_csv_rows
-from tokokita_etl import load as load_module
-from tokokita_etl.contract import (
+from tokokita_etl.orders import load as load_module
+from tokokita_etl.orders.contract import (
     BAD_QTY,
     DUPLICATE,
     MISSING_ORDER_ID,
@@ -19,10 +19,10 @@ from tokokita_etl.contract import (
     QUARANTINE_COLUMNS,
     REJECTED_ROWS,
 )
-from tokokita_etl.extract import extract
-from tokokita_etl.load import load
-from tokokita_etl.transform import transform
-from tokokita_etl.warehouse import Warehouse
+from tokokita_etl.orders.extract import extract
+from tokokita_etl.orders.load import load
+from tokokita_etl.orders.transform import transform
+from tokokita_etl.warehouse.database import Warehouse
 
 D02 = SAMPLE_DATES[0]
 D1, D2 = date(2026, 11, 10), date(2026, 11, 11)

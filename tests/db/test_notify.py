@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import SAMPLE_DATES, Workspace, in_process_cli
 from tests.ping_server import PingServer, closed_port_url
-from tokokita_etl.notify import deadline_after, deadline_missed, ping_target
+from tokokita_etl.runner.notify import deadline_after, deadline_missed, ping_target
 
 D02, D03, D04 = SAMPLE_DATES
 CLOCK = datetime(2026, 11, 4, 19, 30, tzinfo=UTC)  # 2026-11-05 02:30 in Jakarta

@@ -17,9 +17,9 @@ from devtools.object_store import S3Server, s3_server
 from tests.conftest import SAMPLE_DATES, SAMPLE_RAW, Workspace, run_cli
 from tokokita_etl.config import partition_file_exists
 from tokokita_etl.errors import MissingPartitionError
-from tokokita_etl.stages import STAGE_NAMES, fetch_inputs, run_stage
-from tokokita_etl.state import StateStore
-from tokokita_etl.stores import state_store
+from tokokita_etl.orders.stages import STAGE_NAMES, fetch_inputs, run_stage
+from tokokita_etl.runner.stores import state_store
+from tokokita_etl.runner.stores.files import StateStore
 
 pytestmark = pytest.mark.postgres
 

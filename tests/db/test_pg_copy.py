@@ -1,4 +1,4 @@
-"""Binary COPY rows made from Arrow batches (`tokokita_etl.pg_copy`), read by a real
+"""Binary COPY rows made from Arrow batches (`tokokita_etl.warehouse.pg_copy`), read by a real
 PostgreSQL server: every value must arrive as the server reads the same value's text."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ import pyarrow as pa
 import pytest
 
 from tests.db.conftest import _pg_connect
-from tokokita_etl import pg_copy
 from tokokita_etl.errors import WarehouseError
-from tokokita_etl.pg_copy import Field
-from tokokita_etl.warehouse import Warehouse
+from tokokita_etl.warehouse import pg_copy
+from tokokita_etl.warehouse.database import Warehouse
+from tokokita_etl.warehouse.pg_copy import Field
 
 pytestmark = pytest.mark.postgres
 
@@ -185,7 +185,7 @@ def test_a_type_without_an_encoding_is_an_error_naming_the_column():
 def test_the_warehouse_names_the_table_when_a_fact_value_cannot_be_sent(pg_url):
     """bulk_insert into the warehouse's own tables goes in binary: a value its column's type
     cannot hold is a WarehouseError naming the table and column, and nothing is written."""
-    from tokokita_etl.contract import FACT_COLUMNS
+    from tokokita_etl.orders.contract import FACT_COLUMNS
 
     warehouse = Warehouse(pg_url, "Asia/Jakarta")
     warehouse.ensure_schema()

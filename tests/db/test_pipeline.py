@@ -17,10 +17,10 @@ import pytest
 from sqlalchemy import text
 
 from tests.conftest import HEADER, SAMPLE_DATES, Workspace, csv_text, read_csv_rows
-from tokokita_etl.checksums import canonical_line
 from tokokita_etl.pipeline import run_for_date
-from tokokita_etl.state import StateStore
-from tokokita_etl.warehouse import Warehouse
+from tokokita_etl.runner.stores.files import StateStore
+from tokokita_etl.warehouse.checksums import canonical_line
+from tokokita_etl.warehouse.database import Warehouse
 
 D02, D03, D04 = SAMPLE_DATES
 

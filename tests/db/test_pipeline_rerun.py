@@ -19,9 +19,9 @@ from tests.conftest import (
     read_csv_rows,
 )
 from tokokita_etl.pipeline import run_for_date
-from tokokita_etl.policy import due_runs
-from tokokita_etl.state import StateStore
-from tokokita_etl.warehouse import Warehouse
+from tokokita_etl.runner.policy import due_runs
+from tokokita_etl.runner.stores.files import StateStore
+from tokokita_etl.warehouse.database import Warehouse
 
 D02, D03, D04 = SAMPLE_DATES
 JKT = ZoneInfo("Asia/Jakarta")

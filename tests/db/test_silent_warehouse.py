@@ -15,7 +15,7 @@ import pytest
 from tests.conftest import SAMPLE_DATES, Workspace, in_process_cli
 from tokokita_etl.config import default
 from tokokita_etl.errors import ConfigError, WarehouseError
-from tokokita_etl.warehouse import Warehouse
+from tokokita_etl.warehouse.database import Warehouse
 
 D02 = SAMPLE_DATES[0]
 CLOCK = datetime(2026, 11, 4, 19, 30, tzinfo=UTC)

@@ -1,4 +1,4 @@
-"""The stage registry (tokokita_etl.stages): staged records, missing inputs, and rebuilding
+"""The stage registry (tokokita_etl.orders.stages): staged records, missing inputs, and rebuilding
 them, on a real SQLite warehouse with a sample partition."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.conftest import SAMPLE_DATES, Workspace, in_process_cli
-from tokokita_etl.contract import VALID_ROWS
 from tokokita_etl.errors import EtlError
-from tokokita_etl.stages import (
+from tokokita_etl.orders.contract import VALID_ROWS
+from tokokita_etl.orders.stages import (
     STAGE_NAMES,
     missing_inputs,
     read_stage,
@@ -20,7 +20,7 @@ from tokokita_etl.stages import (
     stage_durations,
     stage_file,
 )
-from tokokita_etl.warehouse import Warehouse
+from tokokita_etl.warehouse.database import Warehouse
 
 D03 = SAMPLE_DATES[1]  # quarantined rows and duplicates: the interesting sample
 

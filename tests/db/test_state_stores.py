@@ -1,6 +1,7 @@
-"""The two state stores (tokokita_etl.state: state.json and its folders; tokokita_etl.state_db:
-PostgreSQL tables) hold the same fields under the same rules: each test runs on both, on real
-files and a real PostgreSQL server, from several processes where concurrency is the point."""
+"""The two state stores (tokokita_etl.runner.stores.files: state.json and its folders;
+tokokita_etl.runner.stores.database: PostgreSQL tables) hold the same fields under the same
+rules: each test runs on both, on real files and a real PostgreSQL server, from several
+processes where concurrency is the point."""
 
 from __future__ import annotations
 
@@ -18,10 +19,12 @@ from tests.conftest import SAMPLE_DATES, Workspace, run_cli
 from tests.db.conftest import _pg_admin_conninfo, _pg_server_url
 from tokokita_etl.config import Settings, load_settings
 from tokokita_etl.errors import ConcurrentRunError, StateError
-from tokokita_etl.runs import claim_date, gate, read_claim, release_date
-from tokokita_etl.state import FAILED, SUCCESS, StateStore
-from tokokita_etl.state_db import CLAIMS, MANIFESTS, WATERMARK
-from tokokita_etl.stores import state_store
+from tokokita_etl.runner.claims import claim_date, read_claim, release_date
+from tokokita_etl.runner.sequence import gate
+from tokokita_etl.runner.stores import state_store
+from tokokita_etl.runner.stores.database import CLAIMS, MANIFESTS, WATERMARK
+from tokokita_etl.runner.stores.files import StateStore
+from tokokita_etl.runner.watermark import FAILED, SUCCESS
 
 NOW = datetime(2026, 11, 3, 19, 30, tzinfo=UTC)
 DAYS = [date(2026, 11, 1) + timedelta(days=n) for n in range(8)]
@@ -321,7 +324,7 @@ def test_state_url_warehouse_with_an_sqlite_warehouse_is_a_configuration_error(t
 def test_a_read_only_state_database_stops_the_run_before_any_stage(tmp_path, pipeline):
     from sqlalchemy.engine import make_url
 
-    from tokokita_etl.runs import check_writable
+    from tokokita_etl.runner.claims import check_writable
 
     writable = make_settings(tmp_path, "database", pipeline)
     state_store(writable).read()  # the tables exist

@@ -10,12 +10,12 @@ from sqlalchemy import text
 
 from tests.conftest import SAMPLE_DATES, Workspace
 from tokokita_etl.errors import ValidationError
-from tokokita_etl.extract import extract
-from tokokita_etl.gold import staged_gold_path
-from tokokita_etl.load import load
-from tokokita_etl.transform import transform
-from tokokita_etl.validate import source_counts, validate
-from tokokita_etl.warehouse import Warehouse
+from tokokita_etl.orders.extract import extract
+from tokokita_etl.orders.gold import staged_gold_path
+from tokokita_etl.orders.load import load
+from tokokita_etl.orders.transform import transform
+from tokokita_etl.orders.validate import source_counts, validate
+from tokokita_etl.warehouse.database import Warehouse
 
 D02, D03, D04 = SAMPLE_DATES
 

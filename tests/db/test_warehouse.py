@@ -12,9 +12,9 @@ import pyarrow as pa
 import pytest
 from sqlalchemy import inspect, text
 
-from tokokita_etl.contract import FACT_COLUMNS
 from tokokita_etl.errors import ConfigError, WarehouseError
-from tokokita_etl.warehouse import (
+from tokokita_etl.orders.contract import FACT_COLUMNS
+from tokokita_etl.warehouse.database import (
     SQLITE_CACHE_KB,
     SQLITE_ROWS_PER_INSERT,
     Warehouse,

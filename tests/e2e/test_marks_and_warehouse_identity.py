@@ -71,8 +71,8 @@ def marks(tmp_path_factory):
 
 
 def fact_checksum(stack: EphemeralStack, day: date) -> str:
-    from tokokita_etl.checksums import fact_digest
-    from tokokita_etl.warehouse import Warehouse
+    from tokokita_etl.warehouse.checksums import fact_digest
+    from tokokita_etl.warehouse.database import Warehouse
 
     warehouse = Warehouse.from_settings(stack.settings())
     with warehouse.begin(read_only=True) as conn:
@@ -80,7 +80,7 @@ def fact_checksum(stack: EphemeralStack, day: date) -> str:
 
 
 def status_row(stack: EphemeralStack, day: date) -> dict:
-    from tokokita_etl.status import status_rows
+    from tokokita_etl.runner.status import status_rows
 
     return next(r for r in status_rows(stack.settings()) if r["date"] == str(day))
 

@@ -163,8 +163,8 @@ def wait_past_midnight(now: datetime, margin_s: float = 420) -> float:
 def e2e(tmp_path_factory, request):
     """The seeded, running stack (default or scale-out profile); stopped and its databases
     dropped afterwards."""
-    from tokokita_etl.policy import due_runs
-    from tokokita_etl.stores import state_store
+    from tokokita_etl.runner.policy import due_runs
+    from tokokita_etl.runner.stores import state_store
 
     started = time.monotonic()
     waited = wait_past_midnight(datetime.now(UTC))
@@ -309,8 +309,8 @@ def test_catchup_processes_exactly_the_due_runs(e2e):
     assert stack.warehouse_dates() == done
     assert stack.gold_dates() == done
     # nothing is left due at this clock
-    from tokokita_etl.policy import due_runs
-    from tokokita_etl.state import Watermark
+    from tokokita_etl.runner.policy import due_runs
+    from tokokita_etl.runner.watermark import Watermark
 
     settings = stack.settings()
     assert due_runs(Watermark({"runs": marks}), plan.now, settings.raw_dir,
@@ -532,7 +532,7 @@ def test_eight_dates_at_once_on_both_workers_lose_no_update_and_no_row(e2e):
     stack, plan = e2e
     if not stack.celery:
         pytest.skip("the scale-out profile's case (the LocalExecutor's is the catch-up)")
-    from tokokita_etl.warehouse import Warehouse
+    from tokokita_etl.warehouse.database import Warehouse
 
     days = [plan.t(40 + n) for n in range(8)]
     for n, day in enumerate(days):
@@ -566,7 +566,7 @@ def test_eight_dates_at_once_on_both_workers_lose_no_update_and_no_row(e2e):
     marks = stack.watermark()
     for day in days:
         assert facts[day] == marks[day.isoformat()]["rows"]["fact"]  # no row lost or doubled
-    from tokokita_etl.runs import read_claim
+    from tokokita_etl.runner.claims import read_claim
 
     assert all(read_claim(settings, day) is None for day in days)  # every claim released
     for day in days:

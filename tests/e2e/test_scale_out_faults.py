@@ -171,8 +171,8 @@ def reference_gold(root: Path, partitions: dict[date, bytes]) -> dict[date, byte
 
 
 def due_now(stack: EphemeralStack) -> list[date]:
-    from tokokita_etl.policy import due_runs
-    from tokokita_etl.stores import state_store
+    from tokokita_etl.runner.policy import due_runs
+    from tokokita_etl.runner.stores import state_store
 
     settings = stack.settings()
     with stack.object_store():
@@ -371,8 +371,8 @@ def _assert_nothing_lost_nothing_twice(stack: EphemeralStack, days: list[date],
                                        reference: dict[date, bytes]) -> None:
     from sqlalchemy import text
 
-    from tokokita_etl.runs import read_claim
-    from tokokita_etl.warehouse import Warehouse
+    from tokokita_etl.runner.claims import read_claim
+    from tokokita_etl.warehouse.database import Warehouse
 
     runs = runs_of(stack, days)
     processed = sorted(day for day, run in runs.items()

@@ -182,7 +182,7 @@ def test_a_stage_cleared_alone_leaves_the_date_needing_a_re_run_once_its_run_end
     once the run has ended. Bug: the status page then said that re-run "counts as failure
     1/3" while the next run recorded none: a clear is a person's gesture, never a failure of
     the partition. Clearing the whole run then reprocesses it."""
-    from tokokita_etl.status import status_rows
+    from tokokita_etl.runner.status import status_rows
 
     stack, dates = gestures
     run = scheduled_run(stack, dates.done)
@@ -244,7 +244,7 @@ def test_a_date_reprocessed_many_times_then_failing_once_is_not_blocked(gestures
     after = entry(stack, dates.done)
     assert (after["status"], after["attempt"], after["failures"]) == (
         "failed", before["attempt"] + 1, 1)
-    from tokokita_etl.status import date_states
+    from tokokita_etl.runner.status import date_states
 
     [row] = date_states(stack.settings(), datetime.now(UTC), dates=[dates.done])
     assert (row["state"], row["failures"]) == ("failed", 1)  # not blocked
@@ -304,8 +304,8 @@ def test_a_bad_partition_fails_in_seconds_then_blocks_and_reset_attempts_recover
     stack.api.request("PATCH", f"/dags/{DAG_ID}/dagRuns/{run['dag_run_id']}", expect=(200,),
                       json={"state": "success"})
     assert entry(stack, dates.bad)["status"] == "failed"
-    from tokokita_etl.policy import due_runs
-    from tokokita_etl.stores import state_store
+    from tokokita_etl.runner.policy import due_runs
+    from tokokita_etl.runner.stores import state_store
 
     settings = stack.settings()
     assert dates.bad in due_runs(state_store(settings).read(), datetime.now(UTC),

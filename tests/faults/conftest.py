@@ -30,9 +30,9 @@ from sqlalchemy import text
 
 from tests import pgserver
 from tests.db.conftest import backend, pg_url, workspace  # noqa: F401
-from tokokita_etl.checksums import fact_digest, rows_checksum
-from tokokita_etl.contract import QUARANTINE_COLUMNS
-from tokokita_etl.warehouse import Warehouse
+from tokokita_etl.orders.contract import QUARANTINE_COLUMNS
+from tokokita_etl.warehouse.checksums import fact_digest, rows_checksum
+from tokokita_etl.warehouse.database import Warehouse
 
 LONG = os.environ.get("TOKOKITA_FAULTS") == "long"
 

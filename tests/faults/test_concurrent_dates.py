@@ -29,8 +29,9 @@ from sqlalchemy import text
 from devtools.samples import generate_partition
 from tests.conftest import CLI, Workspace, clean_env
 from tests.faults.conftest import LONG
-from tokokita_etl.state import IN_PROGRESS, StateStore
-from tokokita_etl.warehouse import Warehouse
+from tokokita_etl.runner.stores.files import StateStore
+from tokokita_etl.runner.watermark import IN_PROGRESS
+from tokokita_etl.warehouse.database import Warehouse
 
 DATES = [date(2026, 11, 10) + timedelta(days=n) for n in range(8)]
 ROUNDS = int(os.environ.get("TOKOKITA_ROUNDS") or (5 if LONG else 2))

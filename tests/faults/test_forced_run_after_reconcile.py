@@ -30,8 +30,9 @@ from datetime import date
 from devtools.samples import generate_partition
 from tests.conftest import Workspace, clean_env, run_cli
 from tests.faults.conftest import final_files, warehouse_rows
-from tokokita_etl.policy import failures_since_success
-from tokokita_etl.state import IN_PROGRESS, StateStore
+from tokokita_etl.runner.policy import failures_since_success
+from tokokita_etl.runner.stores.files import StateStore
+from tokokita_etl.runner.watermark import IN_PROGRESS
 
 DAY = date(2026, 11, 10)
 ROWS = 50_000

@@ -42,7 +42,8 @@ import pytest
 from devtools.samples import generate_partition
 from tests.conftest import Workspace, run_cli
 from tests.faults.conftest import LONG, final_files, warehouse_rows
-from tokokita_etl.state import FAILED, IN_PROGRESS, SUCCESS, StateStore
+from tokokita_etl.runner.stores.files import StateStore
+from tokokita_etl.runner.watermark import FAILED, IN_PROGRESS, SUCCESS
 
 DAY = date(2026, 11, 10)
 ROWS = 100_000 if LONG else 20_000
@@ -134,7 +135,7 @@ def _leftovers(folder: Path) -> list[str]:
 def _transform_room(ws: Workspace) -> int:
     """Bytes that hold the extracted rows of D and little more: measured on a run of its
     own (staging is dropped after a success, so it is run with the stages kept)."""
-    from tokokita_etl.stages import run_stage
+    from tokokita_etl.orders.stages import run_stage
 
     settings = ws.settings(staging_dir=ws.root / "measure")
     run_stage(settings, DAY, "extract")
@@ -201,8 +202,8 @@ def test_a_full_folder_fails_the_run_cleanly_and_loses_nothing(workspace, case):
 def test_a_full_staging_folder_in_transform_is_the_transient_no_space_error(workspace):
     """Regression: DuckDB's write error on a full staging folder was an unexpected error
     (`IOException`), not the transient ENOSPC that Airflow retries while attempts are left."""
-    from tokokita_etl.policy import ErrorKind, classify
-    from tokokita_etl.stages import run_stage
+    from tokokita_etl.orders.stages import run_stage
+    from tokokita_etl.runner.policy import ErrorKind, classify
 
     ws = workspace
     generate_partition(ws.raw / f"pesanan_{DAY.isoformat()}.csv", DAY, ROWS, seed=5)

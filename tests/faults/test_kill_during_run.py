@@ -72,20 +72,21 @@ import pytest
 from devtools.samples import generate_partition
 from tests.conftest import Workspace, clean_env, run_cli
 from tests.faults.conftest import final_files, warehouse_rows
-from tokokita_etl.contract import STAGED_GOLD_PREFIX
+from tokokita_etl.orders.contract import STAGED_GOLD_PREFIX
+from tokokita_etl.orders.stages import STAGE_NAMES
 from tokokita_etl.pipeline import run_for_date
-from tokokita_etl.policy import due_runs
-from tokokita_etl.runs import (
+from tokokita_etl.runner.claims import (
     claim_date,
-    cli_owner,
     interrupted_stage,
     release_date,
     settled_watermark,
 )
-from tokokita_etl.schedule import parse_now
-from tokokita_etl.stages import STAGE_NAMES
-from tokokita_etl.state import IN_PROGRESS, StateStore, cli_holder_finished
-from tokokita_etl.status import status_rows
+from tokokita_etl.runner.liveness import cli_holder_finished, cli_owner
+from tokokita_etl.runner.policy import due_runs
+from tokokita_etl.runner.schedule import parse_now
+from tokokita_etl.runner.status import status_rows
+from tokokita_etl.runner.stores.files import StateStore
+from tokokita_etl.runner.watermark import IN_PROGRESS
 
 DAY = date(2026, 11, 10)
 OTHER = DAY - timedelta(days=1)  # in the state before the kills; no kill of DAY may touch it
@@ -465,7 +466,7 @@ class Stores:
         return load_settings(env=self.env, cwd=self.ws.root)
 
     def store(self):
-        from tokokita_etl.stores import state_store
+        from tokokita_etl.runner.stores import state_store
 
         return state_store(self.settings())
 
@@ -495,7 +496,7 @@ def _delete_state_rows(pipeline: str) -> None:
     import psycopg
     from sqlalchemy.engine import make_url
 
-    from tokokita_etl.state_db import CLAIMS, MANIFESTS, WATERMARK
+    from tokokita_etl.runner.stores.database import CLAIMS, MANIFESTS, WATERMARK
 
     url = make_url(os.environ["TOKOKITA_TEST_PG_URL"]).set(drivername="postgresql")
     with psycopg.connect(url.render_as_string(hide_password=False), autocommit=True) as conn:

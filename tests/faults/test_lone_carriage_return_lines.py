@@ -25,9 +25,9 @@ import pytest
 
 from devtools.reference import run_reference
 from tests.conftest import Workspace, in_process_cli, read_csv_rows
-from tokokita_etl.contract import EXTRACT_MALFORMED, EXTRACT_ROWS
-from tokokita_etl.extract import _extract_by_records
-from tokokita_etl.state import StateStore
+from tokokita_etl.orders.contract import EXTRACT_MALFORMED, EXTRACT_ROWS
+from tokokita_etl.orders.extract import _extract_by_records
+from tokokita_etl.runner.stores.files import StateStore
 
 DAY = date(2026, 11, 10)
 CLOCK = datetime(2026, 11, 11, 19, 30, tzinfo=UTC)

@@ -41,8 +41,8 @@ from devtools.samples import generate_partition
 from tests.conftest import in_process_cli
 from tests.faults.conftest import LONG
 from tests.faults.test_fuzzed_partitions import _mutate
-from tokokita_etl.contract import QUARANTINE_COLUMNS
-from tokokita_etl.warehouse import Warehouse
+from tokokita_etl.orders.contract import QUARANTINE_COLUMNS
+from tokokita_etl.warehouse.database import Warehouse
 
 FIRST_DAY = date(2026, 1, 1)
 CLOCK = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)

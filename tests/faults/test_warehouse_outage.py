@@ -27,10 +27,11 @@ from devtools.samples import generate_partition
 from tests.conftest import Workspace, run_cli
 from tests.faults.conftest import LONG, forced_run_past_stage
 from tokokita_etl.errors import WarehouseError
-from tokokita_etl.policy import Action, ErrorKind, classify, retry_decision
-from tokokita_etl.stages import run_stage
-from tokokita_etl.state import IN_PROGRESS, StateStore
-from tokokita_etl.warehouse import Warehouse
+from tokokita_etl.orders.stages import run_stage
+from tokokita_etl.runner.policy import Action, ErrorKind, classify, retry_decision
+from tokokita_etl.runner.stores.files import StateStore
+from tokokita_etl.runner.watermark import IN_PROGRESS
+from tokokita_etl.warehouse.database import Warehouse
 
 DAY = date(2026, 11, 10)
 ROWS = 100_000

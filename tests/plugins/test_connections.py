@@ -16,8 +16,8 @@ from tests.conftest import PG_URL
 from tokokita_airflow.connections import ConnectionProblem, failing_at_once, resolve
 from tokokita_etl.config import load_settings
 from tokokita_etl.errors import AccessDeniedError
-from tokokita_etl.policy import ErrorKind, classify
-from tokokita_etl.warehouse import Warehouse
+from tokokita_etl.runner.policy import ErrorKind, classify
+from tokokita_etl.warehouse.database import Warehouse
 
 WRONG_PASSWORD = "wrong-Pw-7Hq2xV"
 
@@ -73,8 +73,8 @@ def test_state_url_warehouse_follows_the_warehouse_connection(settings_of, monke
     monkeypatch.setenv("AIRFLOW_CONN_TOKOKITA_WAREHOUSE", pg_connection_uri(PG_URL))
     settings = settings_of(state_url="warehouse")
     assert settings.state_db_url == settings.warehouse_url == PG_URL
-    from tokokita_etl.state_db import DatabaseStateStore
-    from tokokita_etl.stores import state_store
+    from tokokita_etl.runner.stores import state_store
+    from tokokita_etl.runner.stores.database import DatabaseStateStore
 
     store = state_store(settings)
     assert isinstance(store, DatabaseStateStore)

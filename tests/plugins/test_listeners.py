@@ -15,7 +15,7 @@ from tokokita_airflow import listeners
 from tokokita_airflow.listeners import on_dag_run_failed, on_dag_run_success, run_partition
 from tokokita_airflow.runtime import pipeline_settings
 from tokokita_airflow.timetable import DailyPartitionTimetable, PartitionDateTimetable
-from tokokita_etl.runs import claim_date, read_claim
+from tokokita_etl.runner.claims import claim_date, read_claim
 
 JKT = "Asia/Jakarta"
 TOKOKITA = SimpleNamespace(timetable=DailyPartitionTimetable("30 2 * * *", timezone=JKT))
@@ -89,8 +89,8 @@ def test_an_ended_run_whose_state_is_an_airflow_connection_is_left_to_the_next_r
     run of the date to take over."""
     from sqlalchemy.engine import make_url
 
-    from tokokita_etl.state_db import CLAIMS, MANIFESTS, WATERMARK
-    from tokokita_etl.stores import state_store
+    from tokokita_etl.runner.stores import state_store
+    from tokokita_etl.runner.stores.database import CLAIMS, MANIFESTS, WATERMARK
 
     server = make_url(os.environ["TOKOKITA_TEST_PG_URL"])
     monkeypatch.setenv("AIRFLOW_CONN_TOKOKITA_STATE",

@@ -86,7 +86,7 @@ def test_a_success_after_a_failure_is_mailed_as_recovered_and_a_plain_success_is
 
 def test_a_retried_failure_inside_one_run_is_no_recovery(project, run_dag, smtp, monkeypatch):
     """Only a failure alerted before (another run's outcome) makes a success a recovery."""
-    from tokokita_etl.notify import recovered_from
+    from tokokita_etl.runner.notify import recovered_from
 
     notifiers(monkeypatch, MAIL)
     dr, _ = run_dag(fire_time("2026-11-02"))

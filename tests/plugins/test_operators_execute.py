@@ -29,10 +29,10 @@ from tokokita_airflow.retry import WatermarkRetryPolicy
 from tokokita_airflow.runtime import configured_settings, pipeline_settings
 from tokokita_airflow.sensors import RawPartitionSensor
 from tokokita_etl.errors import DataError, WarehouseError
-from tokokita_etl.runs import read_claim
-from tokokita_etl.state import FAILED, SUCCESS
-from tokokita_etl.stores import state_store
-from tokokita_etl.warehouse import Warehouse
+from tokokita_etl.runner.claims import read_claim
+from tokokita_etl.runner.stores import state_store
+from tokokita_etl.runner.watermark import FAILED, SUCCESS
+from tokokita_etl.warehouse.database import Warehouse
 
 DAG_ID = "tokokita_orders_daily"
 D02 = "2026-11-02"

@@ -21,8 +21,8 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 from devtools.samples import generate_partition
 from tests.plugins.test_operators_execute import D02, SECOND, STAGES, context, entry, gate, stage
 from tokokita_airflow.runtime import pipeline_settings
-from tokokita_etl.status import date_states
-from tokokita_etl.warehouse import Warehouse
+from tokokita_etl.runner.status import date_states
+from tokokita_etl.warehouse.database import Warehouse
 
 THIRD = "manual__2026-11-30T01:10:00+00:00"
 

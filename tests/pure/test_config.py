@@ -25,8 +25,8 @@ from tokokita_etl.config import (
     partition_file_exists,
 )
 from tokokita_etl.errors import ConfigError
-from tokokita_etl.gold import staged_gold_path
-from tokokita_etl.transform import duckdb_config
+from tokokita_etl.orders.gold import staged_gold_path
+from tokokita_etl.orders.transform import duckdb_config
 
 
 def write_yaml(path: Path, text: str) -> Path:

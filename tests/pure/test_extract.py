@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 
 from devtools.samples import generate_partition
 from tests.conftest import HEADER, SAMPLE_RAW
-from tokokita_etl.contract import EXTRACT_MALFORMED, EXTRACT_ROWS
-from tokokita_etl.extract import (
+from tokokita_etl.orders.contract import EXTRACT_MALFORMED, EXTRACT_ROWS
+from tokokita_etl.orders.extract import (
     BLOCK_BYTES,
     MIN_BLOCK_BYTES,
     PARSE_THREADS,

@@ -22,18 +22,15 @@ from tokokita_etl.errors import (
     StateError,
     WarehouseError,
 )
-from tokokita_etl.policy import Action
-from tokokita_etl.runs import (
-    cli_owner,
-    finish_failure,
-    gate,
-    read_claim,
-    release_date,
-    settled_watermark,
-)
-from tokokita_etl.state import FAILED, IN_PROGRESS, SUCCESS, StateStore
-from tokokita_etl.status import date_states
-from tokokita_etl.warehouse import Warehouse
+from tokokita_etl.runner.claims import read_claim, release_date, settled_watermark
+from tokokita_etl.runner.liveness import cli_owner
+from tokokita_etl.runner.outcomes import finish_failure
+from tokokita_etl.runner.policy import Action
+from tokokita_etl.runner.sequence import gate
+from tokokita_etl.runner.status import date_states
+from tokokita_etl.runner.stores.files import StateStore
+from tokokita_etl.runner.watermark import FAILED, IN_PROGRESS, SUCCESS
+from tokokita_etl.warehouse.database import Warehouse
 
 DAY = date(2026, 11, 10)
 NOW = datetime(2026, 11, 11, 3, 0, tzinfo=UTC)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tokokita_etl.config import ConfigError, load_settings
-from tokokita_etl.notify import DEFAULT_NOTIFIER_EVENTS, parse_notifiers
+from tokokita_etl.runner.notify import DEFAULT_NOTIFIER_EVENTS, parse_notifiers
 
 SMTP = "airflow.providers.smtp.notifications.smtp.SmtpNotifier"
 

@@ -1,4 +1,4 @@
-"""Which runs get a deadline, when it is, and how it is worded (`tokokita_etl.notify`)."""
+"""Which runs get a deadline, when it is, and how it is worded (`tokokita_etl.runner.notify`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from tokokita_etl.notify import (
+from tokokita_etl.runner.notify import (
     deadline_after,
     deadline_message,
     deadline_offset,

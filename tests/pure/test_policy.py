@@ -1,4 +1,4 @@
-"""The attempts policy (tokokita_etl.policy): every decision about one partition date."""
+"""The attempts policy (tokokita_etl.runner.policy): every decision about one partition date."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from tokokita_etl.errors import (
     ValidationError,
     WarehouseError,
 )
-from tokokita_etl.policy import (
+from tokokita_etl.runner.policy import (
     VOLUME_HISTORY_DAYS,
     Action,
     ErrorKind,
@@ -50,7 +50,8 @@ from tokokita_etl.policy import (
     unblock_hint,
     volume_warnings,
 )
-from tokokita_etl.state import FAILED, SUCCESS, StateStore, Watermark
+from tokokita_etl.runner.stores.files import StateStore
+from tokokita_etl.runner.watermark import FAILED, SUCCESS, Watermark
 
 JKT = ZoneInfo("Asia/Jakarta")
 DAY = date(2026, 11, 2)

@@ -1,4 +1,4 @@
-"""Runs of one date (tokokita_etl.runs): claims, how a refused run is recorded, and the
+"""Runs of one date (tokokita_etl.runner.claims): claims, how a refused run is recorded, and the
 watermark record of an outcome; on real files in a temporary project folder."""
 
 from __future__ import annotations
@@ -16,25 +16,21 @@ import pytest
 
 from tokokita_etl.config import Settings, load_settings
 from tokokita_etl.errors import EXIT_BLOCKED, BlockedError, ConcurrentRunError, StateError
-from tokokita_etl.policy import Action
-from tokokita_etl.runs import (
-    BLOCKED,
-    SKIPPED,
+from tokokita_etl.runner.claims import (
     claim_date,
     claim_started,
     claim_to_change,
-    cli_holder_finished,
-    cli_owner,
-    finish_failure,
-    finish_refused,
-    gate,
     read_claim,
     reconcile_intent,
     release_date,
 )
-from tokokita_etl.state import FAILED, SUCCESS
-from tokokita_etl.stores import state_store
-from tokokita_etl.warehouse import Warehouse
+from tokokita_etl.runner.liveness import cli_holder_finished, cli_owner
+from tokokita_etl.runner.outcomes import BLOCKED, SKIPPED, finish_failure, finish_refused
+from tokokita_etl.runner.policy import Action
+from tokokita_etl.runner.sequence import gate
+from tokokita_etl.runner.stores import state_store
+from tokokita_etl.runner.watermark import FAILED, SUCCESS
+from tokokita_etl.warehouse.database import Warehouse
 
 DAY = date(2026, 11, 2)
 NOW = datetime(2026, 11, 3, 19, 30, tzinfo=UTC)

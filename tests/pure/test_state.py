@@ -12,8 +12,9 @@ import pytest
 
 from tests.conftest import clean_env
 from tokokita_etl.errors import StateError
-from tokokita_etl.policy import failures_since_success
-from tokokita_etl.state import FAILED, SUCCESS, StateStore
+from tokokita_etl.runner.policy import failures_since_success
+from tokokita_etl.runner.stores.files import StateStore
+from tokokita_etl.runner.watermark import FAILED, SUCCESS
 
 DAY = date(2026, 11, 2)
 NOW = datetime(2026, 11, 3, 19, 30, tzinfo=UTC)
@@ -139,7 +140,7 @@ WORKER = r"""
 import sys, time
 from datetime import UTC, date, datetime
 from pathlib import Path
-from tokokita_etl.state import StateStore
+from tokokita_etl.runner.stores.files import StateStore
 
 path, day, rounds, go = sys.argv[1], date.fromisoformat(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4])
 shared = date(2026, 1, 1)

@@ -1,4 +1,4 @@
-"""The state of each partition date (tokokita_etl.status): one rule for the page and the CLI."""
+"""The state of each partition date (tokokita_etl.runner.status): one rule for the page and the CLI."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from datetime import date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from tokokita_etl.config import Settings
-from tokokita_etl.state import FAILED, SUCCESS
-from tokokita_etl.status import DateAction, DateState, date_states, format_status, window
-from tokokita_etl.stores import state_store
+from tokokita_etl.runner.status import DateAction, DateState, date_states, format_status, window
+from tokokita_etl.runner.stores import state_store
+from tokokita_etl.runner.watermark import FAILED, SUCCESS
 
 JKT = ZoneInfo("Asia/Jakarta")
 TODAY = date(2026, 12, 1)

@@ -19,10 +19,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import HEADER, csv_text
-from tokokita_etl.contract import REJECTED_ROWS, VALID_ROWS
 from tokokita_etl.errors import DataError, MissingPartitionError
-from tokokita_etl.extract import extract
-from tokokita_etl.transform import title_kota, transform
+from tokokita_etl.orders.contract import REJECTED_ROWS, VALID_ROWS
+from tokokita_etl.orders.extract import extract
+from tokokita_etl.orders.transform import title_kota, transform
 
 DAY = date(2026, 11, 10)
 GOOD = ["TK-1", "2026-11-10 10:00:00", "CUST-1", "Bandung", "Kaos", "2", "50000.00", "1000"]
@@ -553,7 +553,7 @@ def test_valid_rows_are_written_in_order_id_order_across_every_batch(tmp_path):
     the text must keep the sorted order on every thread and batch (the warehouses' indexes
     grow at their ends only then)."""
     from devtools.samples import generate_partition
-    from tokokita_etl.transform import STREAM_ROWS
+    from tokokita_etl.orders.transform import STREAM_ROWS
 
     raw = tmp_path / "raw"
     generate_partition(raw / f"pesanan_{DAY.isoformat()}.csv", DAY, 3 * STREAM_ROWS, seed=5)
@@ -571,7 +571,7 @@ def test_valid_rows_are_written_in_order_id_order_across_every_batch(tmp_path):
 def test_more_distinct_kota_and_produk_than_an_enum_holds_are_kept_as_text(tmp_path):
     """Kota and produk are kept as ENUMs of their distinct values up to MAX_ENUM_VALUES of
     them, and as text beyond: every row still gets its own normalised kota and produk."""
-    from tokokita_etl.transform import MAX_ENUM_VALUES
+    from tokokita_etl.orders.transform import MAX_ENUM_VALUES
 
     n = MAX_ENUM_VALUES + 5
     rows = [row(order_id=f"TK-{i}", kota=f" kota  {i}x ", produk=f"  Produk {i} ")

@@ -13,9 +13,9 @@ import pytest
 
 from devtools.reference import check_row
 from tests.conftest import csv_text
-from tokokita_etl.contract import REJECTED_ROWS, VALID_ROWS
-from tokokita_etl.extract import extract
-from tokokita_etl.transform import WS, title_kota, transform
+from tokokita_etl.orders.contract import REJECTED_ROWS, VALID_ROWS
+from tokokita_etl.orders.extract import extract
+from tokokita_etl.orders.transform import WS, title_kota, transform
 
 DAY = date(2026, 11, 10)
 GOOD = ["TK-1", "2026-11-10 10:00:00", "CUST-1", "Bandung", "Kaos", "2", "50000.00", "1000"]

@@ -142,7 +142,7 @@ def test_every_module_the_scheduler_preloads_imports(tmp_path):
     env = DEFAULTS["airflow-scheduler"].environment
     assert env["AIRFLOW__SCHEDULER__MP_START_METHOD"] == "forkserver"
     modules = [m.strip() for m in env["AIRFLOW__SCHEDULER__MP_FORKSERVER_PRELOAD"].split(",")]
-    assert "tokokita_etl.transform" in modules and "tokokita_airflow.operators" in modules
+    assert "tokokita_etl.orders.transform" in modules and "tokokita_airflow.operators" in modules
     code = "import importlib, sys\nfor m in sys.argv[1:]: importlib.import_module(m)"
     done = subprocess.run([sys.executable, "-c", code, *modules], capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": os.pathsep.join(

@@ -17,7 +17,7 @@ from typing import Any
 from fastapi import HTTPException, Request
 
 from tokokita_airflow.status_page.auth import DAG_ID
-from tokokita_etl.status import DateAction
+from tokokita_etl.runner.status import DateAction
 
 #: what each action adds to the run's conf
 CONF = {DateAction.REPROCESS: {"force": True}, DateAction.UNBLOCK: {"reset_attempts": True}}

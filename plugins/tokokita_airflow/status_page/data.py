@@ -1,4 +1,4 @@
-"""The page's rows: each date's state (`tokokita_etl.status.date_states`) with the DAG's runs."""
+"""The page's rows: each date's state (`tokokita_etl.runner.status.date_states`) with the DAG's runs."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def warehouse_problem() -> str | None:
     from tokokita_airflow.connections import ConnectionProblem
     from tokokita_airflow.runtime import pipeline_settings
     from tokokita_etl.errors import EtlError
-    from tokokita_etl.status import warehouse_problem as problem
+    from tokokita_etl.runner.status import warehouse_problem as problem
 
     try:
         return problem(pipeline_settings())
@@ -73,7 +73,7 @@ def status_rows(days: int | None) -> list[dict[str, Any]]:
     from tokokita_airflow.connections import ConnectionProblem, named
     from tokokita_airflow.runtime import pipeline_settings
     from tokokita_etl.errors import EtlError
-    from tokokita_etl.status import date_states
+    from tokokita_etl.runner.status import date_states
 
     try:
         settings = pipeline_settings()

@@ -22,7 +22,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup
 
 from tokokita_airflow.status_page.auth import DAG_ID, PREFIX
-from tokokita_etl.status import DateState
+from tokokita_etl.runner.status import DateState
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 #: the script exactly as the page sends it (the file without its final newline)

@@ -23,7 +23,7 @@ from sqlalchemy import Connection, text
 
 from tokokita_etl.config import Settings, default
 from tokokita_etl.errors import StateError, WarehouseError
-from tokokita_etl.state import (
+from tokokita_etl.runner.watermark import (
     Claim,
     Watermark,
     WatermarkRules,
@@ -31,7 +31,7 @@ from tokokita_etl.state import (
     check_entry,
     parse_claim,
 )
-from tokokita_etl.warehouse import Warehouse
+from tokokita_etl.warehouse.database import Warehouse
 
 #: the tables, by what they hold
 WATERMARK, CLAIMS, MANIFESTS = "state_watermark", "state_claims", "state_manifests"

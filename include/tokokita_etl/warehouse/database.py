@@ -42,9 +42,9 @@ from sqlalchemy.exc import ArgumentError, OperationalError, SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
 from tokokita_etl.config import Settings, default
-from tokokita_etl.contract import FACT_COLUMNS, REQUIRED_COLUMNS, SUMMARY_COLUMNS
 from tokokita_etl.errors import AccessDeniedError, ConfigError, WarehouseError
 from tokokita_etl.masking import mask_query_secrets
+from tokokita_etl.orders.contract import FACT_COLUMNS, REQUIRED_COLUMNS, SUMMARY_COLUMNS
 
 SQLITE_CACHE_KB = 128 * 1024
 SQLITE_SORT_CACHE_KB = 2000  # SQLite's default page cache
@@ -106,7 +106,7 @@ karantina = Table(
     PrimaryKeyConstraint("order_date", "line"),
 )
 
-#: the warehouse's identity: one row, written with the schema (`tokokita_etl.identity`); the
+#: the warehouse's identity: one row, written with the schema (`tokokita_etl.runner.identity`); the
 #: watermark records the id and revision of the warehouse its entries describe
 warehouse_identity = Table(
     "warehouse_identity", metadata,
@@ -118,10 +118,10 @@ warehouse_identity = Table(
 
 
 def __getattr__(name: str):
-    """The PostgreSQL connection classes (`tokokita_etl.pg_connection`), imported with psycopg
+    """The PostgreSQL connection classes (`tokokita_etl.warehouse.pg_connection`), imported with psycopg
     on first use only: an SQLite run never imports psycopg."""
     if name in ("NoAnswerError", "_AnsweredConnection"):
-        from tokokita_etl import pg_connection
+        from tokokita_etl.warehouse import pg_connection
 
         return getattr(pg_connection, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -131,7 +131,7 @@ def _no_answer_in(exc: BaseException) -> BaseException | None:
     """The deadline error (`pg_connection.NoAnswerError`) behind `exc`: cleanup code that runs
     on the closed connection (closing a cursor, ending a COPY) raises "the connection is
     closed" over it. None when psycopg's connection was never used (an SQLite warehouse)."""
-    pg = sys.modules.get("tokokita_etl.pg_connection")
+    pg = sys.modules.get("tokokita_etl.warehouse.pg_connection")
     if pg is None:
         return None
     seen: BaseException | None = exc
@@ -300,7 +300,7 @@ class Warehouse:
                     conn.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
 
             else:
-                from tokokita_etl.pg_connection import _AnsweredConnection
+                from tokokita_etl.warehouse.pg_connection import _AnsweredConnection
 
                 engine = create_engine(self.url, poolclass=NullPool,
                                        connect_args=self._postgresql_connect_args())
@@ -365,7 +365,7 @@ class Warehouse:
 
     def bump_revision(self, conn: Connection) -> dict[str, object]:
         """Count one more change of the warehouse's rows, inside the transaction making it:
-        its identity's id and new revision (`tokokita_etl.identity`), which the watermark
+        its identity's id and new revision (`tokokita_etl.runner.identity`), which the watermark
         records with the date's success."""
         row = conn.execute(text(
             "UPDATE warehouse_identity SET revision = revision + 1 "
@@ -472,7 +472,7 @@ class Warehouse:
                      batches: Iterable[pa.RecordBatch], constants: dict[str, str]) -> int:
         """`bulk_insert` into one of the warehouse's own tables on PostgreSQL: COPY in binary,
         each value in its column's type (the server parses no text; `pg_copy`)."""
-        from tokokita_etl import pg_copy
+        from tokokita_etl.warehouse import pg_copy
 
         # the constants first: with the row's field count they are one piece of every row
         fields = [self._copy_field(table.c[name]) for name in [*constants, *columns]]
@@ -493,7 +493,7 @@ class Warehouse:
 
     def _copy_field(self, column: Column):
         """How binary COPY sends `column` (a `pg_copy.Field`)."""
-        from tokokita_etl.pg_copy import Field
+        from tokokita_etl.warehouse.pg_copy import Field
 
         kind = column.type.dialect_impl(self.engine.dialect)
         if isinstance(kind, String):

@@ -1,8 +1,8 @@
 """The state store of a configuration: the tables of `state_url`, else the files of `state_dir`.
 
-Its own module because the database store (`state_db`) is built on the file store's rules
-(`state`): choosing between them here leaves neither importing the other back. The database
-store (SQLAlchemy) is imported only when it is the one configured.
+Both stores are built on the watermark's rules (`runner.watermark`); choosing between them here
+leaves neither importing the other. The database store (SQLAlchemy) is imported only when it is
+the one configured.
 """
 
 from __future__ import annotations
@@ -10,17 +10,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from tokokita_etl.config import Settings
-from tokokita_etl.state import StateStore
+from tokokita_etl.runner.stores.files import StateStore
 
 if TYPE_CHECKING:
-    from tokokita_etl.state_db import DatabaseStateStore
+    from tokokita_etl.runner.stores.database import DatabaseStateStore
 
 
 def state_store(settings: Settings) -> StateStore | DatabaseStateStore:
     """The state store of these settings: the database of `state_url`, else the files in
     `state_dir`."""
     if settings.state_db_url:
-        from tokokita_etl.state_db import DatabaseStateStore
+        from tokokita_etl.runner.stores.database import DatabaseStateStore
 
         return DatabaseStateStore.from_settings(settings)
     return StateStore(settings.state_file, settings.pipeline)

@@ -17,7 +17,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from sqlalchemy import text
 
-from tokokita_etl.contract import (
+from tokokita_etl.files import atomic_writer
+from tokokita_etl.orders.contract import (
     EXTRACT_ROWS,
     FACT_COLUMNS,
     OTHER_PARTITION,
@@ -28,8 +29,7 @@ from tokokita_etl.contract import (
     SUMMARY_COLUMNS,
     VALID_ROWS,
 )
-from tokokita_etl.files import atomic_writer
-from tokokita_etl.warehouse import Warehouse, fact_pesanan, karantina
+from tokokita_etl.warehouse.database import Warehouse, fact_pesanan, karantina
 
 STAGE_FACT = "stage_fact"
 KEY_COLUMNS = ("order_id", "kota", "line")  # staged when a new date's copy met a conflict

@@ -12,11 +12,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from tokokita_etl.checksums import fact_digest, rows_checksum
-from tokokita_etl.contract import SUMMARY_COLUMNS, VALID_ROWS
 from tokokita_etl.errors import ValidationError
-from tokokita_etl.gold import read_gold, staged_gold_path, write_gold
-from tokokita_etl.warehouse import FactTotals, Warehouse
+from tokokita_etl.orders.contract import SUMMARY_COLUMNS, VALID_ROWS
+from tokokita_etl.orders.gold import read_gold, staged_gold_path, write_gold
+from tokokita_etl.warehouse.checksums import fact_digest, rows_checksum
+from tokokita_etl.warehouse.database import FactTotals, Warehouse
 
 
 def rupiah(amount: Decimal) -> str:

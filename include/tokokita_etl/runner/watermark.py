@@ -1,33 +1,28 @@
-"""The run state: the watermark (one entry per partition date), the per-date claims and the
-run manifests, in one of two stores with the same fields and rules.
+"""The watermark (one entry per partition date), the claims and the rules by which a run's events
+change an entry, the same for every state store.
 
-- `StateStore`: files under `state_dir` (`state.json`, `claims/D.json`, `runs/*.json`), each
-  read-modify-write under an exclusive `flock`, each write atomic. The default, for one
-  machine (or workers sharing one POSIX folder).
-- `tokokita_etl.state_db.DatabaseStateStore`: tables in PostgreSQL (`state_url`), each
-  update one transaction holding the date's row lock, claims under the date's advisory lock:
-  exclusive across machines, no shared folder needed.
+Two stores hold them with the same fields and rules:
 
-`tokokita_etl.stores.state_store(settings)` picks one; the runs, the status and the command
-line go through it.
+- `tokokita_etl.runner.stores.files.StateStore`: files under `state_dir` (`state.json`,
+  `claims/D.json`, `runs/*.json`), each read-modify-write under an exclusive `flock`, each
+  write atomic. The default, for one machine (or workers sharing one POSIX folder).
+- `tokokita_etl.runner.stores.database.DatabaseStateStore`: tables in PostgreSQL
+  (`state_url`), each update one transaction holding the date's row lock, claims under the
+  date's advisory lock: exclusive across machines, no shared folder needed.
+
+`tokokita_etl.runner.stores.state_store(settings)` picks one; the runs, the status and the
+command line go through it (the tests also build a file store directly).
 """
 
 from __future__ import annotations
 
-import contextlib
-import copy
 import json
-import os
-import socket
-import tempfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime
-from pathlib import Path
 from typing import Any
 
 from tokokita_etl.errors import StateError
-from tokokita_etl.files import atomic_writer, locked, write_new_atomic, write_text_atomic
 
 SUCCESS = "success"
 FAILED = "failed"
@@ -90,21 +85,6 @@ _FIELD_RULES: dict[str, Callable[[Any], str | None]] = {
               else "must be an amount (a string such as \"12500.00\")")
        for name in ("bruto", "bersih")},
 }
-
-
-def cli_holder_finished(owner: str) -> bool | None:
-    """Whether a command-line run `owner` (`cli:host:pid:start`) on this host has exited
-    (None: not a command-line run of this host, so not ours to tell)."""
-    parts = owner.split(":", 3)
-    if len(parts) < 3 or parts[0] != "cli" or parts[1] != socket.gethostname():
-        return None
-    try:
-        os.kill(int(parts[2]), 0)
-    except ProcessLookupError:
-        return True
-    except (ValueError, PermissionError):
-        return None
-    return False
 
 
 def _intent_problem(value: Any) -> str | None:
@@ -374,205 +354,3 @@ class WatermarkRules:
             return previous
 
         return self.update_entry(day, mutate)
-
-
-class StateStore(WatermarkRules):
-    """The file store: `state.json` with an exclusive lock around every read-modify-write,
-    one claim file per date (`claims/D.json`) and one manifest file per run (`runs/`), all
-    beside the watermark."""
-
-    def __init__(self, path: Path, pipeline: str) -> None:
-        self.path = Path(path)
-        self.lock_path = self.path.with_name(self.path.name + ".lock")
-        self.pipeline = pipeline
-        self.claims_dir = self.path.parent / "claims"
-        self.runs_dir = self.path.parent / "runs"
-
-    @property
-    def location(self) -> str:
-        """Where the watermark is, for messages."""
-        return str(self.path)
-
-    def read(self) -> Watermark:
-        """Load the current watermark (an empty one when the file does not exist yet)."""
-        return Watermark(self._load())
-
-    def _locked(self) -> contextlib.AbstractContextManager[None]:
-        return locked(self.lock_path)
-
-    def _load(self) -> dict[str, Any]:
-        try:
-            text = self.path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return {"pipeline": self.pipeline, "runs": {}}
-        except (OSError, UnicodeDecodeError) as exc:
-            raise StateError(f"{self.path}: cannot read the watermark: {exc}") from None
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise StateError(
-                f"{self.path}: corrupt watermark (invalid JSON at line {exc.lineno}, "
-                f"column {exc.colno}: {exc.msg}); fix or restore it by hand, "
-                "it is never reset automatically"
-            ) from None
-        return check_document(str(self.path), data)
-
-    def check_writable(self) -> None:
-        """StateError unless the watermark and the manifests folder can be written now: an
-        existing watermark is rewritten with the same bytes (temporary file, fsync, rename:
-        what `update` does), a missing one and the manifests folder are probed with a
-        temporary file. Run before any stage, so a full or read-only state folder stops the
-        run before anything is loaded or published."""
-        try:
-            with self._locked():
-                try:
-                    current = self.path.read_bytes()
-                except FileNotFoundError:
-                    current = None
-                if current is not None:
-                    with atomic_writer(self.path, mode="wb") as handle:
-                        handle.write(current)
-                else:
-                    _probe(self.path.parent, self.path.name,
-                           json.dumps({"pipeline": self.pipeline, "runs": {}}).encode())
-        except OSError as exc:
-            raise StateError(
-                f"{self.path}: the watermark cannot be written ({exc.strerror or exc}); "
-                "nothing was run: free space or fix the permissions, then run again") from None
-        try:
-            self.runs_dir.mkdir(parents=True, exist_ok=True)
-            _probe(self.runs_dir, "probe", b"{}\n")
-        except OSError as exc:
-            raise StateError(f"{self.runs_dir}: the run manifests folder cannot be written "
-                             f"({exc.strerror or exc}); nothing was run") from None
-
-    def update(self, mutate: Callable[[dict[str, Any]], Any]) -> Any:
-        """Apply `mutate` to the document under the lock and save it atomically."""
-        with self._locked():
-            data = self._load()
-            before = copy.deepcopy(data)
-            result = mutate(data)
-            if data != before:
-                try:
-                    write_text_atomic(self.path, json.dumps(
-                        data, indent=2, ensure_ascii=False, sort_keys=False) + "\n")
-                except OSError as exc:  # the folder filled up (or turned read-only) since
-                    # check_writable: the change is not recorded, and the file is as it was
-                    raise StateError(
-                        f"{self.path}: the watermark cannot be written "
-                        f"({exc.strerror or exc}); it is unchanged: free space or fix the "
-                        "permissions, then run again") from None
-            return result
-
-    def update_entry(self, day: date, mutate: Callable[[dict[str, Any]], Any]) -> Any:
-        def change(data: dict[str, Any]) -> Any:
-            key = day.isoformat()
-            entry = data["runs"].setdefault(key, {})
-            result = mutate(entry)
-            if not entry:
-                del data["runs"][key]
-            data["runs"] = dict(sorted(data["runs"].items()))
-            return result
-
-        return self.update(change)
-
-    def export(self) -> dict[str, Any]:
-        """The watermark document (`state.json`'s format)."""
-        return self._load()
-
-    def import_entries(self, data: dict[str, Any]) -> list[str]:
-        """Add the entries of a watermark document; StateError naming the dates that already
-        have an entry here (nothing is imported then). Returns the imported dates."""
-
-        def add(current: dict[str, Any]) -> list[str]:
-            clash = sorted(set(current["runs"]) & set(data["runs"]))
-            if clash:
-                raise StateError(f"{self.path}: already holds entries for {', '.join(clash)}; "
-                                 "nothing was imported")
-            current["runs"] = dict(sorted({**current["runs"], **data["runs"]}.items()))
-            return sorted(data["runs"])
-
-        return self.update(add)
-
-    # -- claims --------------------------------------------------------------------------
-
-    def claim_location(self, day: date) -> str:
-        """Where `day`'s claim is, for messages."""
-        return str(self.claim_path(day))
-
-    def claim_path(self, day: date) -> Path:
-        """The claim file of `day`."""
-        return self.claims_dir / f"{day.isoformat()}.json"
-
-    @contextlib.contextmanager
-    def date_locked(self, day: date) -> Iterator[None]:
-        """Every look at a claim and its change happen under one lock of the claims folder."""
-        with locked(self.claims_dir / ".lock"):
-            yield
-
-    def read_claim(self, day: date) -> Claim | None:
-        """The current claim of `day`, or None; a damaged claim is a StateError naming it."""
-        path = self.claim_path(day)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise StateError(f"{path}: cannot read the claim: {exc}") from None
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise StateError(f"{path}: corrupt claim (invalid JSON: {exc.msg}); delete it if "
-                             "no run of this date is in progress") from None
-        return parse_claim(data, str(path))
-
-    def put_claim(self, day: date, claim: Claim) -> None:
-        """Write `day`'s claim (call under `date_locked`)."""
-        try:
-            write_text_atomic(self.claim_path(day), json.dumps(claim.to_dict()))
-        except OSError as exc:
-            raise StateError(f"{self.claim_path(day)}: the claim cannot be written "
-                             f"({exc.strerror or exc}); nothing was run: free space or fix "
-                             "the permissions, then run again") from None
-
-    def drop_claim(self, day: date) -> None:
-        """Remove `day`'s claim (call under `date_locked`)."""
-        self.claim_path(day).unlink(missing_ok=True)
-
-    # -- manifests -----------------------------------------------------------------------
-
-    def write_manifest(self, name: str, body: dict[str, Any]) -> tuple[str, str]:
-        """Write a run's manifest as `runs/<name>.json` (or `<name>-2.json`...: never
-        replaces one); returns its final name and where it went."""
-        text = json.dumps(body, indent=2, ensure_ascii=False) + "\n"
-        try:
-            path = write_new_atomic(self.runs_dir / f"{name}.json", text)
-        except OSError as exc:
-            raise StateError(f"{self.runs_dir / name}.json: the run manifest cannot be "
-                             f"written ({exc.strerror or exc}): free space or fix the "
-                             "permissions") from None
-        return path.stem, str(path)
-
-    def manifests(self, day: date) -> Iterator[dict[str, Any]]:
-        """The manifests of `day`, newest first (unreadable ones are passed over)."""
-        paths = sorted(self.runs_dir.glob(f"run-{day.isoformat()}-*.json"),
-                       key=lambda path: path.stat().st_mtime_ns, reverse=True)
-        for path in paths:
-            try:
-                body = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-                continue
-            if isinstance(body, dict):
-                yield body
-
-
-def _probe(folder: Path, name: str, content: bytes) -> None:
-    """Write, fsync and remove a temporary file in `folder` (OSError when it cannot)."""
-    fd, probe = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=folder)
-    try:
-        os.write(fd, content)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-        os.unlink(probe)
-

@@ -30,11 +30,11 @@ from tokokita_etl.errors import (
     ValidationError,
     WarehouseError,
 )
-from tokokita_etl.schedule import local_today
-from tokokita_etl.state import failures_since_success
+from tokokita_etl.runner.schedule import local_today
+from tokokita_etl.runner.watermark import failures_since_success
 
 if TYPE_CHECKING:
-    from tokokita_etl.state import Watermark
+    from tokokita_etl.runner.watermark import Watermark
 
 
 class Action(StrEnum):

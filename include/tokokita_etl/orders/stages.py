@@ -43,7 +43,7 @@ RAW_COPY, GOLD_COPY, QUARANTINE_COPY = "raw", "gold", "quarantine"
 
 
 def _extract(settings: Settings, day: date) -> dict[str, Any]:
-    from tokokita_etl.extract import extract
+    from tokokita_etl.orders.extract import extract
 
     staging = settings.staging_path(day)
     if staging.exists():
@@ -60,7 +60,7 @@ def _extract(settings: Settings, day: date) -> dict[str, Any]:
 def _extract_object(settings: Settings, day: date, staging: Path) -> dict[str, Any]:
     """Extract a partition that is an object: fetched whole into the working copy, then read
     by the same reader as a local file; its messages and record name the object."""
-    from tokokita_etl.extract import extract
+    from tokokita_etl.orders.extract import extract
     from tokokita_etl.storage import download
 
     url, local_raw = str(partition_path(settings.raw_dir, day)), staging / RAW_COPY
@@ -80,15 +80,15 @@ def _extract_object(settings: Settings, day: date, staging: Path) -> dict[str, A
 
 
 def _transform(settings: Settings, day: date) -> dict[str, Any]:
-    from tokokita_etl.transform import transform
+    from tokokita_etl.orders.transform import transform
 
     return transform(day, settings.staging_path(day), tz=settings.timezone,
                      memory_limit=settings.duckdb_memory_limit).to_dict()
 
 
 def _load(settings: Settings, day: date) -> dict[str, Any]:
-    from tokokita_etl.load import load
-    from tokokita_etl.warehouse import Warehouse
+    from tokokita_etl.orders.load import load
+    from tokokita_etl.warehouse.database import Warehouse
 
     warehouse = Warehouse.from_settings(settings)
     staging, target = settings.staging_path(day), settings.quarantine_path(day)
@@ -111,10 +111,10 @@ def _gold_folder(settings: Settings, day: date) -> Path:
 
 
 def _validate(settings: Settings, day: date) -> dict[str, Any]:
-    from tokokita_etl.policy import volume_warnings
-    from tokokita_etl.stores import state_store
-    from tokokita_etl.validate import validate
-    from tokokita_etl.warehouse import Warehouse
+    from tokokita_etl.orders.validate import validate
+    from tokokita_etl.runner.policy import volume_warnings
+    from tokokita_etl.runner.stores import state_store
+    from tokokita_etl.warehouse.database import Warehouse
 
     warehouse = Warehouse.from_settings(settings)
     conflicts = read_stage(settings, day, "load")["conflicts"]
@@ -131,7 +131,7 @@ def _validate(settings: Settings, day: date) -> dict[str, Any]:
 
 
 def _publish_gold(settings: Settings, day: date) -> dict[str, Any]:
-    from tokokita_etl.gold import publish_gold, staged_gold_path
+    from tokokita_etl.orders.gold import publish_gold, staged_gold_path
 
     read_stage(settings, day, "validate")  # only a validated run may publish
     if not is_url(settings.gold_dir):

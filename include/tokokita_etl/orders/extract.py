@@ -22,9 +22,9 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from tokokita_etl.config import partition_path
-from tokokita_etl.contract import EXTRACT_MALFORMED, EXTRACT_ROWS, REQUIRED_COLUMNS
 from tokokita_etl.errors import DataError, MissingPartitionError
 from tokokita_etl.files import atomic_path, atomic_writer
+from tokokita_etl.orders.contract import EXTRACT_MALFORMED, EXTRACT_ROWS, REQUIRED_COLUMNS
 
 log = logging.getLogger(__name__)
 BATCH_ROWS = 65_536

@@ -3,7 +3,7 @@
 One rule in one place: a date is **done**, **due**, **waiting** for its file, **missing**,
 **running** (another run holds its claim), **failed** (attempts left) or **blocked**, decided
 from the watermark, the raw folder, the claims and the attempts policy
-(`tokokita_etl.policy`). The command line and the Airflow status page only show these rows.
+(`tokokita_etl.runner.policy`). The command line and the Airflow status page only show these rows.
 """
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ from typing import Any
 
 from tokokita_etl.config import PATH_SETTINGS, Settings, catchup_bound, partition_exists
 from tokokita_etl.errors import EtlError
-from tokokita_etl.policy import (
+from tokokita_etl.runner.claims import interrupted_stage, read_claim, settled_watermark
+from tokokita_etl.runner.liveness import cli_holder_finished
+from tokokita_etl.runner.policy import (
     Action,
     days_back,
     decide,
@@ -26,15 +28,9 @@ from tokokita_etl.policy import (
     unblock_hint,
     wait_deadline,
 )
-from tokokita_etl.runs import (
-    cli_holder_finished,
-    interrupted_stage,
-    read_claim,
-    settled_watermark,
-)
-from tokokita_etl.schedule import fire_time_for_partition, local_today
-from tokokita_etl.state import FAILED, STOPPED, SUCCESS
-from tokokita_etl.stores import state_store
+from tokokita_etl.runner.schedule import fire_time_for_partition, local_today
+from tokokita_etl.runner.stores import state_store
+from tokokita_etl.runner.watermark import FAILED, STOPPED, SUCCESS
 
 
 class DateAction(StrEnum):
@@ -223,7 +219,7 @@ def _state_of(settings: Settings, state, day: date, now: datetime, *, present: b
 def warehouse_problem(settings: Settings) -> str | None:
     """Why the warehouse is not the one the watermark describes (`identity.verify`: every
     run is refused until it is), or None; shown above the dates' states."""
-    from tokokita_etl.identity import WarehouseIdentityError, verify
+    from tokokita_etl.runner.identity import WarehouseIdentityError, verify
 
     store = state_store(settings)
     try:
@@ -255,7 +251,7 @@ def status_rows(settings: Settings, now: datetime | None = None,
                 days: int | None = None) -> list[dict[str, Any]]:
     """`date_states` at `now` (default: the real clock)."""
     if now is None:
-        from tokokita_etl.runs import utc_now
+        from tokokita_etl.runner.schedule import utc_now
 
         now = utc_now()
     return date_states(settings, now, days)

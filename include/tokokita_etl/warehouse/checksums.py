@@ -26,7 +26,7 @@ from sqlalchemy import Column, Date, DateTime, Integer, Numeric, String
 from sqlalchemy.engine import Connection
 from sqlalchemy.types import TypeEngine
 
-from tokokita_etl.warehouse import Warehouse, fact_pesanan
+from tokokita_etl.warehouse.database import Warehouse, fact_pesanan
 
 FETCH_ROWS = 50_000  # rows per fetch when digesting a date (SQLite)
 

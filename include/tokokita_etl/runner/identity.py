@@ -29,8 +29,8 @@ from sqlalchemy import text
 
 from tokokita_etl.config import Settings
 from tokokita_etl.errors import StateError, WarehouseError
-from tokokita_etl.state import IN_PROGRESS, SUCCESS, Watermark
-from tokokita_etl.warehouse import Warehouse
+from tokokita_etl.runner.watermark import IN_PROGRESS, SUCCESS, Watermark
+from tokokita_etl.warehouse.database import Warehouse
 
 #: the entry field naming the warehouse a date's recorded outcome describes
 WAREHOUSE = "warehouse"
@@ -223,7 +223,7 @@ class Reconciled:
 
 
 def _held_checksums(warehouse: Warehouse, day: date) -> dict[str, str]:
-    from tokokita_etl.checksums import fact_digest, rows_checksum
+    from tokokita_etl.warehouse.checksums import fact_digest, rows_checksum
 
     with warehouse.begin(label="warehouse", read_only=True) as conn:
         fact = fact_digest(warehouse, conn, day)
@@ -240,7 +240,7 @@ def reconcile(settings: Settings, now: datetime) -> Reconciled:
     *needs re-run* (a failed outcome that is not a failure of the partition: its failures
     since the last success are kept). The next run of such a date reloads it.
     """
-    from tokokita_etl.stores import state_store
+    from tokokita_etl.runner.stores import state_store
 
     warehouse = Warehouse.from_settings(settings)
     store = state_store(settings)

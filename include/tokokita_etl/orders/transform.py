@@ -14,7 +14,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tokokita_etl.config import default
-from tokokita_etl.contract import (
+from tokokita_etl.files import atomic_path
+from tokokita_etl.orders.contract import (
     ALL_REASONS,
     BAD_DISCOUNT,
     BAD_ORDER_TS,
@@ -33,7 +34,6 @@ from tokokita_etl.contract import (
     VALID_ROWS,
     WRONG_DATE,
 )
-from tokokita_etl.files import atomic_path
 
 #: what every field is trimmed of, and whose runs inside `kota` collapse to one space: every
 #: character Python's `str.isspace` accepts (ASCII whitespace, the information separators

@@ -1,11 +1,11 @@
 """Dates: which partition a run processes, when a partition's run fires, command-line dates.
 
-The decisions about a date (due, run, skip, blocked) are in `tokokita_etl.policy`.
+The decisions about a date (due, run, skip, blocked) are in `tokokita_etl.runner.policy`.
 """
 
 from __future__ import annotations
 
-from datetime import date, datetime, time, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
 from tokokita_etl.errors import ConfigError
@@ -83,3 +83,8 @@ def fire_time_for_partition(day: date, cron: str, tz: str) -> datetime:
         raise ConfigError(f"cron {cron!r} does not fire on {day + timedelta(days=1)} in {tz}, "
                           f"so no scheduled run processes {day}")
     return runs[0]
+
+
+def utc_now() -> datetime:
+    """The real clock, in UTC."""
+    return datetime.now(UTC)

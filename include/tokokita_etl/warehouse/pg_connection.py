@@ -1,7 +1,7 @@
 """The warehouse's PostgreSQL connection: psycopg with a deadline of its own for every answer.
 
 Its own module so that psycopg is imported only by a PostgreSQL warehouse (`Warehouse.engine`,
-or the state database); `tokokita_etl.warehouse` names these classes too.
+or the state database); `tokokita_etl.warehouse.database` names these classes too.
 """
 
 from __future__ import annotations

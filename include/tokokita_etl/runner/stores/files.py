@@ -1,0 +1,226 @@
+"""The file state store: `state.json` under an exclusive lock, one claim file per date and one
+manifest file per run, all beside the watermark.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import os
+import tempfile
+from collections.abc import Callable, Iterator
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+from tokokita_etl.errors import StateError
+from tokokita_etl.files import atomic_writer, locked, write_new_atomic, write_text_atomic
+from tokokita_etl.runner.watermark import (
+    Claim,
+    Watermark,
+    WatermarkRules,
+    check_document,
+    parse_claim,
+)
+
+
+class StateStore(WatermarkRules):
+    """The file store: `state.json` with an exclusive lock around every read-modify-write,
+    one claim file per date (`claims/D.json`) and one manifest file per run (`runs/`), all
+    beside the watermark."""
+
+    def __init__(self, path: Path, pipeline: str) -> None:
+        self.path = Path(path)
+        self.lock_path = self.path.with_name(self.path.name + ".lock")
+        self.pipeline = pipeline
+        self.claims_dir = self.path.parent / "claims"
+        self.runs_dir = self.path.parent / "runs"
+
+    @property
+    def location(self) -> str:
+        """Where the watermark is, for messages."""
+        return str(self.path)
+
+    def read(self) -> Watermark:
+        """Load the current watermark (an empty one when the file does not exist yet)."""
+        return Watermark(self._load())
+
+    def _locked(self) -> contextlib.AbstractContextManager[None]:
+        return locked(self.lock_path)
+
+    def _load(self) -> dict[str, Any]:
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return {"pipeline": self.pipeline, "runs": {}}
+        except (OSError, UnicodeDecodeError) as exc:
+            raise StateError(f"{self.path}: cannot read the watermark: {exc}") from None
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise StateError(
+                f"{self.path}: corrupt watermark (invalid JSON at line {exc.lineno}, "
+                f"column {exc.colno}: {exc.msg}); fix or restore it by hand, "
+                "it is never reset automatically"
+            ) from None
+        return check_document(str(self.path), data)
+
+    def check_writable(self) -> None:
+        """StateError unless the watermark and the manifests folder can be written now: an
+        existing watermark is rewritten with the same bytes (temporary file, fsync, rename:
+        what `update` does), a missing one and the manifests folder are probed with a
+        temporary file. Run before any stage, so a full or read-only state folder stops the
+        run before anything is loaded or published."""
+        try:
+            with self._locked():
+                try:
+                    current = self.path.read_bytes()
+                except FileNotFoundError:
+                    current = None
+                if current is not None:
+                    with atomic_writer(self.path, mode="wb") as handle:
+                        handle.write(current)
+                else:
+                    _probe(self.path.parent, self.path.name,
+                           json.dumps({"pipeline": self.pipeline, "runs": {}}).encode())
+        except OSError as exc:
+            raise StateError(
+                f"{self.path}: the watermark cannot be written ({exc.strerror or exc}); "
+                "nothing was run: free space or fix the permissions, then run again") from None
+        try:
+            self.runs_dir.mkdir(parents=True, exist_ok=True)
+            _probe(self.runs_dir, "probe", b"{}\n")
+        except OSError as exc:
+            raise StateError(f"{self.runs_dir}: the run manifests folder cannot be written "
+                             f"({exc.strerror or exc}); nothing was run") from None
+
+    def update(self, mutate: Callable[[dict[str, Any]], Any]) -> Any:
+        """Apply `mutate` to the document under the lock and save it atomically."""
+        with self._locked():
+            data = self._load()
+            before = copy.deepcopy(data)
+            result = mutate(data)
+            if data != before:
+                try:
+                    write_text_atomic(self.path, json.dumps(
+                        data, indent=2, ensure_ascii=False, sort_keys=False) + "\n")
+                except OSError as exc:  # the folder filled up (or turned read-only) since
+                    # check_writable: the change is not recorded, and the file is as it was
+                    raise StateError(
+                        f"{self.path}: the watermark cannot be written "
+                        f"({exc.strerror or exc}); it is unchanged: free space or fix the "
+                        "permissions, then run again") from None
+            return result
+
+    def update_entry(self, day: date, mutate: Callable[[dict[str, Any]], Any]) -> Any:
+        def change(data: dict[str, Any]) -> Any:
+            key = day.isoformat()
+            entry = data["runs"].setdefault(key, {})
+            result = mutate(entry)
+            if not entry:
+                del data["runs"][key]
+            data["runs"] = dict(sorted(data["runs"].items()))
+            return result
+
+        return self.update(change)
+
+    def export(self) -> dict[str, Any]:
+        """The watermark document (`state.json`'s format)."""
+        return self._load()
+
+    def import_entries(self, data: dict[str, Any]) -> list[str]:
+        """Add the entries of a watermark document; StateError naming the dates that already
+        have an entry here (nothing is imported then). Returns the imported dates."""
+
+        def add(current: dict[str, Any]) -> list[str]:
+            clash = sorted(set(current["runs"]) & set(data["runs"]))
+            if clash:
+                raise StateError(f"{self.path}: already holds entries for {', '.join(clash)}; "
+                                 "nothing was imported")
+            current["runs"] = dict(sorted({**current["runs"], **data["runs"]}.items()))
+            return sorted(data["runs"])
+
+        return self.update(add)
+
+    # -- claims --------------------------------------------------------------------------
+
+    def claim_location(self, day: date) -> str:
+        """Where `day`'s claim is, for messages."""
+        return str(self.claim_path(day))
+
+    def claim_path(self, day: date) -> Path:
+        """The claim file of `day`."""
+        return self.claims_dir / f"{day.isoformat()}.json"
+
+    @contextlib.contextmanager
+    def date_locked(self, day: date) -> Iterator[None]:
+        """Every look at a claim and its change happen under one lock of the claims folder."""
+        with locked(self.claims_dir / ".lock"):
+            yield
+
+    def read_claim(self, day: date) -> Claim | None:
+        """The current claim of `day`, or None; a damaged claim is a StateError naming it."""
+        path = self.claim_path(day)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise StateError(f"{path}: cannot read the claim: {exc}") from None
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise StateError(f"{path}: corrupt claim (invalid JSON: {exc.msg}); delete it if "
+                             "no run of this date is in progress") from None
+        return parse_claim(data, str(path))
+
+    def put_claim(self, day: date, claim: Claim) -> None:
+        """Write `day`'s claim (call under `date_locked`)."""
+        try:
+            write_text_atomic(self.claim_path(day), json.dumps(claim.to_dict()))
+        except OSError as exc:
+            raise StateError(f"{self.claim_path(day)}: the claim cannot be written "
+                             f"({exc.strerror or exc}); nothing was run: free space or fix "
+                             "the permissions, then run again") from None
+
+    def drop_claim(self, day: date) -> None:
+        """Remove `day`'s claim (call under `date_locked`)."""
+        self.claim_path(day).unlink(missing_ok=True)
+
+    # -- manifests -----------------------------------------------------------------------
+
+    def write_manifest(self, name: str, body: dict[str, Any]) -> tuple[str, str]:
+        """Write a run's manifest as `runs/<name>.json` (or `<name>-2.json`...: never
+        replaces one); returns its final name and where it went."""
+        text = json.dumps(body, indent=2, ensure_ascii=False) + "\n"
+        try:
+            path = write_new_atomic(self.runs_dir / f"{name}.json", text)
+        except OSError as exc:
+            raise StateError(f"{self.runs_dir / name}.json: the run manifest cannot be "
+                             f"written ({exc.strerror or exc}): free space or fix the "
+                             "permissions") from None
+        return path.stem, str(path)
+
+    def manifests(self, day: date) -> Iterator[dict[str, Any]]:
+        """The manifests of `day`, newest first (unreadable ones are passed over)."""
+        paths = sorted(self.runs_dir.glob(f"run-{day.isoformat()}-*.json"),
+                       key=lambda path: path.stat().st_mtime_ns, reverse=True)
+        for path in paths:
+            try:
+                body = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+                continue
+            if isinstance(body, dict):
+                yield body
+
+
+def _probe(folder: Path, name: str, content: bytes) -> None:
+    """Write, fsync and remove a temporary file in `folder` (OSError when it cannot)."""
+    fd, probe = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=folder)
+    try:
+        os.write(fd, content)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+        os.unlink(probe)
