@@ -19,6 +19,7 @@ from tokokita_etl.config import (
     Settings,
     default,
     load_settings,
+    present_in,
     shown,
     stack_environment,
 )
@@ -174,7 +175,7 @@ def cmd_due(args: argparse.Namespace) -> int:
     clock = parse_now(args.now, settings.timezone)
     state = settled_watermark(settings, clock)
     verify(settings, state, where=state_store(settings).location)  # no date is due on another
-    dates = due_runs(state, clock, settings.raw_dir,
+    dates = due_runs(state, clock, present_in(settings.raw_dir),
                      settings.lookback_days, settings.max_attempts, tz=settings.timezone)
     if args.json:
         print(json.dumps([d.isoformat() for d in dates]))

@@ -11,6 +11,7 @@ records where each of its values came from (`Settings.source`, `tokokita-etl con
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
@@ -504,6 +505,11 @@ def partition_file_exists(path: Location) -> bool:
 def partition_exists(raw_dir: Location, day: date) -> bool:
     """Whether partition `day` is there (`partition_file_exists` of its exact file)."""
     return partition_file_exists(partition_path(raw_dir, day))
+
+
+def present_in(raw_dir: Location) -> Callable[[date], bool]:
+    """Whether a date's partition is in `raw_dir`: the question `due_runs` asks of each date."""
+    return functools.partial(partition_exists, raw_dir)
 
 
 def gold_path(gold_dir: Location, day: date) -> Location:

@@ -86,6 +86,7 @@ entries = st.one_of(
        states=st.lists(entries, min_size=16, max_size=16))
 def test_catchup_runs_process_exactly_the_due_dates(timetable, day, at, utc_clock, lookback,
                                                     max_attempts, present, states):
+    from tokokita_etl.config import present_in
     from tokokita_etl.runner.policy import due_runs
     from tokokita_etl.runner.stores.files import StateStore
 
@@ -106,7 +107,7 @@ def test_catchup_runs_process_exactly_the_due_dates(timetable, day, at, utc_cloc
         start = datetime.combine(day - timedelta(days=20), time(0, 0), tzinfo=JKT)
 
         airflow_dates = processed_dates(timetable, store, raw, now, start, lookback, max_attempts)
-        due = due_runs(store.read(), now, raw, lookback, max_attempts, tz="Asia/Jakarta")
+        due = due_runs(store.read(), now, present_in(raw), lookback, max_attempts, tz="Asia/Jakarta")
 
     local = now.astimezone(JKT)
     if local.time() < time(2, 30):

@@ -163,6 +163,7 @@ def wait_past_midnight(now: datetime, margin_s: float = 420) -> float:
 def e2e(tmp_path_factory, request):
     """The seeded, running stack (default or scale-out profile); stopped and its databases
     dropped afterwards."""
+    from tokokita_etl.config import present_in
     from tokokita_etl.runner.policy import due_runs
     from tokokita_etl.runner.stores import state_store
 
@@ -182,7 +183,7 @@ def e2e(tmp_path_factory, request):
         with stack.object_store():  # this process reads and writes the stack's bucket
             seed(stack, plan)
             settings = stack.settings()
-            plan.due_before = due_runs(state_store(settings).read(), plan.now, settings.raw_dir,
+            plan.due_before = due_runs(state_store(settings).read(), plan.now, present_in(settings.raw_dir),
                                        settings.lookback_days, settings.max_attempts,
                                        tz=settings.timezone)
             stack.start()
@@ -309,11 +310,12 @@ def test_catchup_processes_exactly_the_due_runs(e2e):
     assert stack.warehouse_dates() == done
     assert stack.gold_dates() == done
     # nothing is left due at this clock
+    from tokokita_etl.config import present_in
     from tokokita_etl.runner.policy import due_runs
     from tokokita_etl.runner.watermark import Watermark
 
     settings = stack.settings()
-    assert due_runs(Watermark({"runs": marks}), plan.now, settings.raw_dir,
+    assert due_runs(Watermark({"runs": marks}), plan.now, present_in(settings.raw_dir),
                     settings.lookback_days, settings.max_attempts, tz=JKT) == []
 
 

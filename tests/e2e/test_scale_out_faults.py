@@ -171,12 +171,13 @@ def reference_gold(root: Path, partitions: dict[date, bytes]) -> dict[date, byte
 
 
 def due_now(stack: EphemeralStack) -> list[date]:
+    from tokokita_etl.config import present_in
     from tokokita_etl.runner.policy import due_runs
     from tokokita_etl.runner.stores import state_store
 
     settings = stack.settings()
     with stack.object_store():
-        return due_runs(state_store(settings).read(), datetime.now(UTC), settings.raw_dir,
+        return due_runs(state_store(settings).read(), datetime.now(UTC), present_in(settings.raw_dir),
                         settings.lookback_days, settings.max_attempts, tz=settings.timezone)
 
 

@@ -72,6 +72,7 @@ import pytest
 from devtools.samples import generate_partition
 from tests.conftest import Workspace, clean_env, run_cli
 from tests.faults.conftest import final_files, warehouse_rows
+from tokokita_etl.config import present_in
 from tokokita_etl.orders.contract import STAGED_GOLD_PREFIX
 from tokokita_etl.orders.stages import STAGE_NAMES
 from tokokita_etl.pipeline import run_for_date
@@ -582,7 +583,7 @@ def _check_coherent(s: Stores, versions: dict[str, Version], other: dict,
     clock = parse_now(f"{DAY + timedelta(days=1)}T03:00", settings.timezone)
     row = next(r for r in status_rows(settings, clock) if r["date"] == DAY.isoformat())
     due = [d.isoformat() for d in due_runs(settled_watermark(settings, clock), clock,
-                                           settings.raw_dir, settings.lookback_days,
+                                           present_in(settings.raw_dir), settings.lookback_days,
                                            settings.max_attempts, tz=settings.timezone)]
     if IN_PROGRESS in entry:
         assert killed.ended is None

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from tokokita_etl.config import partition_path
+from tokokita_etl.config import partition_path, present_in
 from tokokita_etl.errors import (
     BlockedError,
     ConcurrentRunError,
@@ -27,8 +27,8 @@ from tokokita_etl.errors import (
     ValidationError,
     WarehouseError,
 )
+from tokokita_etl.orders.validate import VOLUME_HISTORY_DAYS, volume_warnings
 from tokokita_etl.runner.policy import (
-    VOLUME_HISTORY_DAYS,
     Action,
     ErrorKind,
     SensorAction,
@@ -48,7 +48,6 @@ from tokokita_etl.runner.policy import (
     sensor_decision,
     stage_decision,
     unblock_hint,
-    volume_warnings,
 )
 from tokokita_etl.runner.stores.files import StateStore
 from tokokita_etl.runner.watermark import FAILED, SUCCESS, Watermark
@@ -124,7 +123,7 @@ def test_a_date_reprocessed_three_times_then_failing_once_is_not_blocked(tmp_pat
     assert gate_decision(state, DAY, run_type="scheduled", now=at("2026-11-03 03:00"),
                          lookback_days=7, max_attempts=MAX, tz="Asia/Jakarta").action is Action.RUN
     assert stage_decision(state, DAY, max_attempts=MAX).action is Action.RUN
-    assert due_runs(state, at("2026-11-03 03:00"), _raw_with(tmp_path, DAY), 7, MAX,
+    assert due_runs(state, at("2026-11-03 03:00"), present_in(_raw_with(tmp_path, DAY)), 7, MAX,
                     tz="Asia/Jakarta") == [DAY]
 
 
@@ -460,7 +459,8 @@ def test_due_runs_lists_exactly_the_dates_in_the_lookback_with_a_partition_that_
             if file != "none":
                 partition_path(raw, day).write_bytes(b"" if file == "empty" else b"order_id\n")
         state = Watermark({"runs": runs})
-        due = due_runs(state, now, raw, lookback_days=lookback, max_attempts=max_attempts, tz="Asia/Jakarta")
+        due = due_runs(state, now, present_in(raw), lookback_days=lookback,
+                       max_attempts=max_attempts, tz="Asia/Jakarta")
 
     window = [today - timedelta(days=n) for n in range(1, lookback + 1)]
     with_partition = [d for offset, (_, file) in enumerate(days)
@@ -490,6 +490,6 @@ def test_windows_reaching_back_past_year_1_stop_at_its_first_date():
         partition_path(raw, first).write_bytes(b"order_id\n")
         state = Watermark({"runs": {}})
         now = datetime(1, 1, 2, 12, tzinfo=ZoneInfo("UTC"))
-        assert due_runs(state, now, raw, lookback_days=7, max_attempts=3, tz="UTC") == [first]
+        assert due_runs(state, now, present_in(raw), lookback_days=7, max_attempts=3, tz="UTC") == [first]
     assert not outside_lookback(first, now, 7, "UTC")
     assert volume_warnings(state, first, 5, 0.5) == []

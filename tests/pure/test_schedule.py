@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import HEADER, SAMPLE_DATES, SAMPLE_RAW
-from tokokita_etl.config import partition_path
+from tokokita_etl.config import partition_path, present_in
 from tokokita_etl.errors import ConfigError
 from tokokita_etl.runner.policy import decide, due_runs
 from tokokita_etl.runner.schedule import local_today, parse_now, parse_run_date
@@ -25,7 +25,7 @@ JKT = ZoneInfo(ZONE)
 
 def due(state: Watermark, now: datetime, raw_dir: Path, **given) -> list[date]:
     """`due_runs` with the look-back, attempts and zone of these tests unless `given`."""
-    return due_runs(state, now, raw_dir, **{"lookback_days": 7, "max_attempts": 3, "tz": ZONE,
+    return due_runs(state, now, present_in(raw_dir), **{"lookback_days": 7, "max_attempts": 3, "tz": ZONE,
                                              **given})
 D02, D03, D04 = SAMPLE_DATES
 

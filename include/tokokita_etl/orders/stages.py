@@ -111,8 +111,7 @@ def _gold_folder(settings: Settings, day: date) -> Path:
 
 
 def _validate(settings: Settings, day: date) -> dict[str, Any]:
-    from tokokita_etl.orders.validate import validate
-    from tokokita_etl.runner.policy import volume_warnings
+    from tokokita_etl.orders.validate import validate, volume_warnings
     from tokokita_etl.runner.stores import state_store
     from tokokita_etl.warehouse.database import Warehouse
 

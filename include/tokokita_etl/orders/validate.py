@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import date
@@ -15,6 +16,8 @@ import pyarrow.parquet as pq
 from tokokita_etl.errors import ValidationError
 from tokokita_etl.orders.contract import SUMMARY_COLUMNS, VALID_ROWS
 from tokokita_etl.orders.gold import read_gold, staged_gold_path, write_gold
+from tokokita_etl.runner.policy import days_before
+from tokokita_etl.runner.watermark import Watermark
 from tokokita_etl.warehouse.checksums import fact_digest, rows_checksum
 from tokokita_etl.warehouse.database import FactTotals, Warehouse
 
@@ -137,3 +140,30 @@ def validate(warehouse: Warehouse, day: date, staging: Path, gold_dir: Path,
     return result
 
 
+#: how many earlier successful dates the volume check compares with
+VOLUME_HISTORY_DAYS = 7
+
+
+def volume_warnings(state: Watermark, day: date, valid_rows: int,
+                    min_share: float) -> list[str]:
+    """Warnings when `day` processed no valid rows, or fewer than `min_share` of the median.
+
+    The median is over the valid (fact) rows of the successful dates among the
+    `VOLUME_HISTORY_DAYS` days before `day`; with no such date only the zero check applies.
+    """
+    if valid_rows == 0:
+        return [f"{day}: 0 valid rows (every row was quarantined, or the partition is empty)"]
+    history = []
+    for earlier in days_before(day, VOLUME_HISTORY_DAYS):
+        rows = state.entry(earlier).get("rows")
+        if state.has_success(earlier) and isinstance(rows, dict) and \
+                isinstance(rows.get("fact"), int):
+            history.append(rows["fact"])
+    if not history:
+        return []
+    median = statistics.median(history)
+    if valid_rows < min_share * median:
+        return [f"{day}: {valid_rows} valid rows, below {min_share:g} of the median "
+                f"{median:g} of the {len(history)} earlier successful dates in the last "
+                f"{VOLUME_HISTORY_DAYS} days"]
+    return []

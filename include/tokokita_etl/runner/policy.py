@@ -11,14 +11,12 @@ call these functions; none of them compares attempts with `max_attempts` itself.
 from __future__ import annotations
 
 import errno
-import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from enum import StrEnum
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tokokita_etl.config import partition_exists
 from tokokita_etl.errors import (
     BlockedError,
     ConcurrentRunError,
@@ -147,11 +145,12 @@ def days_before(day: date, days: int) -> list[date]:
     return [first + timedelta(days=n) for n in range((day - first).days)]
 
 
-def due_runs(state: Watermark, now: datetime, raw_dir: Path, lookback_days: int,
-             max_attempts: int, *, tz: str) -> list[date]:
-    """Past dates inside the lookback window with a partition that `decide` would run."""
+def due_runs(state: Watermark, now: datetime, present: Callable[[date], bool],
+             lookback_days: int, max_attempts: int, *, tz: str) -> list[date]:
+    """Past dates inside the lookback window with a partition (`present`, such as
+    `config.present_in(raw_dir)`) that `decide` would run."""
     return [day for day in days_before(local_today(now, tz), lookback_days)
-            if partition_exists(raw_dir, day)
+            if present(day)
             and decide(state, day, max_attempts=max_attempts).action is Action.RUN]
 
 
@@ -273,32 +272,3 @@ def retry_decision(error: BaseException, state: Watermark, day: date,
                                         f"last success (max_attempts={max_attempts}): no "
                                         "retry, whatever `retries` says")
     return Decision(Action.RUN, f"{kind.value} error with attempts left: retry")
-
-
-#: how many earlier successful dates the volume check compares with
-VOLUME_HISTORY_DAYS = 7
-
-
-def volume_warnings(state: Watermark, day: date, valid_rows: int,
-                    min_share: float) -> list[str]:
-    """Warnings when `day` processed no valid rows, or fewer than `min_share` of the median.
-
-    The median is over the valid (fact) rows of the successful dates among the
-    `VOLUME_HISTORY_DAYS` days before `day`; with no such date only the zero check applies.
-    """
-    if valid_rows == 0:
-        return [f"{day}: 0 valid rows (every row was quarantined, or the partition is empty)"]
-    history = []
-    for earlier in days_before(day, VOLUME_HISTORY_DAYS):
-        rows = state.entry(earlier).get("rows")
-        if state.has_success(earlier) and isinstance(rows, dict) and \
-                isinstance(rows.get("fact"), int):
-            history.append(rows["fact"])
-    if not history:
-        return []
-    median = statistics.median(history)
-    if valid_rows < min_share * median:
-        return [f"{day}: {valid_rows} valid rows, below {min_share:g} of the median "
-                f"{median:g} of the {len(history)} earlier successful dates in the last "
-                f"{VOLUME_HISTORY_DAYS} days"]
-    return []

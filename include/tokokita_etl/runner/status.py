@@ -12,7 +12,7 @@ from datetime import date, datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from tokokita_etl.config import PATH_SETTINGS, Settings, catchup_bound, partition_exists
+from tokokita_etl.config import PATH_SETTINGS, Settings, catchup_bound, partition_exists, present_in
 from tokokita_etl.errors import EtlError
 from tokokita_etl.runner.claims import interrupted_stage, read_claim, settled_watermark
 from tokokita_etl.runner.liveness import cli_holder_finished
@@ -110,7 +110,7 @@ def date_states(settings: Settings, now: datetime, days: int | None = None,
     known = {date.fromisoformat(d) for d in state.runs}
     wanted = sorted(set(window(settings, now, days) if dates is None else dates) |
                     (known if dates is None else set()))
-    due = set(due_runs(state, now, settings.raw_dir, settings.lookback_days,
+    due = set(due_runs(state, now, present_in(settings.raw_dir), settings.lookback_days,
                        settings.max_attempts, tz=settings.timezone))
     wait_window = timedelta(hours=settings.wait_window_hours)
     rows = []
