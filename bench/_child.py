@@ -33,8 +33,8 @@ def run_project(spec: dict) -> dict:
     """The project's pipeline for one date, end to end (extract to gold), fresh state."""
     from datetime import date
 
-    from tokokita_etl.config import load_settings
     from tokokita_etl.pipeline import run_for_date
+    from tokokita_etl.settings.sources import load_settings
 
     imported = time.perf_counter()
     work = Path(spec["work"])
@@ -70,7 +70,7 @@ def run_baseline_side(spec: dict) -> dict:
     from datetime import date
 
     from devtools.reference import run_reference
-    from tokokita_etl.config import partition_path  # the file name rule (stdlib only)
+    from tokokita_etl.settings.layout import partition_path  # the file name rule (stdlib only)
 
     imported = time.perf_counter()
     work = Path(spec["work"])

@@ -24,8 +24,9 @@ from pathlib import Path
 
 from bench.harness import DEFAULT_PG_URL, REPO, Warehouses
 from devtools.samples import generate_partition
-from tokokita_etl.config import load_settings, partition_path
 from tokokita_etl.runner.stores import state_store
+from tokokita_etl.settings.layout import partition_path
+from tokokita_etl.settings.sources import load_settings
 
 
 def cli_catchup(days: int, rows: int, pg_url: str = DEFAULT_PG_URL) -> dict:

@@ -14,8 +14,8 @@ from zoneinfo import ZoneInfo
 
 from croniter import croniter
 
-from tokokita_etl.config import default
 from tokokita_etl.cron import CronSchedule, next_runs, parse
+from tokokita_etl.settings.model import default
 
 RUNS = 100
 #: the pipeline's default time zone

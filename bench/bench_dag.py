@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tokokita_etl.config import default
+from tokokita_etl.settings.model import default
 
 REPO = Path(__file__).resolve().parents[1]
 DAG_FILE = REPO / "dags" / "tokokita_orders_daily.py"

@@ -122,8 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
 
-    from tokokita_etl.config import load_settings
     from tokokita_etl.orders.stages import STAGE_NAMES, run_stage
+    from tokokita_etl.settings.sources import load_settings
 
     raw_dir, _ = partition(args.rows)
     work = OUT / "runs" / f"statements-{uuid.uuid4().hex[:8]}"

@@ -90,7 +90,7 @@ def pipeline_settings(env: Mapping[str, str], *, cwd: Path,
                       connections: Mapping[str, Any] | None = None):
     """The settings the services' tasks resolve: `env`'s TOKOKITA_* settings with the
     warehouse and state database of the connections (default: `env`'s AIRFLOW_CONN_*)."""
-    from tokokita_etl.config import load_settings
+    from tokokita_etl.settings.sources import load_settings
 
     connections = env_connections(env) if connections is None else connections
     settings = load_settings(env=env, cwd=cwd, in_airflow=True)

@@ -59,7 +59,7 @@ def write_stack_settings(env: dict[str, str], root: Path = REPO) -> Path:
     """Write the TOKOKITA_* variables the services get to `config.STACK_SETTINGS_FILE` under
     the project folder `root`, which the command line run there reads: both see one set of
     settings."""
-    from tokokita_etl.config import STACK_SETTINGS_FILE
+    from tokokita_etl.settings.sources import STACK_SETTINGS_FILE
 
     path = root / STACK_SETTINGS_FILE
     path.parent.mkdir(parents=True, exist_ok=True)

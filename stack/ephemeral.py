@@ -50,7 +50,7 @@ from stack.local import (
 )
 from stack.ports import free_port
 from stack.rest import AirflowApi
-from tokokita_etl.config import default
+from tokokita_etl.settings.model import default
 
 DAG_ID = "tokokita_orders_daily"
 #: the object store's connection id (the `object_storage_conn_id` default)
@@ -455,7 +455,7 @@ class EphemeralStack:
 
     def write_raw(self, day: date, data: bytes) -> None:
         """Drop the raw partition of `day` where the tasks look for it (folder or bucket)."""
-        from tokokita_etl.config import is_url
+        from tokokita_etl.storage import is_url
 
         path = self.settings().partition_path(day)
         if not is_url(path):
@@ -476,7 +476,7 @@ class EphemeralStack:
         return self._read(self.settings().gold_path(day))
 
     def _read(self, location) -> bytes | None:
-        from tokokita_etl.config import is_url
+        from tokokita_etl.storage import is_url
 
         if not is_url(location):
             return Path(location).read_bytes() if Path(location).exists() else None
@@ -491,7 +491,7 @@ class EphemeralStack:
 
     def gold_dates(self) -> set[str]:
         """Dates with a published gold file."""
-        from tokokita_etl.config import is_url
+        from tokokita_etl.storage import is_url
 
         gold = self.settings().gold_dir
         if not is_url(gold):
@@ -534,7 +534,7 @@ def _answers(port: int) -> bool:
 def dag_settings():
     """The settings the DAG file reads when it is parsed (the repository's config file and
     this process's environment), for its schedule and zone."""
-    from tokokita_etl.config import load_settings
+    from tokokita_etl.settings.sources import load_settings
 
     return load_settings(cwd=REPO)
 

@@ -194,7 +194,7 @@ def prepare_warehouse(env: Mapping[str, str]) -> str | None:
             if not exists:
                 conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(url.database)))
                 say(f"created warehouse database {url.database!r}")
-    from tokokita_etl.config import default
+    from tokokita_etl.settings.model import default
     from tokokita_etl.warehouse.database import Warehouse
 
     warehouse = Warehouse(url_text, env.get("TOKOKITA_TIMEZONE") or default("timezone"))

@@ -14,15 +14,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import NoReturn
 
-from tokokita_etl.config import (
-    STACK_SETTINGS_FILE,
-    Settings,
-    default,
-    load_settings,
-    present_in,
-    shown,
-    stack_environment,
-)
 from tokokita_etl.errors import EXIT_USAGE, EtlError, StateError
 from tokokita_etl.files import write_text_atomic
 from tokokita_etl.orders.stages import WARNING_PREFIX
@@ -34,6 +25,10 @@ from tokokita_etl.runner.schedule import parse_now, parse_run_date, utc_now
 from tokokita_etl.runner.status import format_status, status_rows, warehouse_problem
 from tokokita_etl.runner.stores import state_store
 from tokokita_etl.runner.watermark import check_document
+from tokokita_etl.settings.layout import present_in
+from tokokita_etl.settings.model import Settings, default
+from tokokita_etl.settings.show import shown
+from tokokita_etl.settings.sources import STACK_SETTINGS_FILE, load_settings, stack_environment
 from tokokita_etl.warehouse.database import Warehouse
 
 

@@ -15,7 +15,6 @@ from collections.abc import Callable
 from datetime import date, datetime
 from decimal import Decimal
 
-from tokokita_etl.config import Settings
 from tokokita_etl.errors import (
     BlockedError,
     ConcurrentRunError,
@@ -38,6 +37,7 @@ from tokokita_etl.runner.outcomes import (
 from tokokita_etl.runner.policy import Action
 from tokokita_etl.runner.schedule import utc_now
 from tokokita_etl.runner.sequence import gate
+from tokokita_etl.settings.model import Settings
 from tokokita_etl.warehouse.database import Warehouse
 
 Log = Callable[[str], None]

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk.exceptions import AirflowFailException
 
 if TYPE_CHECKING:
-    from tokokita_etl.config import Settings
+    from tokokita_etl.settings.model import Settings
 
 POSTGRES_TYPES = ("postgres", "postgresql")
 SQLITE_TYPES = ("sqlite",)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from tokokita_etl.config import Settings
+    from tokokita_etl.settings.model import Settings
 
 #: the claim owner of an Airflow run: `airflow:<dag_id>:<run_id>`
 OWNER_PREFIX = "airflow:"
@@ -24,7 +24,7 @@ def project_root() -> Path:
 def configured_settings() -> Settings:
     """Pipeline settings (config file + TOKOKITA_* env), relative paths against the project
     root, with the URLs as configured (no Airflow connection read)."""
-    from tokokita_etl.config import load_settings
+    from tokokita_etl.settings.sources import load_settings
 
     return load_settings(cwd=project_root(), in_airflow=True)
 

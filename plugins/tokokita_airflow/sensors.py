@@ -16,7 +16,7 @@ from tokokita_airflow.runtime import (
     run_anchor,
     run_type,
 )
-from tokokita_etl.config import default
+from tokokita_etl.settings.model import default
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -77,7 +77,7 @@ class RawPartitionSensor(BaseSensorOperator):
         if self.poke(context):
             return None
         from tokokita_airflow.triggers import RawPartitionTrigger
-        from tokokita_etl.config import partition_path
+        from tokokita_etl.settings.layout import partition_path
 
         deadline = self.wait_deadline(context)
         filepath = str(partition_path(self._raw_dir(), partition_date(context)))
@@ -114,7 +114,7 @@ class RawPartitionSensor(BaseSensorOperator):
     def _raw_dir(self):
         from pathlib import Path
 
-        from tokokita_etl.config import is_url
+        from tokokita_etl.storage import is_url
 
         if not self.raw_dir:
             return configured_settings().raw_dir
@@ -122,7 +122,7 @@ class RawPartitionSensor(BaseSensorOperator):
 
     def poke(self, context: Context) -> bool:
         """Check partition D; raise skip when waiting longer is pointless."""
-        from tokokita_etl.config import partition_exists, partition_path
+        from tokokita_etl.settings.layout import partition_exists, partition_path
 
         day = partition_date(context)
         raw_dir = self._raw_dir()

@@ -37,7 +37,7 @@ class RawPartitionTrigger(BaseTrigger):
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         """Poll the file until it is there or the deadline passes."""
-        from tokokita_etl.config import partition_file_exists
+        from tokokita_etl.settings.layout import partition_file_exists
 
         if self.conn_id:
             from tokokita_airflow.connections import ause_object_storage

@@ -32,7 +32,7 @@ def test_every_dag_file_imports_without_errors(dagbag):
 def test_daily_dag_schedule_zone_catchup_owner_retries_and_tags(dagbag):
     from airflow.timetables.trigger import CronPartitionTimetable
 
-    from tokokita_etl.config import load_settings
+    from tokokita_etl.settings.sources import load_settings
 
     dag = dagbag.dags["tokokita_orders_daily"]
     settings = load_settings(cwd=REPO)

@@ -49,9 +49,9 @@ def created_runs(timetable, start: datetime, now: datetime) -> list[tuple[dateti
 def processed_dates(timetable, store, raw_dir: Path, now: datetime, start: datetime,
                     lookback: int, max_attempts: int) -> list[date]:
     """What those runs process: sensor decision, then gate decision, per run."""
-    from tokokita_etl.config import partition_exists
     from tokokita_etl.runner.policy import gate_decision, sensor_decision
     from tokokita_etl.runner.schedule import partition_date_for_run
+    from tokokita_etl.settings.layout import partition_exists
 
     out = []
     for fire, day in created_runs(timetable, start, now):
@@ -86,9 +86,9 @@ entries = st.one_of(
        states=st.lists(entries, min_size=16, max_size=16))
 def test_catchup_runs_process_exactly_the_due_dates(timetable, day, at, utc_clock, lookback,
                                                     max_attempts, present, states):
-    from tokokita_etl.config import present_in
     from tokokita_etl.runner.policy import due_runs
     from tokokita_etl.runner.stores.files import StateStore
+    from tokokita_etl.settings.layout import present_in
 
     now = datetime.combine(day, at, tzinfo=JKT)
     if utc_clock:

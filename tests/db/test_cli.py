@@ -308,7 +308,7 @@ def test_config_prints_every_setting_with_its_source_and_masks_credentials(tmp_p
     """`tokokita-etl config` through the real command line: one row per setting of the class,
     the value's source (default, the YAML file, a variable, the stack's file, a flag), and no
     password, token or secret of a URL or a notifier in what it prints."""
-    from tokokita_etl.config import SETTINGS
+    from tokokita_etl.settings.model import SETTINGS
 
     config = tmp_path / "config" / "pipeline.yaml"
     config.parent.mkdir()

@@ -15,11 +15,11 @@ import pytest
 
 from devtools.object_store import S3Server, s3_server
 from tests.conftest import SAMPLE_DATES, SAMPLE_RAW, Workspace, run_cli
-from tokokita_etl.config import partition_file_exists
 from tokokita_etl.errors import MissingPartitionError
 from tokokita_etl.orders.stages import STAGE_NAMES, fetch_inputs, run_stage
 from tokokita_etl.runner.stores import state_store
 from tokokita_etl.runner.stores.files import StateStore
+from tokokita_etl.settings.layout import partition_file_exists
 
 pytestmark = pytest.mark.postgres
 
@@ -181,8 +181,8 @@ def test_a_bad_partition_object_fails_naming_its_url_and_publishes_nothing(
 
 
 def test_a_folder_url_with_an_unknown_scheme_is_a_configuration_error(tmp_path):
-    from tokokita_etl.config import load_settings
     from tokokita_etl.errors import ConfigError
+    from tokokita_etl.settings.sources import load_settings
 
     with pytest.raises(ConfigError, match="TOKOKITA_GOLD_DIR: gold_dir unknown storage scheme"):
         load_settings(env={"TOKOKITA_GOLD_DIR": "nosuch://bucket/gold"}, cwd=tmp_path)

@@ -18,10 +18,10 @@ from tests.conftest import (
     clean_env,
     read_csv_rows,
 )
-from tokokita_etl.config import present_in
 from tokokita_etl.pipeline import run_for_date
 from tokokita_etl.runner.policy import due_runs
 from tokokita_etl.runner.stores.files import StateStore
+from tokokita_etl.settings.layout import present_in
 from tokokita_etl.warehouse.database import Warehouse
 
 D02, D03, D04 = SAMPLE_DATES

@@ -13,8 +13,8 @@ from datetime import UTC, datetime
 import pytest
 
 from tests.conftest import SAMPLE_DATES, Workspace, in_process_cli
-from tokokita_etl.config import default
 from tokokita_etl.errors import ConfigError, WarehouseError
+from tokokita_etl.settings.model import default
 from tokokita_etl.warehouse.database import Warehouse
 
 D02 = SAMPLE_DATES[0]

@@ -17,7 +17,6 @@ import pytest
 
 from tests.conftest import SAMPLE_DATES, Workspace, run_cli
 from tests.db.conftest import _pg_admin_conninfo, _pg_server_url
-from tokokita_etl.config import Settings, load_settings
 from tokokita_etl.errors import ConcurrentRunError, StateError
 from tokokita_etl.runner.claims import claim_date, read_claim, release_date
 from tokokita_etl.runner.sequence import gate
@@ -25,6 +24,8 @@ from tokokita_etl.runner.stores import state_store
 from tokokita_etl.runner.stores.database import CLAIMS, MANIFESTS, WATERMARK
 from tokokita_etl.runner.stores.files import StateStore
 from tokokita_etl.runner.watermark import FAILED, SUCCESS
+from tokokita_etl.settings.model import Settings
+from tokokita_etl.settings.sources import load_settings
 
 NOW = datetime(2026, 11, 3, 19, 30, tzinfo=UTC)
 DAYS = [date(2026, 11, 1) + timedelta(days=n) for n in range(8)]

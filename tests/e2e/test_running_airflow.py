@@ -163,9 +163,9 @@ def wait_past_midnight(now: datetime, margin_s: float = 420) -> float:
 def e2e(tmp_path_factory, request):
     """The seeded, running stack (default or scale-out profile); stopped and its databases
     dropped afterwards."""
-    from tokokita_etl.config import present_in
     from tokokita_etl.runner.policy import due_runs
     from tokokita_etl.runner.stores import state_store
+    from tokokita_etl.settings.layout import present_in
 
     started = time.monotonic()
     waited = wait_past_midnight(datetime.now(UTC))
@@ -310,9 +310,9 @@ def test_catchup_processes_exactly_the_due_runs(e2e):
     assert stack.warehouse_dates() == done
     assert stack.gold_dates() == done
     # nothing is left due at this clock
-    from tokokita_etl.config import present_in
     from tokokita_etl.runner.policy import due_runs
     from tokokita_etl.runner.watermark import Watermark
+    from tokokita_etl.settings.layout import present_in
 
     settings = stack.settings()
     assert due_runs(Watermark({"runs": marks}), plan.now, present_in(settings.raw_dir),

@@ -171,9 +171,9 @@ def reference_gold(root: Path, partitions: dict[date, bytes]) -> dict[date, byte
 
 
 def due_now(stack: EphemeralStack) -> list[date]:
-    from tokokita_etl.config import present_in
     from tokokita_etl.runner.policy import due_runs
     from tokokita_etl.runner.stores import state_store
+    from tokokita_etl.settings.layout import present_in
 
     settings = stack.settings()
     with stack.object_store():

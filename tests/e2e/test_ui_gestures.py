@@ -304,9 +304,9 @@ def test_a_bad_partition_fails_in_seconds_then_blocks_and_reset_attempts_recover
     stack.api.request("PATCH", f"/dags/{DAG_ID}/dagRuns/{run['dag_run_id']}", expect=(200,),
                       json={"state": "success"})
     assert entry(stack, dates.bad)["status"] == "failed"
-    from tokokita_etl.config import present_in
     from tokokita_etl.runner.policy import due_runs
     from tokokita_etl.runner.stores import state_store
+    from tokokita_etl.settings.layout import present_in
 
     settings = stack.settings()
     assert dates.bad in due_runs(state_store(settings).read(), datetime.now(UTC),

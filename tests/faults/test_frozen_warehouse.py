@@ -108,7 +108,7 @@ def test_with_the_shipped_deadlines_a_frozen_backend_fails_the_wait_within_a_min
     """Regression: with the shipped settings a frozen warehouse held a run for up to ten
     minutes (the answer deadline was db_statement_timeout_s=600 plus the connect timeout); with
     the defaults (db_answer_timeout_s) it fails within a minute."""
-    from tokokita_etl.config import default
+    from tokokita_etl.settings.model import default
 
     warehouse = Warehouse(controlled_pg.create_database(), "Asia/Jakarta")  # the shipped deadlines
     assert default("db_answer_timeout_s") < 60 <= default("db_statement_timeout_s")

@@ -72,7 +72,6 @@ import pytest
 from devtools.samples import generate_partition
 from tests.conftest import Workspace, clean_env, run_cli
 from tests.faults.conftest import final_files, warehouse_rows
-from tokokita_etl.config import present_in
 from tokokita_etl.orders.contract import STAGED_GOLD_PREFIX
 from tokokita_etl.orders.stages import STAGE_NAMES
 from tokokita_etl.pipeline import run_for_date
@@ -88,6 +87,7 @@ from tokokita_etl.runner.schedule import parse_now
 from tokokita_etl.runner.status import status_rows
 from tokokita_etl.runner.stores.files import StateStore
 from tokokita_etl.runner.watermark import IN_PROGRESS
+from tokokita_etl.settings.layout import present_in
 
 DAY = date(2026, 11, 10)
 OTHER = DAY - timedelta(days=1)  # in the state before the kills; no kill of DAY may touch it
@@ -462,7 +462,7 @@ class Stores:
     kind: str  # files | database
 
     def settings(self):
-        from tokokita_etl.config import load_settings
+        from tokokita_etl.settings.sources import load_settings
 
         return load_settings(env=self.env, cwd=self.ws.root)
 

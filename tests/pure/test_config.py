@@ -14,19 +14,12 @@ import pytest
 
 from tests.conftest import HEADER, REPO
 from tokokita_etl import cli
-from tokokita_etl.config import (
-    ENV_VARS,
-    SETTINGS,
-    Settings,
-    default,
-    gold_path,
-    load_settings,
-    partition_exists,
-    partition_file_exists,
-)
 from tokokita_etl.errors import ConfigError
 from tokokita_etl.orders.gold import staged_gold_path
 from tokokita_etl.orders.transform import duckdb_config
+from tokokita_etl.settings.layout import gold_path, partition_exists, partition_file_exists
+from tokokita_etl.settings.model import ENV_VARS, SETTINGS, Settings, default
+from tokokita_etl.settings.sources import load_settings
 
 
 def write_yaml(path: Path, text: str) -> Path:
@@ -135,11 +128,11 @@ def test_every_zone_the_settings_accept_is_one_duckdb_knows():
 
     import duckdb
 
-    from tokokita_etl.config import _timezone_problem
+    from tokokita_etl.settings.values import timezone_problem
 
     with duckdb.connect() as con:
         known = {row[0] for row in con.execute("SELECT name FROM pg_timezone_names()").fetchall()}
-    accepted = {name for name in zoneinfo.available_timezones() if _timezone_problem(name) is None}
+    accepted = {name for name in zoneinfo.available_timezones() if timezone_problem(name) is None}
     assert "Asia/Jakarta" in accepted
     assert accepted <= known, sorted(accepted - known)
 
@@ -304,7 +297,7 @@ def test_a_bad_schedule_setting_is_an_error_naming_the_variable(tmp_path, env, f
 
 
 def test_reading_the_settings_imports_nothing_heavy(tmp_path):
-    probe = ("import sys; from tokokita_etl.config import load_settings; "
+    probe = ("import sys; from tokokita_etl.settings.sources import load_settings; "
              "load_settings(); print(sorted(m for m in ('pyarrow', 'duckdb', "
              "'sqlalchemy', 'psycopg', 'fsspec') if m in sys.modules))")
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOKOKITA_")}

@@ -1,7 +1,7 @@
 """The package's folders are layers, and an import goes only downwards.
 
 - shared (`errors`, `files`, `storage`, `masking`, `cron`): imports only shared modules;
-- settings (`config`): shared;
+- `settings/` (model, value rules, sources, display, file layout): shared;
 - `warehouse/` (connections, dialects, canonical checksums): settings and shared;
 - `runner/` (partitions, decisions, watermark, claims, outcomes, status): warehouse,
   settings and shared, never a pipeline's domain;
@@ -37,7 +37,7 @@ ALLOWED = {
 
 #: crossings not yet removed (importer, imported module)
 KNOWN_CROSSINGS = {
-    ("tokokita_etl.config", "tokokita_etl.runner.notify"),  # the notifiers setting's rule
+    ("tokokita_etl.settings.values", "tokokita_etl.runner.notify"),  # the notifiers rule
     ("tokokita_etl.runner.claims", "tokokita_etl.orders.stages"),  # the stage list
     ("tokokita_etl.runner.outcomes", "tokokita_etl.orders.stages"),
     ("tokokita_etl.runner.sequence", "tokokita_etl.orders.stages"),
@@ -53,10 +53,8 @@ def layer(module: str) -> str:
     if len(parts) == 1:
         return "shared"  # the package's own __init__: a docstring and a version
     top = parts[1]
-    if top in ("runner", "orders", "warehouse"):
+    if top in ("runner", "orders", "warehouse", "settings"):
         return top
-    if top == "config":
-        return "settings"
     if top in COMPOSITION:
         return "composition"
     if top in SHARED:
@@ -138,3 +136,16 @@ def test_a_runner_module_importing_a_domain_is_a_crossing_even_inside_a_function
     graph = import_graph(tmp_path / "include", PACKAGE)
     assert crossings(graph) == {("tokokita_etl.runner.status", "tokokita_etl.orders.stages")}
     assert plugin_crossings(tmp_path) == {("plugins/adapter.py", "tokokita_etl.orders.stages")}
+
+
+def test_the_readme_layout_table_names_each_folder_of_the_package_and_nothing_else():
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    table = readme.split("## Layout", 1)[1].split("\n## ", 1)[0]
+    listed = {cell.strip("`/") for row in table.splitlines() if row.startswith("| `")
+              for cell in row.split("|")[1].replace(",", " ").split() if cell.startswith("`")}
+    folders = {str(path.parent.relative_to(REPO))
+               for path in (REPO / "include" / PACKAGE).glob("*/__init__.py")}
+    assert folders, "no folder of the package found"
+    named = {path for path in listed if path.startswith(f"include/{PACKAGE}")}
+    assert named == folders | {f"include/{PACKAGE}"}
+    assert [path for path in listed if not (REPO / path).exists()] == []

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from tokokita_etl.config import ConfigError, load_settings
+from tokokita_etl.errors import ConfigError
 from tokokita_etl.runner.notify import DEFAULT_NOTIFIER_EVENTS, parse_notifiers
+from tokokita_etl.settings.sources import load_settings
 
 SMTP = "airflow.providers.smtp.notifications.smtp.SmtpNotifier"
 

@@ -15,7 +15,6 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from tokokita_etl.config import partition_path, present_in
 from tokokita_etl.errors import (
     BlockedError,
     ConcurrentRunError,
@@ -51,6 +50,7 @@ from tokokita_etl.runner.policy import (
 )
 from tokokita_etl.runner.stores.files import StateStore
 from tokokita_etl.runner.watermark import FAILED, SUCCESS, Watermark
+from tokokita_etl.settings.layout import partition_path, present_in
 
 JKT = ZoneInfo("Asia/Jakarta")
 DAY = date(2026, 11, 2)

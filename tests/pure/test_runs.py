@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from tokokita_etl.config import Settings, load_settings
 from tokokita_etl.errors import EXIT_BLOCKED, BlockedError, ConcurrentRunError, StateError
 from tokokita_etl.runner.claims import (
     claim_date,
@@ -30,6 +29,8 @@ from tokokita_etl.runner.policy import Action
 from tokokita_etl.runner.sequence import gate
 from tokokita_etl.runner.stores import state_store
 from tokokita_etl.runner.watermark import FAILED, SUCCESS
+from tokokita_etl.settings.model import Settings
+from tokokita_etl.settings.sources import load_settings
 from tokokita_etl.warehouse.database import Warehouse
 
 DAY = date(2026, 11, 2)

@@ -12,12 +12,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import HEADER, SAMPLE_DATES, SAMPLE_RAW
-from tokokita_etl.config import partition_path, present_in
 from tokokita_etl.errors import ConfigError
 from tokokita_etl.runner.policy import decide, due_runs
 from tokokita_etl.runner.schedule import local_today, parse_now, parse_run_date
 from tokokita_etl.runner.stores.files import StateStore
 from tokokita_etl.runner.watermark import FAILED, SUCCESS, Watermark
+from tokokita_etl.settings.layout import partition_path, present_in
 
 ZONE = "Asia/Jakarta"
 JKT = ZoneInfo(ZONE)

@@ -6,10 +6,10 @@ import json
 from datetime import date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from tokokita_etl.config import Settings
 from tokokita_etl.runner.status import DateAction, DateState, date_states, format_status, window
 from tokokita_etl.runner.stores import state_store
 from tokokita_etl.runner.watermark import FAILED, SUCCESS
+from tokokita_etl.settings.model import Settings
 
 JKT = ZoneInfo("Asia/Jakarta")
 TODAY = date(2026, 12, 1)

@@ -21,10 +21,10 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from tokokita_etl.config import partition_path
 from tokokita_etl.errors import DataError, MissingPartitionError
 from tokokita_etl.files import atomic_path, atomic_writer
 from tokokita_etl.orders.contract import EXTRACT_MALFORMED, EXTRACT_ROWS, REQUIRED_COLUMNS
+from tokokita_etl.settings.layout import partition_path
 
 log = logging.getLogger(__name__)
 BATCH_ROWS = 65_536

@@ -7,10 +7,10 @@ import os
 from datetime import date
 from pathlib import Path
 
-from tokokita_etl.config import gold_path
 from tokokita_etl.errors import EtlError
 from tokokita_etl.files import atomic_writer
 from tokokita_etl.orders.contract import STAGED_GOLD_PREFIX, SUMMARY_COLUMNS
+from tokokita_etl.settings.layout import gold_path
 
 
 def staged_gold_path(gold_dir: Path, day: date) -> Path:

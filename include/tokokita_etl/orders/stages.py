@@ -20,9 +20,11 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from tokokita_etl.config import Settings, is_url, join, partition_path
 from tokokita_etl.errors import EtlError, MissingPartitionError, ValidationError
 from tokokita_etl.files import write_text_atomic
+from tokokita_etl.settings.layout import join, partition_path
+from tokokita_etl.settings.model import Settings
+from tokokita_etl.storage import is_url
 
 #: summary lines that are warnings start with this (logged at WARNING level)
 WARNING_PREFIX = "[warning]"

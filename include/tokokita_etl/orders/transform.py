@@ -13,7 +13,6 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tokokita_etl.config import default
 from tokokita_etl.files import atomic_path
 from tokokita_etl.orders.contract import (
     ALL_REASONS,
@@ -34,6 +33,7 @@ from tokokita_etl.orders.contract import (
     VALID_ROWS,
     WRONG_DATE,
 )
+from tokokita_etl.settings.model import default
 
 #: what every field is trimmed of, and whose runs inside `kota` collapse to one space: every
 #: character Python's `str.isspace` accepts (ASCII whitespace, the information separators

@@ -8,7 +8,6 @@ from __future__ import annotations
 import copy
 from datetime import date, datetime, timedelta
 
-from tokokita_etl.config import Settings
 from tokokita_etl.errors import (
     ConcurrentRunError,
     StateError,
@@ -27,6 +26,7 @@ from tokokita_etl.runner.watermark import (
     Watermark,
     intent_run_ended,
 )
+from tokokita_etl.settings.model import Settings
 
 
 def read_claim(settings: Settings, day: date) -> Claim | None:

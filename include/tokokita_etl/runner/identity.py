@@ -27,9 +27,9 @@ from pathlib import Path
 
 from sqlalchemy import text
 
-from tokokita_etl.config import Settings
 from tokokita_etl.errors import StateError, WarehouseError
 from tokokita_etl.runner.watermark import IN_PROGRESS, SUCCESS, Watermark
+from tokokita_etl.settings.model import Settings
 from tokokita_etl.warehouse.database import Warehouse
 
 #: the entry field naming the warehouse a date's recorded outcome describes

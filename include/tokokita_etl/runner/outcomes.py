@@ -9,7 +9,6 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
-from tokokita_etl.config import Settings, is_url
 from tokokita_etl.errors import (
     EXIT_BLOCKED,
     EXIT_FAILED,
@@ -24,6 +23,8 @@ from tokokita_etl.runner.notify import run_summary
 from tokokita_etl.runner.policy import counts_as_attempt
 from tokokita_etl.runner.stores import state_store
 from tokokita_etl.runner.watermark import FAILED, STOPPED, SUCCESS
+from tokokita_etl.settings.model import Settings
+from tokokita_etl.storage import is_url
 
 #: stages that change nothing outside the staging folder: a run that ends in one of them
 #: leaves the warehouse and the gold file as they were

@@ -7,7 +7,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import date, datetime
 
-from tokokita_etl.config import Settings
 from tokokita_etl.orders.stages import STAGE_NAMES
 from tokokita_etl.runner.claims import check_writable, claim_to_change, reconcile_intent
 from tokokita_etl.runner.identity import ensure, verify
@@ -15,6 +14,7 @@ from tokokita_etl.runner.liveness import cli_holder_finished
 from tokokita_etl.runner.policy import Action, Decision, gate_decision, stage_decision
 from tokokita_etl.runner.stores import state_store
 from tokokita_etl.runner.watermark import STOPPED, STOPPED_CLEARS, HolderCheck
+from tokokita_etl.settings.model import Settings
 
 
 def _asked_once(holder_finished: HolderCheck) -> HolderCheck:

@@ -12,7 +12,6 @@ from datetime import date, datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from tokokita_etl.config import PATH_SETTINGS, Settings, catchup_bound, partition_exists, present_in
 from tokokita_etl.errors import EtlError
 from tokokita_etl.runner.claims import interrupted_stage, read_claim, settled_watermark
 from tokokita_etl.runner.liveness import cli_holder_finished
@@ -31,6 +30,8 @@ from tokokita_etl.runner.policy import (
 from tokokita_etl.runner.schedule import fire_time_for_partition, local_today
 from tokokita_etl.runner.stores import state_store
 from tokokita_etl.runner.watermark import FAILED, STOPPED, SUCCESS
+from tokokita_etl.settings.layout import catchup_bound, partition_exists, present_in
+from tokokita_etl.settings.model import PATH_SETTINGS, Settings
 
 
 class DateAction(StrEnum):

@@ -41,10 +41,10 @@ from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, OperationalError, SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
-from tokokita_etl.config import Settings, default
 from tokokita_etl.errors import AccessDeniedError, ConfigError, WarehouseError
 from tokokita_etl.masking import mask_query_secrets
 from tokokita_etl.orders.contract import FACT_COLUMNS, REQUIRED_COLUMNS, SUMMARY_COLUMNS
+from tokokita_etl.settings.model import Settings, default
 
 SQLITE_CACHE_KB = 128 * 1024
 SQLITE_SORT_CACHE_KB = 2000  # SQLite's default page cache

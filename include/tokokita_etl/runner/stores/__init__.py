@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tokokita_etl.config import Settings
 from tokokita_etl.runner.stores.files import StateStore
+from tokokita_etl.settings.model import Settings
 
 if TYPE_CHECKING:
     from tokokita_etl.runner.stores.database import DatabaseStateStore

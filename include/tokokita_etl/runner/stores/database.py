@@ -21,7 +21,6 @@ from typing import Any
 
 from sqlalchemy import Connection, text
 
-from tokokita_etl.config import Settings, default
 from tokokita_etl.errors import StateError, WarehouseError
 from tokokita_etl.runner.watermark import (
     Claim,
@@ -31,6 +30,7 @@ from tokokita_etl.runner.watermark import (
     check_entry,
     parse_claim,
 )
+from tokokita_etl.settings.model import Settings, default
 from tokokita_etl.warehouse.database import Warehouse
 
 #: the tables, by what they hold

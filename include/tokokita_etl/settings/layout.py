@@ -1,0 +1,63 @@
+"""Where the files of a date are, from the folders the settings name, and the catch-up bounds
+as instants in the pipeline's zone.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from datetime import date, datetime, time
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+from tokokita_etl.storage import Location, file_size, is_url
+
+
+def join(location: Location, name: str) -> Location:
+    """`name` inside the folder `location` (a Path for a local folder, a URL for a URL)."""
+    if is_url(location):
+        return f"{str(location).rstrip('/')}/{name}"
+    return Path(location) / name
+
+
+def partition_path(raw_dir: Location, day: date) -> Location:
+    """`<raw_dir>/pesanan_YYYY-MM-DD.csv`."""
+    return join(raw_dir, f"pesanan_{day.isoformat()}.csv")
+
+
+def partition_file_exists(path: Location) -> bool:
+    """Whether a partition file is there: it exists and is non-empty (a file, or an object
+    when `path` is a URL)."""
+    if is_url(path):
+        return bool(file_size(path))
+    try:
+        path = Path(path)
+        return path.is_file() and path.stat().st_size > 0
+    except OSError:
+        return False
+
+
+def partition_exists(raw_dir: Location, day: date) -> bool:
+    """Whether partition `day` is there (`partition_file_exists` of its exact file)."""
+    return partition_file_exists(partition_path(raw_dir, day))
+
+
+def present_in(raw_dir: Location) -> Callable[[date], bool]:
+    """Whether a date's partition is in `raw_dir`: the question `due_runs` asks of each date."""
+    return functools.partial(partition_exists, raw_dir)
+
+
+def gold_path(gold_dir: Location, day: date) -> Location:
+    """`<gold_dir>/summary_harian_YYYY-MM-DD.csv`."""
+    return join(gold_dir, f"summary_harian_{day.isoformat()}.csv")
+
+
+def catchup_bound(bound: date, tz: str) -> datetime:
+    """A catch-up bound as an aware datetime: a date is its midnight in `tz`, a naive
+    date-time is wall time in `tz`, an aware one keeps its instant."""
+    zone = ZoneInfo(tz)
+    if not isinstance(bound, datetime):
+        return datetime.combine(bound, time(), tzinfo=zone)
+    if bound.tzinfo is None:
+        return bound.replace(tzinfo=zone)
+    return bound.astimezone(zone)

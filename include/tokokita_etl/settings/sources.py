@@ -1,0 +1,172 @@
+"""Where the values come from, in order of precedence: explicit values (command-line flags) >
+`TOKOKITA_<NAME>` environment variables > (the command line only) the local Airflow stack's
+`airflow_home/tokokita.env` > the YAML file (config/pipeline.yaml or $TOKOKITA_CONFIG) > the
+class defaults.
+
+The command line, the tasks and the DAG file (when it is parsed) all read them through
+`load_settings`. Each value is checked by its field's validator, and an error names the setting
+and the source it came from (the file, the variable or the flag); every loaded `Settings`
+records where each of its values came from (`Settings.source`, `tokokita-etl config`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from functools import cache
+from pathlib import Path
+from typing import Any, ClassVar
+
+from tokokita_etl.errors import ConfigError
+from tokokita_etl.settings.model import (
+    ENV_VARS,
+    PATH_SETTINGS,
+    SETTINGS,
+    Layer,
+    Load,
+    Settings,
+    env_var,
+    flag,
+    loading,
+    validated,
+)
+from tokokita_etl.storage import Location, is_url
+
+DEFAULT_CONFIG_PATH = Path("config/pipeline.yaml")
+#: the TOKOKITA_* variables the local Airflow stack (`make up`, `make demo`) gives its
+#: services, written when it starts; the command line run in the project folder reads them
+#: beneath the environment, so that both see one set of settings
+STACK_SETTINGS_FILE = Path("airflow_home/tokokita.env")
+
+
+def stack_environment(cwd: Path | None = None) -> dict[str, str]:
+    """The non-empty TOKOKITA_* variables of the local Airflow stack of the project folder
+    `cwd` (`STACK_SETTINGS_FILE`), or {} when it has none."""
+    path = (Path.cwd() if cwd is None else Path(cwd)) / STACK_SETTINGS_FILE
+    if not path.is_file():
+        return {}
+    import io
+
+    from dotenv import dotenv_values
+
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ConfigError(f"{path}: not valid UTF-8 at byte offset {exc.start} (line {line}); "
+                          "the local stack's settings file is written in UTF-8") from None
+    return {name: value for name, value in dotenv_values(stream=io.StringIO(text)).items()
+            if name.startswith("TOKOKITA_") and value}
+
+
+def load_settings(
+    config_path: Path | str | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    cwd: Path | None = None,
+    stack: Mapping[str, str] | None = None,
+    in_airflow: bool = False,
+) -> Settings:
+    """The settings from the explicit `overrides` (None: not given), the environment `env`
+    (default: os.environ), the stack's variables `stack` (the command line's
+    `stack_environment`), the YAML file (`config_path`, else $TOKOKITA_CONFIG, else
+    config/pipeline.yaml when it exists) and the defaults; relative paths against `cwd`
+    (`in_airflow`: for the Airflow adapter, which reads the warehouse of `warehouse_conn_id`
+    from its connection afterwards)."""
+    env = os.environ if env is None else env
+    cwd = Path.cwd() if cwd is None else Path(cwd)
+    explicit = config_path or env.get("TOKOKITA_CONFIG")
+    path = Path(explicit) if explicit else DEFAULT_CONFIG_PATH
+    if not path.is_absolute():
+        path = cwd / path
+    if path.exists():
+        from_file = _read_yaml(path)
+    elif explicit:
+        raise ConfigError(f"{path}: config file not found")
+    else:
+        from_file = {}
+
+    def from_vars(variables: Mapping[str, str]) -> dict[str, str]:
+        return {name: variables[var] for var, name in ENV_VARS.items() if variables.get(var)}
+
+    stack_file = cwd / STACK_SETTINGS_FILE
+    layers = (
+        Layer(Settings, from_vars(env), env_var),
+        Layer(Settings, from_vars(stack or {}), lambda name: f"{stack_file} ({env_var(name)})"),
+        Layer(Settings, from_file, lambda name: str(path)),
+    )
+    given = {name: value for name, value in (overrides or {}).items() if value is not None}
+    origins = {name: flag(name) for name in given}
+    for layer in layers:
+        for name in layer.values:
+            origins.setdefault(name, layer.origin(name))
+    with loading(Load(layers=layers, origins=origins, in_airflow=in_airflow)):
+        settings = validated(lambda: Settings(**given))
+    resolved = {name: _absolute(getattr(settings, name), cwd) for name in PATH_SETTINGS}
+    settings = settings.model_copy(update={
+        **resolved, "warehouse_url": _absolute_sqlite_url(settings.warehouse_url, cwd)})
+    settings._origins = origins
+    return settings
+
+
+#: path -> ((mtime, size), its settings): a file read again unchanged is not parsed again (the
+#: DAG processor parses the DAG file, and so reads the settings, over and over)
+_FILE_CACHE: dict[Path, tuple[tuple[int, int], dict[str, Any]]] = {}
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    """The YAML file's settings; dates and date-times stay text, so that their setting's
+    validator reads them and a bad one is an error naming its setting."""
+    try:
+        stat = path.stat()
+        version = (stat.st_mtime_ns, stat.st_size)
+        if (cached := _FILE_CACHE.get(path)) and cached[0] == version:
+            return dict(cached[1])
+        content = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read config: {exc}") from None
+    import yaml
+
+    try:
+        loaded = yaml.load(content, Loader=_text_dates_loader()) or {}  # noqa: S506 (safe)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: cannot read config: {exc}") from None
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"{path}: config must be a mapping of settings")
+    for key in loaded:
+        if key not in SETTINGS:
+            raise ConfigError(f"{path}: unknown setting {key!r}; known: {sorted(SETTINGS)}")
+    _FILE_CACHE[path] = (version, loaded)
+    return dict(loaded)
+
+
+@cache
+def _text_dates_loader() -> type:
+    """PyYAML's safe loader (libyaml's when installed) without its timestamp resolver."""
+    import yaml
+
+    base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+    class TextDatesLoader(base):
+        yaml_implicit_resolvers: ClassVar[dict] = {
+            first: [(tag, pattern) for tag, pattern in resolvers
+                    if tag != "tag:yaml.org,2002:timestamp"]
+            for first, resolvers in base.yaml_implicit_resolvers.items()}
+
+    return TextDatesLoader
+
+
+def _absolute(path: Location, cwd: Path) -> Location:
+    return path if is_url(path) or Path(path).is_absolute() else cwd / path
+
+
+def _absolute_sqlite_url(url: str, cwd: Path) -> str:
+    """Make a relative `sqlite:///rel/path.db` URL absolute against `cwd`."""
+    prefix = "sqlite:///"
+    if url.startswith(prefix) and not url.startswith(prefix + "/") and url != prefix:
+        rel = url[len(prefix):]
+        if rel != ":memory:":
+            return prefix + str(cwd / rel)
+    return url
