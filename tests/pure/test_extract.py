@@ -8,6 +8,7 @@ row for row (line numbers, fields, malformed raw text).
 from __future__ import annotations
 
 import csv
+import hashlib
 from datetime import date
 from pathlib import Path
 
@@ -120,10 +121,12 @@ def test_a_block_buffer_is_filled_again_only_after_as_many_blocks_as_there_are_b
     a block kept past its turn makes the refill raise instead of changing under the view."""
     path = tmp_path / "lines.csv"
     path.write_bytes(b"".join(b"%07d,x\n" % n for n in range(400_000)))  # 4 MB
+    digest = hashlib.sha256()
     with open(path, "rb") as handle:
         blocks = [(id(data), bytes(data), first, lines) for data, first, lines
-                  in _line_blocks(handle, 131_072, MIN_BLOCK_BYTES, buffers=3)]
+                  in _line_blocks(handle, 131_072, MIN_BLOCK_BYTES, buffers=3, digest=digest)]
     assert b"".join(data for _, data, _, _ in blocks) == path.read_bytes()
+    assert digest.hexdigest() == hashlib.sha256(path.read_bytes()).hexdigest()
     assert [first for _, _, first, _ in blocks] == \
         [2 + sum(lines for *_, lines in blocks[:k]) for k in range(len(blocks))]
     ids = [buffer for buffer, *_ in blocks]
@@ -131,7 +134,8 @@ def test_a_block_buffer_is_filled_again_only_after_as_many_blocks_as_there_are_b
     assert all(ids[k] == ids[k + 3] for k in range(len(ids) - 3))
     with open(path, "rb") as handle, pytest.raises(BufferError):
         kept = []
-        for data, _, _ in _line_blocks(handle, 131_072, MIN_BLOCK_BYTES, buffers=3):
+        for data, _, _ in _line_blocks(handle, 131_072, MIN_BLOCK_BYTES, buffers=3,
+                                       digest=hashlib.sha256()):
             kept.append(memoryview(data))
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import hashlib
 import itertools
 import logging
 import operator
@@ -15,6 +16,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import date
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -24,6 +26,7 @@ import pyarrow.parquet as pq
 from tokokita_etl.errors import DataError, MissingPartitionError
 from tokokita_etl.files import atomic_path, atomic_writer
 from tokokita_etl.orders.contract import EXTRACT_MALFORMED, EXTRACT_ROWS, REQUIRED_COLUMNS
+from tokokita_etl.runner.inputs import file_fingerprint, fingerprint, stamp_of_stat
 from tokokita_etl.settings.layout import partition_path
 
 log = logging.getLogger(__name__)
@@ -46,6 +49,8 @@ class ExtractResult:
     rows: int  # data records, malformed ones included
     malformed: int
     extra_columns: list[str] = field(default_factory=list)
+    #: the fingerprint of the bytes read (`runner.inputs.fingerprint`)
+    raw: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         """JSON-ready form."""
@@ -221,9 +226,12 @@ def _extract_by_lines(path: Path, size: int, staging: Path) -> ExtractResult:
     rows = 0
     # Arrow writes the file itself: through a Python file object each of its writes (about
     # 1,200 at 1M rows) waited for the interpreter lock the parsing threads pass around
+    digest = hashlib.sha256()
     with open(path, "rb") as handle, atomic_path(staging / EXTRACT_ROWS) as out, \
             pa.OSFile(str(out), "wb") as sink:
+        stat = os.fstat(handle.fileno())
         first = handle.readline()
+        digest.update(first)
         header_text = _decode_line(first.removeprefix(BOM))
         if not first.endswith(b"\n") or not header_text.strip() or "\r" in header_text \
                 or "\x00" in header_text:
@@ -253,7 +261,8 @@ def _extract_by_lines(path: Path, size: int, staging: Path) -> ExtractResult:
             # the oldest pending block has been parsed and written (at most `PARSE_THREADS`
             # stay pending while the next one is read)
             for data, first_line, lines in _line_blocks(handle, limit, block_bytes(size),
-                                                        buffers=PARSE_THREADS + 1):
+                                                        buffers=PARSE_THREADS + 1,
+                                                        digest=digest):
                 pending.append(pool.submit(_parse_block, data, first_line, lines, shape))
                 if len(pending) > PARSE_THREADS:
                     write_oldest()
@@ -264,7 +273,8 @@ def _extract_by_lines(path: Path, size: int, staging: Path) -> ExtractResult:
     # (DuckDB's transform in `tokokita-etl run`) would otherwise add its own on top of it
     pa.default_memory_pool().release_unused()
     return ExtractResult(file=str(path), bytes=size, rows=rows, malformed=len(malformed),
-                         extra_columns=extra)
+                         extra_columns=extra, raw=fingerprint(
+                             stat.st_size, digest.hexdigest(), stamp_of_stat(stat)))
 
 
 BOM = b"\xef\xbb\xbf"
@@ -280,7 +290,7 @@ def block_bytes(size: int) -> int:
     return max(MIN_BLOCK_BYTES, min(BLOCK_BYTES, -(-size // (2 * PARSE_THREADS))))
 
 
-def _line_blocks(handle, limit: int, size: int, *, buffers: int
+def _line_blocks(handle, limit: int, size: int, *, buffers: int, digest: Any
                  ) -> Iterator[tuple[bytearray, int, int]]:
     """Blocks of whole lines (each ending in a newline), read `size` bytes at a time, with
     the number of their first line and how many lines they hold. A block's partial last
@@ -291,7 +301,8 @@ def _line_blocks(handle, limit: int, size: int, *, buffers: int
     `buffers` blocks later: the caller is done with a block by then. A new 8 MiB object per
     block cost its pages' first-touch faults on every block, and so did each copy of it.
     A buffer still exported (a view of it kept past its block) makes the refill raise
-    BufferError rather than change what the view shows."""
+    BufferError rather than change what the view shows. `digest` is given each byte read once,
+    in file order (a block's bytes, without the line end added to a last line that has none)."""
     pool: list[bytearray] = []
     line = 1  # the header
     for turn in itertools.count():
@@ -314,6 +325,7 @@ def _line_blocks(handle, limit: int, size: int, *, buffers: int
             at_end = len(more) < size
             data += more
             cut = data.rfind(b"\n") + 1
+        line_end = b""
         if cut < len(data):
             if not at_end:
                 handle.seek(cut - len(data), os.SEEK_CUR)
@@ -321,7 +333,9 @@ def _line_blocks(handle, limit: int, size: int, *, buffers: int
             elif data.endswith(b"\r"):  # a CR ending the file is text, not a CRLF to trim
                 raise NeedsRecordReader("a carriage return that does not end a line")
             else:
-                data += b"\n"  # the last line has no line end
+                line_end = b"\n"  # the last line has no line end
+        digest.update(data)
+        data += line_end
         lines = data.count(b"\n")
         yield data, line + 1, lines
         line += lines
@@ -551,6 +565,8 @@ def _extract_by_records(path: Path, size: int, staging: Path) -> ExtractResult:
     extra: list[str] = []
     with open(path, "rb") as handle, _whole_fields(), \
             atomic_writer(staging / EXTRACT_ROWS, mode="wb") as out:
+        raw = file_fingerprint(handle)  # (this reader reads by lines: a pass of its own)
+        handle.seek(0)
         reader = csv.reader(_physical_lines(handle), strict=True)
         writer = None
         try:
@@ -594,10 +610,10 @@ def _extract_by_records(path: Path, size: int, staging: Path) -> ExtractResult:
                 f"{path}: not valid UTF-8 at {_bad_utf8_location(path)} ({exc.reason}); "
                 "nothing was loaded"
             ) from None
-    raw = _raw_lines(path, malformed) if malformed else {}
-    _write_malformed(staging, [(s, raw.get(s, "")) for s, _ in malformed])
+    texts = _raw_lines(path, malformed) if malformed else {}
+    _write_malformed(staging, [(s, texts.get(s, "")) for s, _ in malformed])
     return ExtractResult(file=str(path), bytes=size, rows=rows, malformed=len(malformed),
-                         extra_columns=extra)
+                         extra_columns=extra, raw=raw)
 
 
 def _table(lines: list[int], batch: list[tuple]) -> pa.Table:

@@ -63,16 +63,22 @@ def _extract_object(settings: Settings, day: date, staging: Path) -> dict[str, A
     """Extract a partition that is an object: fetched whole into the working copy, then read
     by the same reader as a local file; its messages and record name the object."""
     from tokokita_etl.orders.extract import extract
+    from tokokita_etl.runner.inputs import object_stamp
     from tokokita_etl.storage import download
 
     url, local_raw = str(partition_path(settings.raw_dir, day)), staging / RAW_COPY
     local = Path(partition_path(local_raw, day))
+    # asked before the download: an object replaced in between has another tag, so the next
+    # look hashes it rather than take the copy's hash for it
+    found = object_stamp(url)
     try:
         download(url, local)
     except FileNotFoundError:
         raise MissingPartitionError(f"{url}: partition {day} does not exist") from None
     try:
         result = extract(local_raw, day, staging).to_dict()
+        if found is not None:
+            result["raw"]["stamp"] = found[1]
     except EtlError as exc:
         exc.args = (str(exc).replace(str(local), url),)
         raise

@@ -19,6 +19,7 @@ from tokokita_etl.errors import (
 )
 from tokokita_etl.orders.stages import STAGE_NAMES, drop_staged, read_stage, stage_durations
 from tokokita_etl.runner.identity import WAREHOUSE
+from tokokita_etl.runner.inputs import RAW
 from tokokita_etl.runner.notify import run_summary
 from tokokita_etl.runner.policy import counts_as_attempt
 from tokokita_etl.runner.stores import state_store
@@ -120,6 +121,7 @@ def success_payload(settings: Settings, day: date) -> dict[str, Any]:
         "bersih": val["bersih"],
         "warnings": val.get("warnings", []),
         **({WAREHOUSE: lod[WAREHOUSE]} if lod.get(WAREHOUSE) else {}),
+        **({RAW: ext[RAW]} if ext.get(RAW) else {}),
     }
 
 

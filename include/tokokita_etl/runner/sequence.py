@@ -10,6 +10,7 @@ from datetime import date, datetime
 from tokokita_etl.orders.stages import STAGE_NAMES
 from tokokita_etl.runner.claims import check_writable, claim_to_change, reconcile_intent
 from tokokita_etl.runner.identity import ensure, verify
+from tokokita_etl.runner.inputs import changed_since_processed
 from tokokita_etl.runner.liveness import cli_holder_finished
 from tokokita_etl.runner.policy import Action, Decision, gate_decision, stage_decision
 from tokokita_etl.runner.stores import state_store
@@ -58,17 +59,22 @@ def gate(settings: Settings, day: date, *, force: bool, reset_attempts: bool, no
     found = verify(settings, store.read(), where=store.location)
     holder_finished = _asked_once(holder_finished)  # the intent's and the claim's holder
     reconciled = reconcile_intent(settings, day, now, holder_finished, owner or by)
-    decision = gate_decision(store.read(), day, run_type=run_type, now=now,
+    state = store.read()
+    decision = gate_decision(state, day, run_type=run_type, now=now,
                              lookback_days=settings.lookback_days,
                              max_attempts=settings.max_attempts, force=force,
                              reset_attempts=reset_attempts, cleared=cleared,
                              tz=settings.timezone)
+    reason = decision.reason
+    if decision.action is Action.SKIP and state.has_success(day) and (
+            change := changed_since_processed(settings, state.entry(day), day)):
+        reason = f"{reason}; {change}"
     reset_from = None
     if decision.action is Action.RUN:
         ensure(settings, found)
         reset_from = claim_to_change(settings, day, owner or by, STAGE_NAMES[0], now,
                                      holder_finished, reset_by=by if reset_attempts else None)
-    return GateResult(decision.action, decision.reason, store.read().attempts(day), reset_from,
+    return GateResult(decision.action, reason, store.read().attempts(day), reset_from,
                       reconciled)
 
 

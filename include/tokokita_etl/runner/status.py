@@ -14,6 +14,7 @@ from typing import Any
 
 from tokokita_etl.errors import EtlError
 from tokokita_etl.runner.claims import interrupted_stage, read_claim, settled_watermark
+from tokokita_etl.runner.inputs import changed_since_processed
 from tokokita_etl.runner.liveness import cli_holder_finished
 from tokokita_etl.runner.policy import (
     Action,
@@ -105,7 +106,8 @@ def date_states(settings: Settings, now: datetime, days: int | None = None,
     running date), `due`, `partition` (file present), `status`, `attempt` (recorded outcomes,
     successes and failures), `failures` (failures since the last success: what
     `max_attempts` counts), `max_attempts`, `blocked`, `rows`, `quarantine_share`, `bruto`,
-    `bersih`, `duration_s`, `error`, `failed_stage`, `gold` (done dates only), `updated_at`, `warnings`.
+    `bersih`, `duration_s`, `error`, `failed_stage`, `gold` (done dates only), `updated_at`,
+    `warnings`, `raw_change` (a done date's raw file changed since its success, else "").
     """
     state = settled_watermark(settings, now)
     known = {date.fromisoformat(d) for d in state.runs}
@@ -134,6 +136,7 @@ def date_states(settings: Settings, now: datetime, days: int | None = None,
             "failed_stage": entry.get("failed_stage", ""),
             "gold": entry.get("gold", "") if state.has_success(day) else "",
             "updated_at": entry.get("updated_at", ""), "warnings": entry.get("warnings", []),
+            "raw_change": "",
         }
         manifest = _last_manifest(settings, day) if entry else {}
         if isinstance(manifest.get("duration_ms"), int | float) and manifest.get("duration_ms"):
@@ -181,8 +184,13 @@ def _state_of(settings: Settings, state, day: date, now: datetime, *, present: b
                 "reason": f"{display_text(settings, entry.get('error', ''))}; no failure is "
                           f"counted ({used} used); {later}"}
     if state.has_success(day):
-        return {"state": DateState.DONE, "label": "done",
-                "reason": f"succeeded (attempt {state.attempts(day)})"}
+        done = f"succeeded (attempt {state.attempts(day)})"
+        if change := changed_since_processed(settings, entry, day):
+            then = "its results stay" if change.gone else \
+                "a forced run (Clear in Airflow) reprocesses it"
+            return {"state": DateState.DONE, "label": "done (changed)",
+                    "raw_change": str(change), "reason": f"{done}; {change}: {then}"}
+        return {"state": DateState.DONE, "label": "done", "reason": done}
     decision = decide(state, day, max_attempts=settings.max_attempts)
     last = f"; last error ({entry.get('failed_stage') or '?'}): " \
            f"{display_text(settings, entry['error'])}" if entry.get("error") else ""
@@ -272,7 +280,8 @@ def format_status(rows: list[dict[str, Any]]) -> str:
         notes = []
         if r["state"] == "blocked":
             notes.append(f"to unblock: {r['unblock']}")
-        elif r["state"] in ("running", "waiting", "missing", "not processed", "needs re-run"):
+        elif r["state"] in ("running", "waiting", "missing", "not processed", "needs re-run") \
+                or r.get("raw_change"):
             notes.append(r["reason"])
         if r["error"] and r["state"] in ("failed", "blocked"):
             notes.append(f"last error ({r['failed_stage'] or '?'}): {r['error']}")

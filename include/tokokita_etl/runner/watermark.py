@@ -96,6 +96,9 @@ def _intent_problem(value: Any) -> str | None:
 
 _FIELD_RULES[IN_PROGRESS] = _intent_problem
 _FIELD_RULES["needs_rerun"] = lambda v: None if isinstance(v, bool) else "must be a boolean"
+_FIELD_RULES["raw"] = lambda v: None if isinstance(v, dict) and _is_count(v.get("size")) and all(
+    isinstance(v.get(name), str) for name in ("sha256", "stamp")) else \
+    "must be an object with 'size' (a count), 'sha256' and 'stamp' (strings)"
 _FIELD_RULES["warehouse"] = lambda v: None if isinstance(v, dict) and isinstance(
     v.get("id"), str) and _is_count(v.get("revision")) else \
     "must be an object with 'id' (a string) and 'revision' (a count)"

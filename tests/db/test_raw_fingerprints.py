@@ -1,0 +1,171 @@
+"""A success records the fingerprint of the raw bytes it processed, and a done date whose raw
+file changed since is shown as such (`on_raw_change=flag`) without becoming due: in `status`,
+in the skip line of its next run. A touched file with the same bytes is no change; `off`
+does not look. Real runs of the command line on real files (and a real S3-compatible server
+for objects)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import uuid
+from datetime import date
+from pathlib import Path
+
+import pytest
+
+from devtools.object_store import s3_server
+from tests.conftest import HEADER, SAMPLE_RAW, Workspace, csv_text, run_cli
+
+DAY = date(2026, 11, 2)
+NOW = "2026-11-05T10:00:00+07:00"  # DAY is inside the lookback
+
+
+def entry_of(ws: Workspace, day: date = DAY) -> dict:
+    return json.loads(ws.state_file.read_text(encoding="utf-8"))["runs"][day.isoformat()]
+
+
+def status_line(ws: Workspace, day: date = DAY, **env: str) -> str:
+    done = run_cli(["status", "--now", NOW], cwd=ws.root, env=ws.env(**env))
+    assert done.returncode == 0, done.stderr
+    return next(line for line in done.stdout.splitlines() if line.startswith(day.isoformat()))
+
+
+def run(ws: Workspace, *args: str, **env: str):
+    done = run_cli(["run", "--date", DAY.isoformat(), *args], cwd=ws.root, env=ws.env(**env))
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done
+
+
+def test_a_success_records_the_size_hash_and_stamp_of_the_raw_file_it_read(sqlite_workspace):
+    ws = sqlite_workspace
+    path = ws.write_partition(DAY, (SAMPLE_RAW / "pesanan_2026-11-02.csv").read_bytes())
+    run(ws)
+    stat = path.stat()
+    assert entry_of(ws)["raw"] == {
+        "size": stat.st_size, "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+        "stamp": f"mtime_ns:{stat.st_mtime_ns}"}
+
+
+@pytest.mark.parametrize("text", [
+    csv_text([["A1", "2026-11-02T09:00:00+07:00", "C1", "Jakarta", "Kopi", "1", "1000", "0"]]
+             ).removesuffix("\n"),  # a last line without a line end (hashed without the one added)
+    HEADER + '\nA1,2026-11-02T09:00:00+07:00,C1,Jakarta,"Kopi\nSusu",1,1000,0\n',  # the record reader
+], ids=["line-reader-no-final-newline", "record-reader"])
+def test_both_readers_hash_exactly_the_bytes_of_the_file(sqlite_workspace, text):
+    ws = sqlite_workspace
+    path = ws.write_partition(DAY, text)
+    run(ws)
+    assert entry_of(ws)["raw"]["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert entry_of(ws)["raw"]["size"] == len(text.encode("utf-8"))
+
+
+def test_a_touched_raw_file_with_the_same_bytes_is_not_a_change(sqlite_workspace):
+    ws = sqlite_workspace
+    path = ws.write_partition(DAY, (SAMPLE_RAW / "pesanan_2026-11-02.csv").read_bytes())
+    run(ws)
+    later = path.stat().st_mtime_ns + 5_000_000_000
+    os.utime(path, ns=(later, later))
+    line = status_line(ws)
+    assert line.split()[1] == "done" and "changed" not in line
+    assert "raw" not in run(ws).stdout.split("[skip]", 1)[1]
+
+
+def test_a_changed_raw_file_is_flagged_not_due_and_a_forced_run_takes_it(sqlite_workspace):
+    ws = sqlite_workspace
+    original = (SAMPLE_RAW / "pesanan_2026-11-02.csv").read_bytes()
+    path = ws.write_partition(DAY, original)
+    run(ws)
+    extra = b"LATE-1,2026-11-02T23:00:00+07:00,C9,Bandung,Teh,2,5000,0\n"
+    path.write_bytes(original + extra)
+    change = f"raw changed since processed ({len(original)} -> {len(original) + len(extra)} bytes)"
+    line = status_line(ws)
+    assert "done (changed)" in line and change in line and "reprocesses it" in line
+    due = run_cli(["due", "--now", NOW], cwd=ws.root, env=ws.env())
+    assert DAY.isoformat() not in due.stdout.split()  # flag: shown, not due
+    skipped = run(ws)
+    assert f"[skip] {DAY} already succeeded (use force to reprocess); {change}" in skipped.stdout
+    assert entry_of(ws)["attempt"] == 1
+    run(ws, "--force")
+    assert entry_of(ws)["rows"]["fact"] == 9
+    assert entry_of(ws)["raw"]["size"] == len(original) + len(extra)
+    assert status_line(ws).split()[1] == "done"
+
+
+def test_a_raw_file_gone_since_its_success_is_flagged_and_its_results_stay(sqlite_workspace):
+    ws = sqlite_workspace
+    path = ws.write_partition(DAY, (SAMPLE_RAW / "pesanan_2026-11-02.csv").read_bytes())
+    run(ws)
+    path.unlink()
+    line = status_line(ws)
+    assert "done (changed)" in line and "raw file gone since processed: its results stay" in line
+    assert ws.gold_file(DAY).exists()
+
+
+def test_on_raw_change_off_does_not_look(sqlite_workspace):
+    ws = sqlite_workspace
+    path = ws.write_partition(DAY, (SAMPLE_RAW / "pesanan_2026-11-02.csv").read_bytes())
+    run(ws)
+    path.write_bytes(path.read_bytes() + b"LATE-1,2026-11-02T23:00:00+07:00,C9,Bandung,Teh,2,5000,0\n")
+    assert status_line(ws, TOKOKITA_ON_RAW_CHANGE="off").split()[1] == "done"
+    assert "raw" not in run(ws, TOKOKITA_ON_RAW_CHANGE="off").stdout.split("[skip]", 1)[1]
+
+
+def test_an_entry_recorded_without_a_fingerprint_is_never_flagged(sqlite_workspace):
+    """Watermarks written before fingerprints were recorded: their dates are not reported
+    changed; the next success records one."""
+    ws = sqlite_workspace
+    path = ws.write_partition(DAY, (SAMPLE_RAW / "pesanan_2026-11-02.csv").read_bytes())
+    run(ws)
+    document = json.loads(ws.state_file.read_text(encoding="utf-8"))
+    del document["runs"][DAY.isoformat()]["raw"]
+    ws.state_file.write_text(json.dumps(document), encoding="utf-8")
+    path.write_bytes(path.read_bytes() + b"LATE-1,2026-11-02T23:00:00+07:00,C9,Bandung,Teh,2,5000,0\n")
+    assert status_line(ws).split()[1] == "done"
+    run(ws, "--force")
+    assert entry_of(ws)["raw"]["size"] == path.stat().st_size
+
+
+def test_a_malformed_fingerprint_in_the_watermark_is_refused_naming_the_field(sqlite_workspace):
+    ws = sqlite_workspace
+    ws.write_partition(DAY, (SAMPLE_RAW / "pesanan_2026-11-02.csv").read_bytes())
+    run(ws)
+    document = json.loads(ws.state_file.read_text(encoding="utf-8"))
+    document["runs"][DAY.isoformat()]["raw"] = {"size": "big"}
+    ws.state_file.write_text(json.dumps(document), encoding="utf-8")
+    done = run_cli(["status", "--now", NOW], cwd=ws.root, env=ws.env())
+    assert done.returncode != 0
+    assert "raw" in done.stderr and "'size' (a count)" in done.stderr
+
+
+@pytest.mark.postgres
+def test_an_object_partition_records_its_etag_and_a_replaced_object_is_flagged(pg_url, tmp_path,
+                                                                                monkeypatch):
+    from tokokita_etl.storage import filesystem, upload
+
+    ws = Workspace(tmp_path, pg_url)
+    ws.root.mkdir(exist_ok=True)
+    with s3_server() as s3:
+        for name, value in s3.env.items():
+            monkeypatch.setenv(name, value)
+        bucket = f"tokokita-{uuid.uuid4().hex[:10]}"
+        s3.create_bucket(bucket)
+        url = f"s3://{bucket}/raw/pesanan_{DAY.isoformat()}.csv"
+        upload(SAMPLE_RAW / "pesanan_2026-11-02.csv", url)
+        env = {**s3.env, "TOKOKITA_RAW_DIR": f"s3://{bucket}/raw"}
+        run(ws, **env)
+        raw = entry_of(ws)["raw"]
+        fs, key = filesystem(url)
+        assert raw["stamp"] == f"etag:{fs.info(key)['ETag'].strip(chr(34))}"
+        assert raw["sha256"] == hashlib.sha256(
+            (SAMPLE_RAW / "pesanan_2026-11-02.csv").read_bytes()).hexdigest()
+        assert status_line(ws, **env).split()[1] == "done"
+        # the same bytes uploaded again: a new object, the same hash
+        upload(SAMPLE_RAW / "pesanan_2026-11-02.csv", url)
+        assert status_line(ws, **env).split()[1] == "done"
+        changed = Path(tmp_path / "changed.csv")
+        changed.write_bytes((SAMPLE_RAW / "pesanan_2026-11-02.csv").read_bytes()
+                            + b"LATE-1,2026-11-02T23:00:00+07:00,C9,Bandung,Teh,2,5000,0\n")
+        upload(changed, url)
+        assert "raw changed since processed" in status_line(ws, **env)
