@@ -69,3 +69,11 @@ def import_graph(root: Path, package: str) -> dict[str, dict[str, int]]:
                     if sub in files and alias.name not in _top_level_names(trees[source]):
                         add(importer, sub, node.lineno)
     return graph
+
+
+def write_tree(root: Path, files: dict[str, str]) -> None:
+    """Write `files` (path relative to `root` -> text): a small package for a test to read."""
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")

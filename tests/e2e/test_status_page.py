@@ -11,7 +11,8 @@ Jakarta; the scheduled catch-up fires for T-6 and T-5 only.
 | T-3  | none                  | missing                                               |
 | T-4  | good                  | due                                                   |
 | T-5  | without `kota`        | failed by its run, then blocked; unblocked in Chromium |
-| T-6  | good, run by its run  | done; reprocessed through the page's action           |
+| T-6  | good, run by its run  | done; its file corrected: done (changed); restored;    |
+|      |                       | reprocessed through the page's action                 |
 
 Screenshots are written to docs/screenshots/ only with TOKOKITA_SAVE_SCREENSHOTS=1.
 """
@@ -174,6 +175,52 @@ def test_a_cross_site_post_or_one_without_the_form_token_is_refused(page_stack):
         assert admin.post("/tokokita/actions", data={**form, "csrf": "1" * 64}, headers={
             "Origin": page_stack.target.api_url}).status_code == 403
     assert len(page_stack.api.dag_runs(DAG_ID)) == before
+
+
+def test_a_done_date_whose_raw_file_changed_shows_it_on_the_page_and_in_the_gates_skip(
+        page_stack):
+    """`on_raw_change: flag`: a corrected raw file for a done date is shown, in Chromium on
+    the page and in status.json, with the sizes; the date is not due, and a plain trigger
+    skips it with the same words in the gate's log. The same bytes again (a new mtime) are
+    no change."""
+    from tests.browser import chromium
+
+    stack = page_stack
+    path = stack.data / "raw" / f"pesanan_{t(6)}.csv"
+    original = path.read_bytes()
+    late = f"TK-LATE,{t(6)}T23:00:00+07:00,C9,Bandung,Teh,2,5000,0\n".encode()
+    path.write_bytes(original + late)
+    change = f"raw changed since processed ({len(original)} -> {len(original) + len(late)} bytes)"
+    try:
+        with client(stack, USERNAME) as admin:
+            row = {r["date"]: r for r in admin.get("/tokokita/status.json").json()}[t(6)]
+        assert (row["state"], row["label"], row["due"]) == ("done", "done (changed)", False)
+        assert row["raw_change"] == change and change in row["reason"]
+        run = stack.api.trigger(DAG_ID, partition_key=t(6))
+        assert stack.api.wait_run(DAG_ID, run["dag_run_id"])["state"] == "success"
+        log = stack.task_log(run["dag_run_id"], "check_watermark")
+        assert f"already succeeded (use force to reprocess); {change}" in log
+        assert stack.watermark()[t(6)]["attempt"] == 1
+        token = AirflowApi(stack.target.api_url, USERNAME, PASSWORD).login()
+        with chromium() as browser:
+            context = browser.new_context(viewport={"width": 1500, "height": 900})
+            context.add_cookies([{"name": "_token", "value": token,
+                                  "url": stack.target.api_url}])
+            page = context.new_page()
+            page.goto(f"{stack.target.api_url}/tokokita/")
+            shown = page.locator(f"#d-{t(6)}")
+            assert shown.locator("td.state").inner_text() == "done (changed)"
+            assert change in shown.locator("td.why").inner_text()
+            if os.environ.get("TOKOKITA_SAVE_SCREENSHOTS") == "1":
+                SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+                shown.scroll_into_view_if_needed()
+                page.screenshot(path=SCREENSHOTS / "status-raw-changed.png")
+            context.close()
+    finally:
+        path.write_bytes(original)
+    with client(stack, USERNAME) as admin:
+        row = {r["date"]: r for r in admin.get("/tokokita/status.json").json()}[t(6)]
+    assert (row["label"], row["raw_change"]) == ("done", "")
 
 
 def test_an_admins_reprocess_creates_a_forced_run_in_airflows_audit_log(page_stack):

@@ -12,7 +12,7 @@ from __future__ import annotations
 from itertools import pairwise
 from pathlib import Path
 
-from tests.import_graph import PACKAGE, ROOT, import_graph, module_files
+from tests.import_graph import PACKAGE, ROOT, import_graph, module_files, write_tree
 
 
 def cycle_groups(graph: dict[str, dict[str, int]]) -> list[list[str]]:
@@ -82,15 +82,8 @@ def test_no_module_of_the_package_imports_itself_through_others():
     assert cycles == [], "modules that import each other:\n" + "\n".join(cycles)
 
 
-def _write(root: Path, files: dict[str, str]) -> None:
-    for rel, text in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-
-
 def test_a_lazy_import_inside_a_function_closes_a_cycle(tmp_path):
-    _write(tmp_path, {
+    write_tree(tmp_path, {
         "pkg/__init__.py": "",
         "pkg/config.py": "def check():\n    from pkg.cron import parse\n    return parse\n",
         "pkg/cron.py": "from pkg.config import check\n\ndef parse():\n    return check\n",
@@ -102,7 +95,7 @@ def test_a_lazy_import_inside_a_function_closes_a_cycle(tmp_path):
 
 
 def test_type_checking_and_relative_imports_count_and_a_package_may_import_its_modules(tmp_path):
-    _write(tmp_path, {
+    write_tree(tmp_path, {
         "pkg/__init__.py": "",
         "pkg/state.py": ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
                          "    from .state_db import Store\n"),

@@ -21,7 +21,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from tests.import_graph import PACKAGE, ROOT, import_graph
+from tests.import_graph import PACKAGE, ROOT, import_graph, write_tree
 
 REPO = ROOT.parent
 SHARED = {"errors", "files", "storage", "masking", "cron"}
@@ -115,15 +115,8 @@ def test_every_module_of_the_package_imports_only_its_own_layer_and_those_below(
         f"{a} -> {b}" for a, b in gone)
 
 
-def _write(root: Path, files: dict[str, str]) -> None:
-    for rel, text in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-
-
 def test_a_runner_module_importing_a_domain_is_a_crossing_even_inside_a_function(tmp_path):
-    _write(tmp_path, {
+    write_tree(tmp_path, {
         "include/tokokita_etl/__init__.py": "",
         "include/tokokita_etl/runner/__init__.py": "",
         "include/tokokita_etl/runner/status.py":
