@@ -15,6 +15,8 @@ import sys
 import time
 from pathlib import Path
 
+from tokokita_etl.orders.pipeline import ORDERS
+
 STARTED = time.perf_counter()
 
 
@@ -48,7 +50,7 @@ def run_project(spec: dict) -> dict:
     })
     lines: list[str] = []
     start = time.perf_counter()
-    outcome = run_for_date(settings, date.fromisoformat(spec["date"]), log=lines.append)
+    outcome = run_for_date(ORDERS, settings, date.fromisoformat(spec["date"]), log=lines.append)
     run_s = time.perf_counter() - start
     if outcome.exit_code != 0:
         raise SystemExit(f"project run failed: {outcome.error}\n" + "\n".join(lines))

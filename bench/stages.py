@@ -20,6 +20,7 @@ from datetime import date
 from pathlib import Path
 
 from bench.harness import DAY, DEFAULT_PG_URL, OUT, Warehouses, partition
+from tokokita_etl.orders.pipeline import ORDERS
 
 
 def _hwm_mb() -> float:
@@ -44,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pg-url", default=DEFAULT_PG_URL)
     args = parser.parse_args(argv)
 
-    from tokokita_etl.orders.stages import STAGE_NAMES, run_stage
+    from tokokita_etl.runner.staging import run_stage
     from tokokita_etl.settings.sources import load_settings
 
     raw_dir, _ = partition(args.rows)
@@ -58,12 +59,12 @@ def main(argv: list[str] | None = None) -> int:
             "warehouse_url": warehouses.fresh("project")})
         day: date = DAY
         print(f"start: RSS high-water {_hwm_mb():.0f} MB")
-        for stage in STAGE_NAMES:
+        for stage in ORDERS.stage_names:
             times = []
             for _ in range(args.repeat if stage == args.stage else 1):
                 _reset_hwm()
                 start = time.perf_counter()
-                result, _lines = run_stage(settings, day, stage)
+                result, _lines = run_stage(ORDERS, settings, day, stage)
                 times.append(time.perf_counter() - start)
             print(f"{stage:<13} {min(times):7.3f} s  peak RSS {_hwm_mb():7.0f} MB"
                   + (f"  (best of {len(times)})" if len(times) > 1 else ""))

@@ -30,6 +30,7 @@ import uuid
 from datetime import date
 
 from bench.harness import DAY, DEFAULT_PG_URL, OUT, Warehouses, partition
+from tokokita_etl.orders.pipeline import ORDERS
 
 POLL_S = 0.05
 
@@ -122,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
 
-    from tokokita_etl.orders.stages import STAGE_NAMES, run_stage
+    from tokokita_etl.runner.staging import run_stage
     from tokokita_etl.settings.sources import load_settings
 
     raw_dir, _ = partition(args.rows)
@@ -142,9 +143,9 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(clock, ServerClock):
             clock.thread.start()
         day: date = DAY
-        for stage in STAGE_NAMES:
+        for stage in ORDERS.stage_names:
             start = time.perf_counter()
-            run_stage(settings, day, stage)
+            run_stage(ORDERS, settings, day, stage)
             elapsed = time.perf_counter() - start
             time.sleep(2 * POLL_S)
             statements = clock.take()

@@ -47,7 +47,7 @@ from tokokita_airflow.operators import EtlStageOperator, WatermarkGateOperator
 from tokokita_airflow.runtime import configured_settings
 from tokokita_airflow.sensors import RawPartitionSensor
 from tokokita_airflow.timetable import DailyPartitionTimetable
-from tokokita_etl.orders.stages import STAGE_NAMES
+from tokokita_etl.orders.pipeline import ORDERS
 from tokokita_etl.runner import notify
 
 SETTINGS = configured_settings()
@@ -61,7 +61,7 @@ DEADLINE = DeadlineAlert(
     interval=notify.deadline_offset(SETTINGS.deadline_time),
     # logged, POSTed to deadline_webhook_url and sent to the `notifiers` (imported when sent)
     callback=AsyncCallback(deadline_alert, kwargs={
-        "dag_id": "tokokita_orders_daily", "webhook_url": SETTINGS.deadline_webhook_url,
+        "dag_id": ORDERS.dag_id, "webhook_url": SETTINGS.deadline_webhook_url,
         "tz": SETTINGS.timezone, "deadline_local_time": SETTINGS.deadline_local_time,
         "notifiers": SETTINGS.notifiers, "pipeline": SETTINGS.pipeline}),
     name=notify.deadline_wording(SETTINGS.cron, SETTINGS.timezone, SETTINGS.catchup_start,
@@ -71,8 +71,8 @@ GOLD_ASSET = Asset(name="tokokita_summary_harian", uri="tokokita://gold/summary_
                    group="tokokita")
 
 with DAG(
-    dag_id="tokokita_orders_daily",
-    description="TokoKita nightly orders ETL: raw CSV -> fact/summary -> gold CSV",
+    dag_id=ORDERS.dag_id,
+    description=ORDERS.description,
     doc_md=__doc__,
     # Airflow's CronPartitionTimetable: each run carries D as its partition key from its
     # creation; the catch-up's end is the timetable's, not the DAG's: a manual run after it
@@ -89,7 +89,7 @@ with DAG(
     # three keeps a month of catch-up from starving the pool on a small machine
     max_active_runs=3,
     max_active_tasks=8,
-    tags=["tokokita", "etl", "orders"],
+    tags=list(ORDERS.tags),
     default_args={
         "owner": "tokokita-data",
         # only transient errors are retried (WatermarkRetryPolicy): 1, 2, 4 ... minutes
@@ -109,8 +109,9 @@ with DAG(
     wait = RawPartitionSensor(task_id="wait_for_raw_partition", wait_window=SETTINGS.wait_window)
     gate = WatermarkGateOperator(task_id="check_watermark")
     stages = [
+        # the last stage records the success and publishes the gold file
         EtlStageOperator(task_id=stage, stage=stage,
-                         outlets=[GOLD_ASSET] if stage == "publish_gold" else [])
-        for stage in STAGE_NAMES
+                         outlets=[GOLD_ASSET] if stage == ORDERS.stage_names[-1] else [])
+        for stage in ORDERS.stage_names
     ]
     chain(wait, gate, *stages)

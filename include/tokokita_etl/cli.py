@@ -16,12 +16,13 @@ from typing import NoReturn
 
 from tokokita_etl.errors import EXIT_USAGE, EtlError, StateError
 from tokokita_etl.files import write_text_atomic
-from tokokita_etl.orders.stages import WARNING_PREFIX
 from tokokita_etl.pipeline import run_for_date
+from tokokita_etl.pipelines import DEFAULT, by_name
 from tokokita_etl.runner.claims import settled_watermark
 from tokokita_etl.runner.identity import reconcile, verify
 from tokokita_etl.runner.policy import due_runs
 from tokokita_etl.runner.schedule import parse_now, parse_run_date, utc_now
+from tokokita_etl.runner.staging import WARNING_PREFIX
 from tokokita_etl.runner.status import format_status, status_rows, warehouse_problem
 from tokokita_etl.runner.stores import state_store
 from tokokita_etl.runner.watermark import check_document
@@ -47,6 +48,8 @@ def _parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--config", help="YAML config file (default: $TOKOKITA_CONFIG or "
                         "config/pipeline.yaml)")
+    common.add_argument("--pipeline", default=DEFAULT, metavar="NAME",
+                        help=f"the declared pipeline to act on (default: {DEFAULT})")
     common.add_argument("--raw-dir")
     common.add_argument("--gold-dir")
     common.add_argument("--quarantine-dir")
@@ -159,8 +162,9 @@ def cmd_run(args: argparse.Namespace, now: Callable[[], datetime]) -> int:
     def emit(line: str) -> None:
         write("stdout", line)
 
-    outcome = run_for_date(settings, day, force=args.force, reset_attempts=args.reset_attempts,
-                           now=now, log=log, log_format=args.log_format, emit=emit)
+    outcome = run_for_date(by_name(args.pipeline), settings, day, force=args.force,
+                           reset_attempts=args.reset_attempts, now=now, log=log,
+                           log_format=args.log_format, emit=emit)
     return outcome.exit_code
 
 
@@ -184,7 +188,7 @@ def cmd_status(args: argparse.Namespace, now: Callable[[], datetime] = utc_now) 
     """`status [--now T] [--days N] [--json]`."""
     settings = _settings(args)
     clock = parse_now(args.now, settings.timezone) if args.now else now()
-    rows = status_rows(settings, clock, args.days)
+    rows = status_rows(by_name(args.pipeline), settings, clock, args.days)
     print(json.dumps(rows, indent=2) if args.json else format_status(rows))
     problem = warehouse_problem(settings)
     if problem is not None:  # the rows are the watermark's; no run proceeds until resolved
@@ -321,6 +325,7 @@ def _main(argv: list[str] | None, *, now: Callable[[], datetime]) -> int:
     except SystemExit as exc:
         return EXIT_USAGE if exc.code else 0
     try:
+        by_name(getattr(args, "pipeline", DEFAULT))  # an unknown one: exit 2, naming the known
         if args.command == "run":
             return cmd_run(args, now)
         if args.command == "due":

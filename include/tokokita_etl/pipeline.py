@@ -1,7 +1,8 @@
-"""`run_for_date`: the command line's run of one date, composing the gate and the stages.
+"""`run_for_date`: the command line's run of one date of a pipeline, composing the gate and
+the stages.
 
-The Airflow tasks call the same pieces one by one (`runs.gate`, `stages.run_stage`,
-`runs.finish_*`), each in its own process.
+The Airflow tasks call the same pieces one by one (`runner.sequence.gate`,
+`runner.staging.run_stage`, `runner.outcomes.finish_*`), each in its own process.
 
 Pings (`notify.ping`, when `ping_url` is set): `/start` once the gate decides to process the
 date, then the success URL or `/fail` with the run's summary line as the body; a blocked date
@@ -20,9 +21,9 @@ from tokokita_etl.errors import (
     ConcurrentRunError,
     EtlError,
 )
-from tokokita_etl.orders.stages import STAGE_NAMES, WARNING_PREFIX, run_stage
 from tokokita_etl.orders.validate import rupiah
 from tokokita_etl.runner.claims import release_date
+from tokokita_etl.runner.declaration import Pipeline
 from tokokita_etl.runner.liveness import cli_owner
 from tokokita_etl.runner.notify import ping, start_line, summary_line
 from tokokita_etl.runner.outcomes import (
@@ -37,6 +38,7 @@ from tokokita_etl.runner.outcomes import (
 from tokokita_etl.runner.policy import Action
 from tokokita_etl.runner.schedule import utc_now
 from tokokita_etl.runner.sequence import gate
+from tokokita_etl.runner.staging import WARNING_PREFIX, run_stage
 from tokokita_etl.settings.model import Settings
 from tokokita_etl.warehouse.database import Warehouse
 
@@ -46,7 +48,7 @@ Clock = Callable[[], datetime]
 LOG_FORMATS = ("text", "json")
 
 
-def run_for_date(settings: Settings, day: date, *, force: bool = False,
+def run_for_date(pipeline: Pipeline, settings: Settings, day: date, *, force: bool = False,
                  reset_attempts: bool = False, now: Clock = utc_now,
                  log: Log = print, log_format: str = "text",
                  emit: Log = print) -> RunOutcome:
@@ -66,7 +68,7 @@ def run_for_date(settings: Settings, day: date, *, force: bool = False,
     perf = time.perf_counter()
     owner = cli_owner(started)
     try:
-        decision = gate(settings, day, force=force, reset_attempts=reset_attempts,
+        decision = gate(pipeline, settings, day, force=force, reset_attempts=reset_attempts,
                         now=started, by="cli", owner=owner)
     except ConcurrentRunError as exc:
         log(f"[error] {exc}")
@@ -93,7 +95,7 @@ def run_for_date(settings: Settings, day: date, *, force: bool = False,
                 log(f"[gate] {decision.message}")
             ping(settings.ping_url, "start", start_line(settings.pipeline, day, started, "cli"),
                  warn=warn)
-            outcome = _run_stages(settings, day, owner, started, now, log)
+            outcome = _run_stages(pipeline, settings, day, owner, started, now, log)
             ping(settings.ping_url, "success" if outcome.status == "success" else "fail",
                  summary_line(outcome.summary), warn=warn)
     elapsed = round((time.perf_counter() - perf) * 1000)
@@ -104,15 +106,15 @@ def run_for_date(settings: Settings, day: date, *, force: bool = False,
     return outcome
 
 
-def _run_stages(settings: Settings, day: date, owner: str, started: datetime, now: Clock,
-                log: Log) -> RunOutcome:
-    stage = STAGE_NAMES[0]
+def _run_stages(pipeline: Pipeline, settings: Settings, day: date, owner: str, started: datetime,
+                now: Clock, log: Log) -> RunOutcome:
+    stage = pipeline.stage_names[0]
     try:
-        for stage in STAGE_NAMES:
-            _, lines = run_stage(settings, day, stage)
+        for stage in pipeline.stage_names:
+            _, lines = run_stage(pipeline, settings, day, stage)
             for line in lines:
                 log(line)
-        outcome = finish_success(settings, day, started=started, now=now(), trigger="cli")
+        outcome = finish_success(pipeline, settings, day, started=started, now=now(), trigger="cli")
         entry = outcome.entry
         log(f"[summary] {day}: {entry['rows']['fact']} fact rows, "
             f"{entry['rows']['summary']} kota, {rupiah_text(entry['bruto'])} bruto, "
@@ -120,7 +122,7 @@ def _run_stages(settings: Settings, day: date, owner: str, started: datetime, no
         return outcome
     except Exception as exc:  # recorded; an attempt unless policy.classify says otherwise
         log(f"[error] {stage}: {exc if isinstance(exc, EtlError) else f'{type(exc).__name__}: {exc}'}")
-        return finish_failure(settings, day, exc, stage=stage, started=started, now=now(),
+        return finish_failure(pipeline, settings, day, exc, stage=stage, started=started, now=now(),
                               trigger="cli")
     finally:
         release_date(settings, day, owner)

@@ -5,7 +5,7 @@ its claim on D, if it still holds one, is released (where the state needs no Air
 connection, see `release_ended_run`): a run whose last task did not release it
 (a stage cleared without its downstream tasks, a run marked while a stage was running) would
 otherwise read as running in `status`, `due` and the status page until the claim's TTL. An
-intent record it left stays, so the date reads *needs re-run* (`runs.reconcile_intent`); when
+intent record it left stays, so the date reads *needs re-run* (`runner.claims.reconcile_intent`); when
 the run ended in success (a stage cleared alone, a stage marked success), that re-run counts
 no failure of the partition (`runs.stop_ended_run`).
 

@@ -19,6 +19,7 @@ from tokokita_airflow.runtime import (
     run_flag,
     run_owner,
     run_type,
+    task_pipeline,
 )
 
 if TYPE_CHECKING:
@@ -64,7 +65,7 @@ class WatermarkGateOperator(BaseOperator):
         from tokokita_etl.runner.policy import Action
         from tokokita_etl.runner.sequence import gate
 
-        settings = pipeline_settings()
+        pipeline, settings = task_pipeline(), pipeline_settings()
         day = partition_date(context)
         now = datetime.now(UTC)
         owner = run_owner(context)
@@ -74,8 +75,8 @@ class WatermarkGateOperator(BaseOperator):
         self.log.info("This %s run processes partition %s (force=%s, reset_attempts=%s%s)",
                       run_type(context), day, force, reset, ", cleared" if cleared else "")
         try:
-            decision = gate(settings, day, force=force, reset_attempts=reset, now=now, by=owner,
-                            run_type=run_type(context), cleared=cleared,
+            decision = gate(pipeline, settings, day, force=force, reset_attempts=reset, now=now,
+                            by=owner, run_type=run_type(context), cleared=cleared,
                             holder_finished=holder_finished)
         except ConcurrentRunError as exc:
             finish_refused(settings, day, exc, status=SKIPPED, started=now,
@@ -220,13 +221,13 @@ class EtlStageOperator(BaseOperator):
 
     def _stage(self, context: Context) -> dict[str, Any]:
         from tokokita_etl.errors import BlockedError, ConcurrentRunError
-        from tokokita_etl.orders.stages import release_working_copy
         from tokokita_etl.runner.claims import claim_started, release_date
         from tokokita_etl.runner.outcomes import BLOCKED, finish_refused, finish_success
         from tokokita_etl.runner.policy import Action
         from tokokita_etl.runner.sequence import enter_stage
+        from tokokita_etl.runner.staging import release_working_copy
 
-        settings = pipeline_settings()
+        pipeline, settings = task_pipeline(), pipeline_settings()
         day = partition_date(context)
         self._lineage = (settings, day, None)
         owner = run_owner(context)
@@ -239,7 +240,7 @@ class EtlStageOperator(BaseOperator):
                 f"{unfinished} did not finish its work in this run (marked success while it "
                 f"ran?): {day} needs a re-run; clear the run or trigger the date to run it")
         try:
-            decision = enter_stage(settings, day, stage=self.stage, owner=owner,
+            decision = enter_stage(pipeline, settings, day, stage=self.stage, owner=owner,
                                    force=run_flag(context, "force"),
                                    cleared=run_cleared(context), now=now, clears=self._clears,
                                    holder_finished=holder_finished)
@@ -257,13 +258,13 @@ class EtlStageOperator(BaseOperator):
         try:
             self.log.info("Running: %s", decision.reason)
             started = claim_started(settings, day, owner, now)
-            result = self._run_stage(settings, day, owner, started)
+            result = self._run_stage(pipeline, settings, day, owner, started)
             self._lineage = (settings, day, result)
             meta = {"partition_date": day.isoformat(), "stage": self.stage,
                     "duration_ms": result.get("duration_ms")}
-            if self.stage == "publish_gold":
-                outcome = finish_success(settings, day, now=datetime.now(UTC), trigger=owner,
-                                         started=started)
+            if self.stage == pipeline.stage_names[-1]:  # the last stage records the success
+                outcome = finish_success(pipeline, settings, day, now=datetime.now(UTC),
+                                         trigger=owner, started=started)
                 release_date(settings, day, owner)
                 for asset in self.outlets:
                     context["outlet_events"][asset].extra = {
@@ -331,7 +332,7 @@ class EtlStageOperator(BaseOperator):
             return OperatorLineage()
         return operator_lineage(settings, day, self.stage, result)
 
-    def _run_stage(self, settings: Any, day: date, owner: str,
+    def _run_stage(self, pipeline: Any, settings: Any, day: date, owner: str,
                    started: datetime) -> dict[str, Any]:
         """Run this stage (after the stages whose staged output is gone); a failure is
         recorded (an attempt unless its kind says otherwise) and raised as Airflow should
@@ -339,20 +340,20 @@ class EtlStageOperator(BaseOperator):
         (`AirflowFailException`) for a partition error or a failure that is no attempt,
         re-raised otherwise (the retry policy decides)."""
         from tokokita_etl.errors import MissingPartitionError, RunStoppedError, ValidationError
-        from tokokita_etl.orders.stages import WARNING_PREFIX, fetch_inputs, run_stage
         from tokokita_etl.runner.claims import release_date
         from tokokita_etl.runner.outcomes import finish_failure
         from tokokita_etl.runner.policy import ErrorKind, classify, failures_since_success
+        from tokokita_etl.runner.staging import WARNING_PREFIX, fetch_inputs, run_stage
         from tokokita_etl.runner.stores import state_store
 
         stage = self.stage
         try:
-            rebuild = fetch_inputs(settings, day, self.stage)
+            rebuild = fetch_inputs(pipeline, settings, day, self.stage)
             if rebuild:
                 self.log.info("The staged inputs of %s are gone; running %s again first "
                               "(deterministic: same output)", self.stage, ", ".join(rebuild))
             for stage in [*rebuild, self.stage]:
-                result, lines = run_stage(settings, day, stage)
+                result, lines = run_stage(pipeline, settings, day, stage)
                 for line in lines:
                     if line.startswith(WARNING_PREFIX):
                         self.log.warning("%s", line)
@@ -371,7 +372,7 @@ class EtlStageOperator(BaseOperator):
             if isinstance(exc, ValidationError) and exc.result is not None:
                 self._lineage = (settings, day, exc.result)  # the failed checks too
             kind = classify(exc)
-            outcome = finish_failure(settings, day, exc, stage=stage, started=started,
+            outcome = finish_failure(pipeline, settings, day, exc, stage=stage, started=started,
                                      now=datetime.now(UTC), trigger=owner)
             if isinstance(exc, RunStoppedError):
                 release_date(settings, day, owner)

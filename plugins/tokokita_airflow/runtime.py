@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
+    from tokokita_etl.runner.declaration import Pipeline
     from tokokita_etl.settings.model import Settings
 
 #: the claim owner of an Airflow run: `airflow:<dag_id>:<run_id>`
@@ -19,6 +20,13 @@ OWNER_PREFIX = "airflow:"
 def project_root() -> Path:
     """Where config/ lives and relative paths resolve in Airflow tasks: $TOKOKITA_HOME or the repo."""
     return Path(os.environ.get("TOKOKITA_HOME") or Path(__file__).resolve().parents[2])
+
+
+def task_pipeline() -> Pipeline:
+    """The pipeline the tasks run: the registry's default one."""
+    from tokokita_etl.pipelines import DEFAULT, by_name
+
+    return by_name(DEFAULT)
 
 
 def configured_settings() -> Settings:

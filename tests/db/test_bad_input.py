@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import HEADER, SAMPLE_RAW, Workspace, in_process_cli, run_cli
+from tokokita_etl.orders.pipeline import ORDERS
 from tokokita_etl.pipeline import run_for_date
 from tokokita_etl.runner.stores.files import StateStore
 from tokokita_etl.warehouse.database import Warehouse
@@ -50,7 +51,7 @@ def snapshot(ws: Workspace, day: date = D02) -> Snapshot:
 def loaded(sqlite_workspace: Workspace) -> Workspace:
     """2026-11-02 processed once, successfully."""
     sqlite_workspace.copy_samples(D02)
-    assert run_for_date(sqlite_workspace.settings(), D02, log=lambda _: None).status == "success"
+    assert run_for_date(ORDERS, sqlite_workspace.settings(), D02, log=lambda _: None).status == "success"
     return sqlite_workspace
 
 

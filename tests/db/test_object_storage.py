@@ -16,7 +16,8 @@ import pytest
 from devtools.object_store import S3Server, s3_server
 from tests.conftest import SAMPLE_DATES, SAMPLE_RAW, Workspace, run_cli
 from tokokita_etl.errors import MissingPartitionError
-from tokokita_etl.orders.stages import STAGE_NAMES, fetch_inputs, run_stage
+from tokokita_etl.orders.pipeline import ORDERS
+from tokokita_etl.runner.staging import fetch_inputs, run_stage
 from tokokita_etl.runner.stores import state_store
 from tokokita_etl.runner.stores.files import StateStore
 from tokokita_etl.settings.layout import partition_file_exists
@@ -118,19 +119,19 @@ def test_the_stages_of_one_run_hand_over_between_private_working_folders(
              if k.startswith("TOKOKITA_")}
     first = ws.settings(**{**names, "work_dir": str(tmp_path / "machine-a")})
     second = ws.settings(**{**names, "work_dir": str(tmp_path / "machine-b")})
-    for stage in STAGE_NAMES[:2]:
-        assert fetch_inputs(first, D04, stage) == []
-        run_stage(first, D04, stage)
+    for stage in ORDERS.stage_names[:2]:
+        assert fetch_inputs(ORDERS, first, D04, stage) == []
+        run_stage(ORDERS, first, D04, stage)
     handed = objects(bucket, "staging/2026-11-04")
     assert {"extract.json", "extract.parquet", "transform.json", "valid.parquet"} <= set(handed)
     assert not any(name.startswith("pesanan_") for name in handed)  # the raw copy stays local
-    for stage in STAGE_NAMES[2:4]:
-        assert fetch_inputs(second, D04, stage) == []  # fetched, nothing to run again
-        run_stage(second, D04, stage)
+    for stage in ORDERS.stage_names[2:4]:
+        assert fetch_inputs(ORDERS, second, D04, stage) == []  # fetched, nothing to run again
+        run_stage(ORDERS, second, D04, stage)
     # publish on a third machine: the validated gold file (a dot file) was handed over too
     third = ws.settings(**{**names, "work_dir": str(tmp_path / "machine-c")})
-    assert fetch_inputs(third, D04, "publish_gold") == []
-    run_stage(third, D04, "publish_gold")
+    assert fetch_inputs(ORDERS, third, D04, "publish_gold") == []
+    run_stage(ORDERS, third, D04, "publish_gold")
     assert sorted(p.name for p in (tmp_path / "machine-a" / "staging" / "2026-11-04").glob(
         "*.json")) == ["extract.json", "transform.json"]
     gold = read_object(f"s3://{bucket}/gold/summary_harian_2026-11-04.csv")
@@ -140,7 +141,7 @@ def test_the_stages_of_one_run_hand_over_between_private_working_folders(
     from tokokita_etl.storage import remove_folder
 
     remove_folder(f"s3://{bucket}/staging/2026-11-04")
-    assert fetch_inputs(fresh, D04, "validate") == ["extract", "transform", "load"]
+    assert fetch_inputs(ORDERS, fresh, D04, "validate") == ["extract", "transform", "load"]
 
 
 def test_a_missing_or_empty_partition_object_is_missing_and_named_by_its_url(
@@ -159,7 +160,7 @@ def test_a_missing_or_empty_partition_object_is_missing_and_named_by_its_url(
     settings = ws.settings(**{k.removeprefix("TOKOKITA_").lower(): v for k, v in
                               object_env(ws, s3, bucket).items() if k.startswith("TOKOKITA_")})
     with pytest.raises(MissingPartitionError, match=f"s3://{bucket}/raw/pesanan_2026-11-02.csv"):
-        run_stage(settings, D02, "extract")
+        run_stage(ORDERS, settings, D02, "extract")
 
 
 def test_a_bad_partition_object_fails_naming_its_url_and_publishes_nothing(

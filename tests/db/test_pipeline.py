@@ -17,6 +17,7 @@ import pytest
 from sqlalchemy import text
 
 from tests.conftest import HEADER, SAMPLE_DATES, Workspace, csv_text, read_csv_rows
+from tokokita_etl.orders.pipeline import ORDERS
 from tokokita_etl.pipeline import run_for_date
 from tokokita_etl.runner.stores.files import StateStore
 from tokokita_etl.warehouse.checksums import canonical_line
@@ -84,7 +85,7 @@ FACT_LINES = {
 
 def run(ws: Workspace, day: date, **kwargs):
     lines: list[str] = []
-    outcome = run_for_date(ws.settings(), day, log=lines.append, **kwargs)
+    outcome = run_for_date(ORDERS, ws.settings(), day, log=lines.append, **kwargs)
     outcome.log = lines
     return outcome
 

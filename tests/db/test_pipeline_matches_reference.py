@@ -12,6 +12,7 @@ from pathlib import Path
 from devtools.reference import run_reference
 from devtools.samples import generate_partition
 from tests.conftest import read_csv_rows
+from tokokita_etl.orders.pipeline import ORDERS
 from tokokita_etl.pipeline import run_for_date
 
 DAY = date(2026, 11, 10)
@@ -20,7 +21,7 @@ DAY = date(2026, 11, 10)
 def test_pipeline_and_reference_give_the_same_gold_quarantine_counts_and_facts(workspace):
     raw = workspace.raw / f"pesanan_{DAY.isoformat()}.csv"
     generated = generate_partition(raw, DAY, 2000, seed=0)
-    outcome = run_for_date(workspace.settings(), DAY, log=lambda _: None)
+    outcome = run_for_date(ORDERS, workspace.settings(), DAY, log=lambda _: None)
     assert outcome.exit_code == 0, outcome.error
     manifest = outcome.body
     # the reference's own tables (reference_fact, reference_summary) sit beside the pipeline's

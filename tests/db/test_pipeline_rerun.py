@@ -18,6 +18,7 @@ from tests.conftest import (
     clean_env,
     read_csv_rows,
 )
+from tokokita_etl.orders.pipeline import ORDERS
 from tokokita_etl.pipeline import run_for_date
 from tokokita_etl.runner.policy import due_runs
 from tokokita_etl.runner.stores.files import StateStore
@@ -30,7 +31,7 @@ JKT = ZoneInfo("Asia/Jakarta")
 
 def run(ws: Workspace, day: date, **kwargs):
     lines: list[str] = []
-    outcome = run_for_date(ws.settings(), day, log=lines.append, **kwargs)
+    outcome = run_for_date(ORDERS, ws.settings(), day, log=lines.append, **kwargs)
     outcome.log = lines
     return outcome
 
@@ -232,9 +233,9 @@ def test_reference_scenarios_hold_after_real_pipeline_runs(sqlite_workspace):
     assert due_runs(state.read(), nov5, present_in(settings_.raw_dir), 7, 3,
                     tz="Asia/Jakarta") == [D02, D03, D04]
     for day in (D02, D03):
-        assert run_for_date(settings_, day, log=lambda _: None).status == "success"
+        assert run_for_date(ORDERS, settings_, day, log=lambda _: None).status == "success"
     assert due_runs(state.read(), nov6, present_in(settings_.raw_dir), 7, 3,
                     tz="Asia/Jakarta") == [D04]
-    assert run_for_date(settings_, D04, log=lambda _: None).status == "success"
+    assert run_for_date(ORDERS, settings_, D04, log=lambda _: None).status == "success"
     assert due_runs(state.read(), nov6, present_in(settings_.raw_dir), 7, 3,
                     tz="Asia/Jakarta") == []

@@ -18,6 +18,7 @@ import pytest
 from tests.conftest import SAMPLE_DATES, Workspace, run_cli
 from tests.db.conftest import _pg_admin_conninfo, _pg_server_url
 from tokokita_etl.errors import ConcurrentRunError, StateError
+from tokokita_etl.orders.pipeline import ORDERS
 from tokokita_etl.runner.claims import claim_date, read_claim, release_date
 from tokokita_etl.runner.sequence import gate
 from tokokita_etl.runner.stores import state_store
@@ -209,9 +210,9 @@ def test_the_gate_decides_the_same_on_both_stores(settings):
     store = state_store(settings)
     for _ in range(settings.max_attempts):
         store.record(DAYS[0], FAILED, {"error": "boom"}, NOW)
-    blocked = gate(settings, DAYS[0], force=False, reset_attempts=False, now=NOW, by="me")
+    blocked = gate(ORDERS, settings, DAYS[0], force=False, reset_attempts=False, now=NOW, by="me")
     assert blocked.action.value == "blocked"
-    unblocked = gate(settings, DAYS[0], force=False, reset_attempts=True, now=NOW, by="me")
+    unblocked = gate(ORDERS, settings, DAYS[0], force=False, reset_attempts=True, now=NOW, by="me")
     # the failures since the last success are reset; the total of outcomes is kept
     assert (unblocked.action.value, unblocked.reset_from, unblocked.attempt) == ("run", 3, 3)
     assert store.read().entry(DAYS[0])["failures"] == 0

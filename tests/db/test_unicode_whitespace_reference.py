@@ -8,6 +8,7 @@ from pathlib import Path
 
 from devtools.reference import run_reference
 from tests.conftest import csv_text, read_csv_rows
+from tokokita_etl.orders.pipeline import ORDERS
 from tokokita_etl.pipeline import run_for_date
 
 DAY = date(2026, 11, 10)
@@ -28,7 +29,7 @@ def test_unicode_whitespace_gives_the_same_gold_and_quarantine_as_the_reference(
         ["\u00a0TK-8\u00a0", f"\u3000{ts}", "C8", "Bogor", "Kaos", "\u00a01", "10", ""],
     ]
     workspace.write_partition(DAY, csv_text(rows))
-    outcome = run_for_date(workspace.settings(), DAY, log=lambda _: None)
+    outcome = run_for_date(ORDERS, workspace.settings(), DAY, log=lambda _: None)
     assert outcome.exit_code == 0, outcome.error
     gold = read_csv_rows(workspace.gold_file(DAY))
     assert [(r["kota"], r["jumlah_pesanan"]) for r in gold] == [

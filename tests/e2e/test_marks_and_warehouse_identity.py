@@ -25,6 +25,7 @@ import pytest
 
 from stack.ephemeral import DAG_ID, PASSWORD, USERNAME, EphemeralStack, admin_conninfo, fire_time
 from stack.rest import TERMINAL, AirflowApi, wait_for
+from tokokita_etl.orders.pipeline import ORDERS
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page
@@ -82,7 +83,7 @@ def fact_checksum(stack: EphemeralStack, day: date) -> str:
 def status_row(stack: EphemeralStack, day: date) -> dict:
     from tokokita_etl.runner.status import status_rows
 
-    return next(r for r in status_rows(stack.settings()) if r["date"] == str(day))
+    return next(r for r in status_rows(ORDERS, stack.settings()) if r["date"] == str(day))
 
 
 def status_page(stack: EphemeralStack, day: date, screenshot: str) -> dict[str, str]:

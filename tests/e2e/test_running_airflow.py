@@ -60,6 +60,7 @@ from stack.ephemeral import (
     last_fired_day,
     partition_day,
 )
+from tokokita_etl.orders.pipeline import ORDERS
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 
@@ -133,12 +134,12 @@ def seed(stack: EphemeralStack, plan: Plan) -> None:
     if plan.last_day == plan.t(1):
         write_good(stack, plan.t(1))
     for minus in (10, 6):
-        assert run_for_date(settings, plan.t(minus), log=quiet).status == "success"
+        assert run_for_date(ORDERS, settings, plan.t(minus), log=quiet).status == "success"
     for minus, failures in ((8, 2), (3, 1), (5, 3)):
         saved = stack.read_raw(plan.t(minus))
         write_bad(stack, plan.t(minus))
         for _ in range(failures):
-            assert run_for_date(settings, plan.t(minus), log=quiet).status == "failed"
+            assert run_for_date(ORDERS, settings, plan.t(minus), log=quiet).status == "failed"
         if saved is not None:  # T-3 and T-5: the partition is fixed afterwards
             stack.write_raw(plan.t(minus), saved)
 

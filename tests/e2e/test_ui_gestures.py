@@ -31,6 +31,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from stack.ephemeral import DAG_ID, EphemeralStack, fire_time
+from tokokita_etl.orders.pipeline import ORDERS
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 
@@ -193,7 +194,7 @@ def test_a_stage_cleared_alone_leaves_the_date_needing_a_re_run_once_its_run_end
     intent = entry(stack, dates.done)["in_progress"]  # the load's intent: no outcome recorded
     assert intent["stopped"] == "its run ended with a stage cleared alone or marked", intent
     failures = entry(stack, dates.done)["failures"]
-    [row] = [r for r in status_rows(stack.settings()) if r["date"] == str(dates.done)]
+    [row] = [r for r in status_rows(ORDERS, stack.settings()) if r["date"] == str(dates.done)]
     assert (row["state"], row["label"]) == ("needs re-run", "needs re-run"), row
     assert "the next run records no failure" in row["reason"], row
 
@@ -203,7 +204,7 @@ def test_a_stage_cleared_alone_leaves_the_date_needing_a_re_run_once_its_run_end
     after = entry(stack, dates.done)
     assert after["status"] == "success" and "in_progress" not in after
     assert after["attempt"] >= attempt + 1 and after["failures"] == failures == 0
-    [row] = [r for r in status_rows(stack.settings()) if r["date"] == str(dates.done)]
+    [row] = [r for r in status_rows(ORDERS, stack.settings()) if r["date"] == str(dates.done)]
     assert row["label"] == "done", row
 
 
@@ -246,7 +247,7 @@ def test_a_date_reprocessed_many_times_then_failing_once_is_not_blocked(gestures
         "failed", before["attempt"] + 1, 1)
     from tokokita_etl.runner.status import date_states
 
-    [row] = date_states(stack.settings(), datetime.now(UTC), dates=[dates.done])
+    [row] = date_states(ORDERS, stack.settings(), datetime.now(UTC), dates=[dates.done])
     assert (row["state"], row["failures"]) == ("failed", 1)  # not blocked
     generate_partition(raw, dates.done, 60, seed=11)
     fixed = clear(stack, run["dag_run_id"], ["wait_for_raw_partition"], downstream=True)

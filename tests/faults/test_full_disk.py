@@ -42,6 +42,7 @@ import pytest
 from devtools.samples import generate_partition
 from tests.conftest import Workspace, run_cli
 from tests.faults.conftest import LONG, final_files, warehouse_rows
+from tokokita_etl.orders.pipeline import ORDERS
 from tokokita_etl.runner.stores.files import StateStore
 from tokokita_etl.runner.watermark import FAILED, IN_PROGRESS, SUCCESS
 
@@ -135,10 +136,10 @@ def _leftovers(folder: Path) -> list[str]:
 def _transform_room(ws: Workspace) -> int:
     """Bytes that hold the extracted rows of D and little more: measured on a run of its
     own (staging is dropped after a success, so it is run with the stages kept)."""
-    from tokokita_etl.orders.stages import run_stage
+    from tokokita_etl.runner.staging import run_stage
 
     settings = ws.settings(staging_dir=ws.root / "measure")
-    run_stage(settings, DAY, "extract")
+    run_stage(ORDERS, settings, DAY, "extract")
     staged = settings.staging_path(DAY)
     used = sum(p.stat().st_size + PAGE for p in staged.rglob("*") if p.is_file())
     shutil.rmtree(ws.root / "measure")
@@ -202,17 +203,17 @@ def test_a_full_folder_fails_the_run_cleanly_and_loses_nothing(workspace, case):
 def test_a_full_staging_folder_in_transform_is_the_transient_no_space_error(workspace):
     """Regression: DuckDB's write error on a full staging folder was an unexpected error
     (`IOException`), not the transient ENOSPC that Airflow retries while attempts are left."""
-    from tokokita_etl.orders.stages import run_stage
     from tokokita_etl.runner.policy import ErrorKind, classify
+    from tokokita_etl.runner.staging import run_stage
 
     ws = workspace
     generate_partition(ws.raw / f"pesanan_{DAY.isoformat()}.csv", DAY, ROWS, seed=5)
     ws.staging.mkdir(parents=True, exist_ok=True)
     room = _transform_room(ws)
     with full_folder(ws.staging, room):
-        run_stage(ws.settings(), DAY, "extract")
+        run_stage(ORDERS, ws.settings(), DAY, "extract")
         with pytest.raises(OSError) as raised:
-            run_stage(ws.settings(), DAY, "transform")
+            run_stage(ORDERS, ws.settings(), DAY, "transform")
     assert raised.value.errno == errno.ENOSPC
     assert str(ws.staging) in str(raised.value)
     assert classify(raised.value) is ErrorKind.TRANSIENT

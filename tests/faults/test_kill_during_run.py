@@ -73,7 +73,7 @@ from devtools.samples import generate_partition
 from tests.conftest import Workspace, clean_env, run_cli
 from tests.faults.conftest import final_files, warehouse_rows
 from tokokita_etl.orders.contract import STAGED_GOLD_PREFIX
-from tokokita_etl.orders.stages import STAGE_NAMES
+from tokokita_etl.orders.pipeline import ORDERS
 from tokokita_etl.pipeline import run_for_date
 from tokokita_etl.runner.claims import (
     claim_date,
@@ -136,9 +136,9 @@ MOMENTS: dict[str, Moment] = {
 def _stage_start(stage: str) -> Moment:
     """When `stage` starts: the record of the stage before (for extract, the gate's intent
     record); a stage's clean duration counts from there (it includes its imports)."""
-    if stage == STAGE_NAMES[0]:
+    if stage == ORDERS.stage_names[0]:
         return _intent_written
-    return _stage_done(STAGE_NAMES[STAGE_NAMES.index(stage) - 1])
+    return _stage_done(ORDERS.stage_names[ORDERS.stage_names.index(stage) - 1])
 
 
 @dataclass
@@ -171,7 +171,7 @@ def _partition(ws: Workspace, rows: int) -> None:
 def _clean_run(ws: Workspace, rows: int = ROWS) -> Clean:
     """D-1 (in-process: it only has to be there) and D run once; the stores they leave."""
     generate_partition(ws.raw / f"pesanan_{OTHER.isoformat()}.csv", OTHER, OTHER_ROWS, seed=7)
-    other = run_for_date(ws.settings(), OTHER, log=lambda _line: None)
+    other = run_for_date(ORDERS, ws.settings(), OTHER, log=lambda _line: None)
     assert other.status == "success", other.error
     _partition(ws, rows)
     done = _run(ws)
@@ -245,7 +245,7 @@ def _landed(ws: Workspace) -> str:
     moment comes after the gate wrote the intent)."""
     if IN_PROGRESS not in _entry(ws):
         return FINISHED
-    return interrupted_stage(ws.settings(), DAY)
+    return interrupted_stage(ORDERS, ws.settings(), DAY)
 
 
 def _check_claim(ws: Workspace, killed: Killed) -> bool:
@@ -363,13 +363,13 @@ def test_a_forced_rerun_killed_inside_each_stage_leaves_the_stores_whole(workspa
     the date needs a re-run; every store is whole after each kill and after each re-run."""
     clean = _clean_run(workspace, STAGE_ROWS)
     landed = {}
-    for stage in STAGE_NAMES[:-1]:
+    for stage in ORDERS.stage_names[:-1]:
         moment, delay = _aim(stage, clean, 0.5)
         killed = _kill_forced_rerun(workspace, moment, delay)
         landed[stage] = _landed(workspace)
         # every interrupted run is an attempt: past max_attempts the re-run resets them
         said = _check_after_kill(workspace, clean, killed, "--reset-attempts")
-        if STAGE_NAMES.index(stage) <= STAGE_NAMES.index("load"):
+        if ORDERS.stage_names.index(stage) <= ORDERS.stage_names.index("load"):
             assert said == "needs re-run", (stage, landed)
     print(f"kills aimed at -> landed in: {landed}")
 
@@ -389,15 +389,15 @@ def test_many_kills_at_spread_moments_always_leave_a_watermark_that_tells_the_tr
         rows = SIZES[n * len(SIZES) // KILLS]
         if rows != clean.rows:
             clean = _next_size(workspace, clean, rows)
-        stage = STAGE_NAMES[n % len(STAGE_NAMES)]
-        moment, delay = _aim(stage, clean, rng.uniform(0, 0.9), variant=n // len(STAGE_NAMES))
+        stage = ORDERS.stage_names[n % len(ORDERS.stage_names)]
+        moment, delay = _aim(stage, clean, rng.uniform(0, 0.9), variant=n // len(ORDERS.stage_names))
         killed = _kill_forced_rerun(workspace, moment, delay)
         where = _landed(workspace)
         landed[where] += 1
         # every interrupted run is an attempt: past max_attempts the re-run resets them
         said = _check_after_kill(workspace, clean, killed, "--reset-attempts")
         seen[said] = seen.get(said, 0) + 1
-        if STAGE_NAMES.index(stage) <= STAGE_NAMES.index("load"):
+        if ORDERS.stage_names.index(stage) <= ORDERS.stage_names.index("load"):
             assert said == "needs re-run", (n, stage, rows, delay)
         elif where == FINISHED:
             finished_first[stage] += 1
@@ -406,7 +406,7 @@ def test_many_kills_at_spread_moments_always_leave_a_watermark_that_tells_the_tr
     assert seen.get("needs re-run", 0) >= KILLS // 2, seen
     # the kills reach every stage, not only the moments after a record (with the default
     # 30 kills, six are aimed at each stage)
-    missed = [stage for stage in STAGE_NAMES if not landed[stage]]
+    missed = [stage for stage in ORDERS.stage_names if not landed[stage]]
     assert not missed or KILLS < 30, (missed, landed)
 
 
@@ -551,7 +551,7 @@ def _kill_forced(s: Stores, after: str, delay: float) -> Killed:
 
 def _aim_after(stage: str, version: Version, share: float) -> tuple[str, float]:
     """The record to wait for and the delay: `share` of the next stage's clean duration."""
-    following = STAGE_NAMES[STAGE_NAMES.index(stage) + 1]
+    following = ORDERS.stage_names[ORDERS.stage_names.index(stage) + 1]
     return stage, share * version.stages_ms.get(following, 0) / 1000
 
 
@@ -581,7 +581,7 @@ def _check_coherent(s: Stores, versions: dict[str, Version], other: dict,
     settled = settled_watermark(settings, now)
     # what `tokokita-etl status` and `tokokita-etl due` print (the same functions, in-process)
     clock = parse_now(f"{DAY + timedelta(days=1)}T03:00", settings.timezone)
-    row = next(r for r in status_rows(settings, clock) if r["date"] == DAY.isoformat())
+    row = next(r for r in status_rows(ORDERS, settings, clock) if r["date"] == DAY.isoformat())
     due = [d.isoformat() for d in due_runs(settled_watermark(settings, clock), clock,
                                            present_in(settings.raw_dir), settings.lookback_days,
                                            settings.max_attempts, tz=settings.timezone)]
@@ -639,14 +639,14 @@ def _chain(s: Stores, versions: dict[str, Version], other: dict, stored: str,
         after, delay = _aim_after(stage, versions[reading], share)
         killed = _kill_forced(s, after, delay)
         entry = s.entry()
-        where = interrupted_stage(s.settings(), DAY) if IN_PROGRESS in entry else FINISHED
+        where = interrupted_stage(ORDERS, s.settings(), DAY) if IN_PROGRESS in entry else FINISHED
         said = _check_coherent(s, versions, other, killed)
         landed[f"kill {n} in a row: {where}"] += 1  # counted once the stores were coherent
         # a kill in the first half of transform or load lands before the success record
         # (validate and publishing are still ahead); one later, inside validate or
         # publishing, may find the run finished when the killed run's stages are faster than
         # the clean run's (see the module's docstring): the record then describes the stores
-        if STAGE_NAMES.index(after) < STAGE_NAMES.index("load") and share <= 0.5:
+        if ORDERS.stage_names.index(after) < ORDERS.stage_names.index("load") and share <= 0.5:
             assert said == "needs re-run", (stage, share, said)
     _rerun_restores(s, versions, other, versions[reading])
     return reading
@@ -680,7 +680,7 @@ def test_many_chains_of_kills_over_changed_partitions_always_leave_a_true_record
     stored, done, chains = "B", 0, Counter()
     while done < CHAIN_KILLS:
         length = min(rng.choice((1, 2, 3)), CHAIN_KILLS - done)
-        kills = [(rng.choice(STAGE_NAMES[:-1]), rng.uniform(0, 0.9)) for _ in range(length)]
+        kills = [(rng.choice(ORDERS.stage_names[:-1]), rng.uniform(0, 0.9)) for _ in range(length)]
         stored = _chain(stores, versions, other, stored, kills, landed)
         done += length
         chains[length] += 1

@@ -27,8 +27,9 @@ from devtools.samples import generate_partition
 from tests.conftest import Workspace, run_cli
 from tests.faults.conftest import LONG, forced_run_past_stage
 from tokokita_etl.errors import WarehouseError
-from tokokita_etl.orders.stages import run_stage
+from tokokita_etl.orders.pipeline import ORDERS
 from tokokita_etl.runner.policy import Action, ErrorKind, classify, retry_decision
+from tokokita_etl.runner.staging import run_stage
 from tokokita_etl.runner.stores.files import StateStore
 from tokokita_etl.runner.watermark import IN_PROGRESS
 from tokokita_etl.warehouse.database import Warehouse
@@ -134,7 +135,7 @@ def test_warehouse_stopped_during_a_run_fails_it_cleanly_and_a_rerun_restores_it
                 # run recorded is a transient warehouse error, retried, not the partition's
                 settings = ws.settings()
                 try:
-                    run_stage(settings, DAY, stage)
+                    run_stage(ORDERS, settings, DAY, stage)
                 except WarehouseError as exc:
                     assert exc.transient and classify(exc) is ErrorKind.TRANSIENT
                     state = StateStore(ws.state_file, "etl-pesanan-tokokita").read()

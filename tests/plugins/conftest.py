@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.airflow_support import REPO, allow_deadline_alerts_in_dag_test, ensure_metadata_db
+from tokokita_etl.orders.pipeline import ORDERS
 
 
 @dataclass
@@ -45,7 +46,7 @@ class Project:
 
         settings = pipeline_settings()
         for _ in range(times):
-            outcome = run_for_date(settings, date.fromisoformat(day), log=lambda _: None)
+            outcome = run_for_date(ORDERS, settings, date.fromisoformat(day), log=lambda _: None)
             assert outcome.status == "failed", outcome
 
 

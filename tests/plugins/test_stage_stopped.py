@@ -21,6 +21,7 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 from devtools.samples import generate_partition
 from tests.plugins.test_operators_execute import D02, SECOND, STAGES, context, entry, gate, stage
 from tokokita_airflow.runtime import pipeline_settings
+from tokokita_etl.orders.pipeline import ORDERS
 from tokokita_etl.runner.status import date_states
 from tokokita_etl.warehouse.database import Warehouse
 
@@ -79,7 +80,7 @@ def test_a_stage_stopped_while_it_loads_rolls_back_and_counts_no_failure(project
     stopped = entry(D02)
     assert (stopped["attempt"], stopped["failures"]) == (1, 0)
     assert stopped["in_progress"]["stopped"].startswith("stage load stopped by Airflow")
-    [row] = [r for r in date_states(pipeline_settings(), _now()) if r["date"] == D02]
+    [row] = [r for r in date_states(ORDERS, pipeline_settings(), _now()) if r["date"] == D02]
     assert (row["state"], row["label"]) == ("needs re-run", "needs re-run"), row
     assert "records no failure" in row["reason"]
     assert not list(project.root.rglob("*.tmp"))

@@ -22,6 +22,7 @@ from tokokita_etl.errors import (
     StateError,
     WarehouseError,
 )
+from tokokita_etl.orders.pipeline import ORDERS
 from tokokita_etl.runner.claims import read_claim, release_date, settled_watermark
 from tokokita_etl.runner.liveness import cli_owner
 from tokokita_etl.runner.outcomes import finish_failure
@@ -62,7 +63,7 @@ def test_the_gate_writes_the_intent_before_the_first_stage_and_the_success_recor
     settings = ws.settings()
     store = _succeeded(ws)
     owner = cli_owner(NOW)
-    decision = gate(settings, DAY, force=True, reset_attempts=False, now=NOW, by="cli",
+    decision = gate(ORDERS, settings, DAY, force=True, reset_attempts=False, now=NOW, by="cli",
                     owner=owner)
     assert decision.action is Action.RUN
     assert store.read().intent(DAY) == {"run": owner, "stage": "extract",
@@ -79,7 +80,7 @@ def test_a_forced_rerun_that_died_after_its_gate_is_no_success_and_the_next_gate
     settings = ws.settings()
     store = _succeeded(ws)
     dead = _dead_cli_owner()
-    gate(settings, DAY, force=True, reset_attempts=False, now=NOW, by="cli", owner=dead)
+    gate(ORDERS, settings, DAY, force=True, reset_attempts=False, now=NOW, by="cli", owner=dead)
     (settings.staging_path(DAY)).mkdir(parents=True)
     for stage in ("extract", "transform"):
         (settings.staging_path(DAY) / f"{stage}.json").write_text("{}")
@@ -87,12 +88,12 @@ def test_a_forced_rerun_that_died_after_its_gate_is_no_success_and_the_next_gate
     # runs that have ended
     assert not settled_watermark(settings, NOW).has_success(DAY), \
         "a dead run's intent beside a success"
-    [row] = [r for r in date_states(settings, NOW) if r["date"] == DAY.isoformat()]
+    [row] = [r for r in date_states(ORDERS, settings, NOW) if r["date"] == DAY.isoformat()]
     assert (row["state"], row["label"]) == ("needs re-run", "needs re-run")
     assert "ended during load" in row["reason"]
 
     later = NOW + timedelta(minutes=5)
-    decision = gate(settings, DAY, force=False, reset_attempts=False, now=later, by="cli",
+    decision = gate(ORDERS, settings, DAY, force=False, reset_attempts=False, now=later, by="cli",
                     owner=cli_owner(later))
     assert decision.action is Action.RUN  # not done: a plain run re-runs it
     entry = store.read().entry(DAY)
@@ -106,10 +107,10 @@ def test_a_live_runs_intent_is_left_alone_by_another_gate(ws):
     settings = ws.settings()
     store = _succeeded(ws)
     owner = cli_owner(NOW)  # this process: alive
-    gate(settings, DAY, force=True, reset_attempts=False, now=NOW, by="cli", owner=owner)
+    gate(ORDERS, settings, DAY, force=True, reset_attempts=False, now=NOW, by="cli", owner=owner)
     other = "cli:elsewhere:1:2026-11-11T03:00:00+00:00"
     with pytest.raises(ConcurrentRunError, match="is being processed by"):
-        gate(settings, DAY, force=True, reset_attempts=False, now=NOW, by="cli", owner=other)
+        gate(ORDERS, settings, DAY, force=True, reset_attempts=False, now=NOW, by="cli", owner=other)
     assert store.read().intent(DAY)["run"] == owner
     assert read_claim(settings, DAY).owner == owner
 
@@ -118,8 +119,8 @@ def test_a_failure_that_is_no_attempt_before_load_drops_the_intent_and_keeps_the
     settings = ws.settings()
     store = _succeeded(ws)
     owner = cli_owner(NOW)
-    gate(settings, DAY, force=True, reset_attempts=False, now=NOW, by="cli", owner=owner)
-    finish_failure(settings, DAY, MissingPartitionError("gone"), stage="extract", started=NOW,
+    gate(ORDERS, settings, DAY, force=True, reset_attempts=False, now=NOW, by="cli", owner=owner)
+    finish_failure(ORDERS, settings, DAY, MissingPartitionError("gone"), stage="extract", started=NOW,
                    now=NOW, trigger="cli")
     release_date(settings, DAY, owner)
     entry = store.read().entry(DAY)
@@ -130,8 +131,8 @@ def test_a_failure_that_is_no_attempt_before_load_drops_the_intent_and_keeps_the
 def test_a_counted_failure_replaces_the_intent_with_the_failure(ws):
     settings = ws.settings()
     store = _succeeded(ws)
-    gate(settings, DAY, force=True, reset_attempts=False, now=NOW, by="cli", owner=cli_owner(NOW))
-    finish_failure(settings, DAY, WarehouseError("locked"), stage="load", started=NOW, now=NOW,
+    gate(ORDERS, settings, DAY, force=True, reset_attempts=False, now=NOW, by="cli", owner=cli_owner(NOW))
+    finish_failure(ORDERS, settings, DAY, WarehouseError("locked"), stage="load", started=NOW, now=NOW,
                    trigger="cli")
     entry = store.read().entry(DAY)
     assert IN_PROGRESS not in entry
@@ -157,7 +158,7 @@ def test_an_airflow_run_of_a_done_date_that_ended_without_its_outcome_is_due_at_
     told to have ended) until the next gate of the date recorded the interruption."""
     settings = ws.settings()
     store = _succeeded(ws)
-    gate(settings, DAY, force=True, reset_attempts=False, now=NOW, by="airflow",
+    gate(ORDERS, settings, DAY, force=True, reset_attempts=False, now=NOW, by="airflow",
          owner=AIRFLOW_RUN, holder_finished=lambda owner: None)
     cli = in_process_cli(ws, monkeypatch, capsys, NOW)
     assert cli("due", "--json", "--now", NOW.isoformat()) == (0, "[]\n", "")  # alive: done

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tokokita_etl.errors import EXIT_BLOCKED, BlockedError, ConcurrentRunError, StateError
+from tokokita_etl.orders.pipeline import ORDERS
 from tokokita_etl.runner.claims import (
     claim_date,
     claim_started,
@@ -298,11 +299,11 @@ def test_the_gate_claims_a_date_it_runs_and_records_a_reset_with_who_asked(setti
     store = state_store(settings)
     for _ in range(3):
         store.record(DAY, FAILED, {"error": "boom", "failed_stage": "load"}, NOW)
-    blocked = gate(settings, DAY, force=False, reset_attempts=False, now=NOW, by=HOLDER,
+    blocked = gate(ORDERS, settings, DAY, force=False, reset_attempts=False, now=NOW, by=HOLDER,
                    holder_finished=never_finished)
     assert (blocked.action, blocked.attempt) == (Action.BLOCKED, 3)
     assert read_claim(settings, DAY) is None  # a blocked run claims nothing
-    reset = gate(settings, DAY, force=False, reset_attempts=True, now=NOW, by=HOLDER,
+    reset = gate(ORDERS, settings, DAY, force=False, reset_attempts=True, now=NOW, by=HOLDER,
                  holder_finished=never_finished)
     # the failures are reset; the total of recorded outcomes is kept
     assert (reset.action, reset.attempt, reset.reset_from) == (Action.RUN, 3, 3)
@@ -319,7 +320,7 @@ def test_a_gate_refused_by_the_claim_does_not_reset_attempts(settings):
         store.record(DAY, FAILED, {"error": "boom"}, NOW)
     claim_date(settings, DAY, HOLDER, NOW, never_finished)
     with pytest.raises(ConcurrentRunError):
-        gate(settings, DAY, force=False, reset_attempts=True, now=NOW, by=OTHER,
+        gate(ORDERS, settings, DAY, force=False, reset_attempts=True, now=NOW, by=OTHER,
              holder_finished=never_finished)
     assert store.read().attempts(DAY) == 3
     assert "resets" not in store.read().entry(DAY)
@@ -372,7 +373,7 @@ def test_a_blocked_refusal_writes_a_blocked_manifest_with_exit_3_and_no_attempt(
 def test_the_holders_failure_drops_its_staged_validation_so_nothing_unvalidated_is_published(
         settings):
     validate = stage_validate(settings, DAY)
-    outcome = finish_failure(settings, DAY, RuntimeError("boom"), stage="publish_gold",
+    outcome = finish_failure(ORDERS, settings, DAY, RuntimeError("boom"), stage="publish_gold",
                              started=NOW, now=NOW, trigger=HOLDER)
     assert not validate.exists()
     assert (outcome.status, outcome.attempt) == ("failed", 1)
@@ -423,12 +424,12 @@ def test_a_stage_that_claims_a_date_whose_intent_another_gate_reconciled_writes_
     store = state_store(settings)
     Warehouse.from_settings(settings).ensure_schema()  # (the success's run made it)
     store.record(DAY, SUCCESS, {}, NOW)
-    assert gate(settings, DAY, force=True, reset_attempts=False, now=NOW, by=HOLDER,
+    assert gate(ORDERS, settings, DAY, force=True, reset_attempts=False, now=NOW, by=HOLDER,
                 holder_finished=never_finished).action is Action.RUN
     release_date(settings, DAY, HOLDER)  # its task failed: the failure callback freed D
-    reconcile_intent(settings, DAY, NOW, never_finished, owner=OTHER)  # another run's gate
+    reconcile_intent(ORDERS, settings, DAY, NOW, never_finished, owner=OTHER)  # another run's gate
     assert store.read().intent(DAY) is None
-    assert claim_to_change(settings, DAY, HOLDER, "load", NOW, never_finished) is None
+    assert claim_to_change(ORDERS, settings, DAY, HOLDER, "load", NOW, never_finished) is None
     intent = store.read().intent(DAY)
     assert (intent["run"], intent["stage"]) == (HOLDER, "load")
     assert read_claim(settings, DAY).owner == HOLDER
@@ -439,7 +440,7 @@ def test_claim_to_change_records_a_gone_runs_intent_as_interrupted_instead_of_ov
     store = state_store(settings)
     store.record(DAY, SUCCESS, {}, NOW)
     store.begin(DAY, OTHER, "extract", NOW)  # OTHER is gone: it holds no claim
-    claim_to_change(settings, DAY, HOLDER, "extract", NOW, never_finished)
+    claim_to_change(ORDERS, settings, DAY, HOLDER, "extract", NOW, never_finished)
     entry = store.read().entry(DAY)
     assert entry["status"] == FAILED and entry["failures"] == 1
     assert OTHER in entry["error"] and entry["in_progress"]["run"] == HOLDER
@@ -447,9 +448,9 @@ def test_claim_to_change_records_a_gone_runs_intent_as_interrupted_instead_of_ov
 
 def test_claim_to_change_keeps_the_runs_own_intent_and_its_start(settings):
     store = state_store(settings)
-    claim_to_change(settings, DAY, HOLDER, "extract", NOW, never_finished)
+    claim_to_change(ORDERS, settings, DAY, HOLDER, "extract", NOW, never_finished)
     later = NOW + timedelta(minutes=5)
-    claim_to_change(settings, DAY, HOLDER, "load", later, never_finished)  # its retry
+    claim_to_change(ORDERS, settings, DAY, HOLDER, "load", later, never_finished)  # its retry
     assert store.read().intent(DAY) == {"run": HOLDER, "stage": "extract",
                                         "since": NOW.isoformat(timespec="seconds")}
     assert "failures" not in store.read().entry(DAY)  # nothing was recorded as a failure

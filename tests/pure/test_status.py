@@ -6,6 +6,7 @@ import json
 from datetime import date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
+from tokokita_etl.orders.pipeline import ORDERS
 from tokokita_etl.runner.status import DateAction, DateState, date_states, format_status, window
 from tokokita_etl.runner.stores import state_store
 from tokokita_etl.runner.watermark import FAILED, SUCCESS
@@ -78,7 +79,7 @@ def test_each_date_gets_its_state_from_watermark_raw_folder_claims_and_policy(tm
         "owner": "airflow:tokokita_orders_daily:manual__x", "since": at(3).isoformat(),
         "expires": at(9).isoformat()}))
 
-    rows = by_date(date_states(settings, at(4)))  # 04:00: yesterday's run fired at 02:30
+    rows = by_date(date_states(ORDERS, settings, at(4)))  # 04:00: yesterday's run fired at 02:30
     state = {d: (r["state"], r["label"]) for d, r in rows.items()}
     assert state[str(t[1])] == ("waiting", "waiting for file")
     assert state[str(t[2])] == ("done", "done")
@@ -105,9 +106,9 @@ def test_each_date_gets_its_state_from_watermark_raw_folder_claims_and_policy(tm
 def test_yesterday_without_a_file_is_waiting_until_the_wait_window_ends_then_missing(tmp_path):
     settings = settings_in(tmp_path)
     yesterday = str(TODAY - timedelta(days=1))
-    assert by_date(date_states(settings, at(1)))[yesterday]["state"] == "waiting"  # not fired
-    assert by_date(date_states(settings, at(8, 29)))[yesterday]["state"] == "waiting"
-    assert by_date(date_states(settings, at(8, 30)))[yesterday]["state"] == "missing"
+    assert by_date(date_states(ORDERS, settings, at(1)))[yesterday]["state"] == "waiting"  # not fired
+    assert by_date(date_states(ORDERS, settings, at(8, 29)))[yesterday]["state"] == "waiting"
+    assert by_date(date_states(ORDERS, settings, at(8, 30)))[yesterday]["state"] == "missing"
 
 
 def test_a_date_whose_run_would_fire_after_the_end_date_is_missing_not_waiting(tmp_path):
@@ -116,7 +117,7 @@ def test_a_date_whose_run_would_fire_after_the_end_date_is_missing_not_waiting(t
     never creates."""
     settings = settings_in(tmp_path).replace(end_date=TODAY - timedelta(days=7))
     yesterday = str(TODAY - timedelta(days=1))
-    row = by_date(date_states(settings, at(1)))[yesterday]
+    row = by_date(date_states(ORDERS, settings, at(1)))[yesterday]
     assert (row["state"], row["label"]) == ("missing", "missing"), row
 
 
@@ -127,13 +128,13 @@ def test_an_expired_claim_does_not_make_a_date_running(tmp_path):
     state_store(settings).claim_path(day).parent.mkdir(parents=True, exist_ok=True)
     state_store(settings).claim_path(day).write_text(json.dumps({
         "owner": "cli:elsewhere:1:x", "since": at(0).isoformat(), "expires": at(1).isoformat()}))
-    assert by_date(date_states(settings, at(4)))[str(day)]["state"] == "due"
+    assert by_date(date_states(ORDERS, settings, at(4)))[str(day)]["state"] == "due"
 
 
 def test_dates_in_the_watermark_outside_the_window_are_listed_too(tmp_path):
     settings = settings_in(tmp_path)
     record(settings, date(2026, 11, 2), SUCCESS)
-    rows = date_states(settings, at(12, day=date(2027, 3, 1)))
+    rows = date_states(ORDERS, settings, at(12, day=date(2027, 3, 1)))
     assert rows[0]["date"] == "2026-11-02" and rows[0]["state"] == "done"
     assert len(rows) == settings.lookback_days + 30 + 1
 
@@ -147,14 +148,14 @@ def test_a_due_date_names_who_runs_it_the_catch_up_or_once_it_ended_a_person(tmp
     record(settings, day, FAILED, error="warehouse: connection refused", failed_stage="load")
     other = TODAY - timedelta(days=3)
     partition(settings, other)
-    open_ended = by_date(date_states(settings, at(12)))
+    open_ended = by_date(date_states(ORDERS, settings, at(12)))
     assert open_ended[str(day)]["reason"].endswith(
         "it is due: the next scheduled catch-up runs it; last error (load): warehouse: "
         "connection refused")
     assert open_ended[str(other)]["reason"] == \
         "the partition is there: the next scheduled catch-up runs it"
     ended = settings.replace(end_date=date(2026, 11, 8))
-    rows = by_date(date_states(ended, at(12)))
+    rows = by_date(date_states(ORDERS, ended, at(12)))
     assert "it is due: the scheduled catch-up ended at end_date 2026-11-08, so a manual run " \
            "or a backfill processes it" in rows[str(day)]["reason"]
     assert rows[str(other)]["reason"].startswith("the partition is there: the scheduled "
@@ -168,7 +169,7 @@ def test_each_date_state_names_the_actions_it_allows_and_reads_as_its_string(tmp
     settings = settings_in(tmp_path)
     record(settings, TODAY - timedelta(days=2), SUCCESS, rows={"fact": 1})
     record(settings, TODAY - timedelta(days=3), FAILED, times=3, error="bad bytes")
-    rows = by_date(date_states(settings, at(4)))
+    rows = by_date(date_states(ORDERS, settings, at(4)))
     done, blocked = rows[str(TODAY - timedelta(days=2))], rows[str(TODAY - timedelta(days=3))]
     assert (done["state"].actions, blocked["state"].actions) == (
         (DateAction.REPROCESS,), (DateAction.UNBLOCK,))

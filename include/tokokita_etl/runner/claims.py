@@ -12,9 +12,10 @@ from tokokita_etl.errors import (
     ConcurrentRunError,
     StateError,
 )
-from tokokita_etl.orders.stages import STAGE_NAMES, recorded_stages
+from tokokita_etl.runner.declaration import Pipeline
 from tokokita_etl.runner.liveness import cli_holder_finished
 from tokokita_etl.runner.policy import failures_since_success
+from tokokita_etl.runner.staging import recorded_stages
 from tokokita_etl.runner.stores import state_store
 from tokokita_etl.runner.stores.files import StateStore
 from tokokita_etl.runner.watermark import (
@@ -86,14 +87,14 @@ def release_date(settings: Settings, day: date, owner: str) -> None:
 
 # -- intent record: a run that crashed between the stores ---------------------------------------
 
-def interrupted_stage(settings: Settings, day: date) -> str:
+def interrupted_stage(pipeline: Pipeline, settings: Settings, day: date) -> str:
     """The first stage without a record in `day`'s staging folder (the one a crashed run was
     in), or the last stage when all have one (it ended before recording its outcome)."""
-    recorded = recorded_stages(settings, day)
-    for stage in STAGE_NAMES:
+    recorded = recorded_stages(pipeline, settings, day)
+    for stage in pipeline.stage_names:
         if stage not in recorded:
             return stage
-    return STAGE_NAMES[-1]
+    return pipeline.stage_names[-1]
 
 
 def _claim_or_none(store: StateStore, day: date) -> Claim | None:
@@ -105,7 +106,7 @@ def _claim_or_none(store: StateStore, day: date) -> Claim | None:
         return None
 
 
-def reconcile_intent(settings: Settings, day: date, now: datetime,
+def reconcile_intent(pipeline: Pipeline, settings: Settings, day: date, now: datetime,
                      holder_finished: HolderCheck = cli_holder_finished,
                      owner: str | None = None) -> str | None:
     """Record the run that left an intent on `day` and is gone as a failure (an attempt).
@@ -124,7 +125,7 @@ def reconcile_intent(settings: Settings, day: date, now: datetime,
             return None
         if not intent_run_ended(intent, _claim_or_none(store, day), now, holder_finished):
             return None
-        stage = interrupted_stage(settings, day)
+        stage = interrupted_stage(pipeline, settings, day)
         if intent.get(STOPPED):
             message = (f"run {intent['run']} was stopped: {intent[STOPPED]}; the warehouse "
                        f"rows and the gold file of {day} may hold part of its work: it needs "
@@ -162,7 +163,8 @@ def settled_watermark(settings: Settings, now: datetime,
     return Watermark(data, frozenset(ended))
 
 
-def claim_to_change(settings: Settings, day: date, owner: str, stage: str, now: datetime,
+def claim_to_change(pipeline: Pipeline, settings: Settings, day: date, owner: str, stage: str,
+                    now: datetime,
                     holder_finished: HolderCheck = cli_holder_finished, *,
                     reset_by: str | None = None) -> int | None:
     """Claim `day` for `owner`, which is about to change a store, and make sure that its
@@ -181,7 +183,7 @@ def claim_to_change(settings: Settings, day: date, owner: str, stage: str, now: 
     claim_date(settings, day, owner, now, holder_finished)
     store = state_store(settings)
     try:
-        reconcile_intent(settings, day, now, holder_finished, owner)
+        reconcile_intent(pipeline, settings, day, now, holder_finished, owner)
         reset_from = store.reset_attempts(day, now=now, by=reset_by) if reset_by is not None \
             else None
         intent = store.read().intent(day)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
-from pathlib import Path
 from typing import Any
 
 from tokokita_etl.errors import (
@@ -17,20 +16,13 @@ from tokokita_etl.errors import (
     MissingPartitionError,
     RunStoppedError,
 )
-from tokokita_etl.orders.stages import STAGE_NAMES, drop_staged, read_stage, stage_durations
-from tokokita_etl.runner.identity import WAREHOUSE
-from tokokita_etl.runner.inputs import RAW
+from tokokita_etl.runner.declaration import Pipeline
 from tokokita_etl.runner.notify import run_summary
 from tokokita_etl.runner.policy import counts_as_attempt
+from tokokita_etl.runner.staging import drop_staged, stage_durations, stage_records
 from tokokita_etl.runner.stores import state_store
 from tokokita_etl.runner.watermark import FAILED, STOPPED, SUCCESS
 from tokokita_etl.settings.model import Settings
-from tokokita_etl.storage import is_url
-
-#: stages that change nothing outside the staging folder: a run that ends in one of them
-#: leaves the warehouse and the gold file as they were
-STAGES_BEFORE_LOAD = STAGE_NAMES[:STAGE_NAMES.index("load")]
-
 
 #: a run status in manifests; the watermark only ever holds success or failed (`STOPPED`: a
 #: run stopped from outside, such as a person's mark in Airflow)
@@ -104,39 +96,12 @@ def latest_summary(settings: Settings, day: date, trigger: str) -> dict[str, Any
     return {}
 
 
-def success_payload(settings: Settings, day: date) -> dict[str, Any]:
-    """The watermark fields of a successful run, from the stage records."""
-    ext = read_stage(settings, day, "extract")
-    tra = read_stage(settings, day, "transform")
-    lod = read_stage(settings, day, "load")
-    val = read_stage(settings, day, "validate")
-    pub = read_stage(settings, day, "publish_gold")
-    return {
-        "rows": {"extracted": ext["rows"], "karantina": lod["karantina"] - tra["duplikat"],
-                 "duplikat": tra["duplikat"], "fact": val["fact_rows"],
-                 "summary": val["summary_rows"]},
-        "checksums": val["checksums"],
-        "gold": pub["gold"] if is_url(pub["gold"]) else _display_path(Path(pub["gold"])),
-        "bruto": val["bruto"],
-        "bersih": val["bersih"],
-        "warnings": val.get("warnings", []),
-        **({WAREHOUSE: lod[WAREHOUSE]} if lod.get(WAREHOUSE) else {}),
-        **({RAW: ext[RAW]} if ext.get(RAW) else {}),
-    }
-
-
-def _display_path(path: Path) -> str:
-    try:
-        return str(path.relative_to(Path.cwd()))
-    except ValueError:
-        return str(path)
-
-
-def finish_success(settings: Settings, day: date, *, started: datetime, now: datetime,
-                   trigger: str) -> RunOutcome:
-    """Record a success (attempt + 1), write the manifest, drop the staging folder."""
-    payload = success_payload(settings, day)
-    durations = stage_durations(settings, day)
+def finish_success(pipeline: Pipeline, settings: Settings, day: date, *, started: datetime,
+                   now: datetime, trigger: str) -> RunOutcome:
+    """Record a success (attempt + 1) with the fields its stage records give
+    (`pipeline.outcome`), write the manifest, drop the staging folder."""
+    payload = pipeline.outcome(stage_records(pipeline, settings, day))
+    durations = stage_durations(pipeline, settings, day)
     attempt = state_store(settings).record(day, SUCCESS, payload, now)
     run_id, where, body = write_manifest(settings, day, started, now, status=SUCCESS, attempt=attempt,
                           exit_code=EXIT_OK, entry=payload, durations=durations, trigger=trigger)
@@ -144,8 +109,8 @@ def finish_success(settings: Settings, day: date, *, started: datetime, now: dat
     return RunOutcome(run_id, SUCCESS, EXIT_OK, attempt, where, body, entry=payload)
 
 
-def finish_failure(settings: Settings, day: date, error: BaseException, *, stage: str,
-                   started: datetime, now: datetime, trigger: str) -> RunOutcome:
+def finish_failure(pipeline: Pipeline, settings: Settings, day: date, error: BaseException, *,
+                   stage: str, started: datetime, now: datetime, trigger: str) -> RunOutcome:
     """Record the failure of the run holding `day` (attempt + 1 when it counts); manifest.
 
     Only the claim holder calls this: its staged validation is dropped, so nothing it staged
@@ -157,7 +122,7 @@ def finish_failure(settings: Settings, day: date, error: BaseException, *, stage
         attempt = store.record(day, FAILED, {"error": message, "failed_stage": stage}, now)
         status = FAILED
     else:
-        if stage in STAGES_BEFORE_LOAD:
+        if pipeline.before_changes(stage):
             store.clear_intent(day)  # nothing outside staging changed
         elif isinstance(error, RunStoppedError):
             # its stage's transaction rolled back, but an earlier stage may have changed the
@@ -171,7 +136,7 @@ def finish_failure(settings: Settings, day: date, error: BaseException, *, stage
                 STOPPED if isinstance(error, RunStoppedError) else FAILED))
     exit_code = getattr(error, "exit_code", EXIT_FAILED)
     run_id, where, body = write_manifest(settings, day, started, now, status=status, attempt=attempt,
-                          exit_code=exit_code, entry={}, durations=stage_durations(settings, day),
+                          exit_code=exit_code, entry={}, durations=stage_durations(pipeline, settings, day),
                           trigger=trigger, error=message)
     drop_staged(settings, day, "validate.json")
     return RunOutcome(run_id, status, exit_code, attempt, where, body, error=message)

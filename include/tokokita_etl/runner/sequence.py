@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import date, datetime
 
-from tokokita_etl.orders.stages import STAGE_NAMES
 from tokokita_etl.runner.claims import check_writable, claim_to_change, reconcile_intent
+from tokokita_etl.runner.declaration import Pipeline
 from tokokita_etl.runner.identity import ensure, verify
 from tokokita_etl.runner.inputs import changed_since_processed
 from tokokita_etl.runner.liveness import cli_holder_finished
@@ -45,9 +45,10 @@ class GateResult:
     reconciled: str | None = None
 
 
-def gate(settings: Settings, day: date, *, force: bool, reset_attempts: bool, now: datetime,
-         by: str, run_type: str = "manual", owner: str | None = None, cleared: bool = False,
-         holder_finished: HolderCheck = cli_holder_finished) -> GateResult:
+def gate(pipeline: Pipeline, settings: Settings, day: date, *, force: bool, reset_attempts: bool,
+         now: datetime, by: str, run_type: str = "manual", owner: str | None = None,
+         cleared: bool = False, holder_finished: HolderCheck = cli_holder_finished
+         ) -> GateResult:
     """Apply the watermark rules for `day`; when it runs, claim it and apply a requested reset.
 
     `by` is recorded with a reset; `owner` holds the claim (default: `by`); `cleared`: a
@@ -58,7 +59,7 @@ def gate(settings: Settings, day: date, *, force: bool, reset_attempts: bool, no
     check_writable(settings)
     found = verify(settings, store.read(), where=store.location)
     holder_finished = _asked_once(holder_finished)  # the intent's and the claim's holder
-    reconciled = reconcile_intent(settings, day, now, holder_finished, owner or by)
+    reconciled = reconcile_intent(pipeline, settings, day, now, holder_finished, owner or by)
     state = store.read()
     decision = gate_decision(state, day, run_type=run_type, now=now,
                              lookback_days=settings.lookback_days,
@@ -72,14 +73,15 @@ def gate(settings: Settings, day: date, *, force: bool, reset_attempts: bool, no
     reset_from = None
     if decision.action is Action.RUN:
         ensure(settings, found)
-        reset_from = claim_to_change(settings, day, owner or by, STAGE_NAMES[0], now,
-                                     holder_finished, reset_by=by if reset_attempts else None)
+        reset_from = claim_to_change(pipeline, settings, day, owner or by,
+                                     pipeline.stage_names[0], now, holder_finished,
+                                     reset_by=by if reset_attempts else None)
     return GateResult(decision.action, reason, store.read().attempts(day), reset_from,
                       reconciled)
 
 
-def enter_stage(settings: Settings, day: date, *, stage: str, owner: str, force: bool,
-                cleared: bool, now: datetime, clears: int = 0,
+def enter_stage(pipeline: Pipeline, settings: Settings, day: date, *, stage: str, owner: str,
+                force: bool, cleared: bool, now: datetime, clears: int = 0,
                 holder_finished: HolderCheck = cli_holder_finished) -> Decision:
     """The gate of one stage task: a cleared stage runs without its run's gate, so it applies
     the same rules (`policy.stage_decision`) and, when it runs, holds the claim and has its
@@ -102,10 +104,10 @@ def enter_stage(settings: Settings, day: date, *, stage: str, owner: str, force:
                                      f"({intent[STOPPED]}): {day} needs a re-run; clear the "
                                      "run or trigger the date to run it")
     holder_finished = _asked_once(holder_finished)
-    reconcile_intent(settings, day, now, holder_finished, owner)
+    reconcile_intent(pipeline, settings, day, now, holder_finished, owner)
     decision = stage_decision(store.read(), day, max_attempts=settings.max_attempts,
                               force=force, cleared=cleared)
     if decision.action is Action.RUN:
         ensure(settings, found)
-        claim_to_change(settings, day, owner, stage, now, holder_finished)
+        claim_to_change(pipeline, settings, day, owner, stage, now, holder_finished)
     return decision

@@ -14,6 +14,7 @@ from typing import Any
 
 from tokokita_etl.errors import EtlError
 from tokokita_etl.runner.claims import interrupted_stage, read_claim, settled_watermark
+from tokokita_etl.runner.declaration import Pipeline
 from tokokita_etl.runner.inputs import changed_since_processed
 from tokokita_etl.runner.liveness import cli_holder_finished
 from tokokita_etl.runner.policy import (
@@ -97,7 +98,7 @@ def _number(value: Any) -> float | None:
         return None
 
 
-def date_states(settings: Settings, now: datetime, days: int | None = None,
+def date_states(pipeline: Pipeline, settings: Settings, now: datetime, days: int | None = None,
                 dates: list[date] | None = None) -> list[dict[str, Any]]:
     """One row per date, oldest first: the window (`window`) and every date in the watermark.
 
@@ -141,14 +142,14 @@ def date_states(settings: Settings, now: datetime, days: int | None = None,
         manifest = _last_manifest(settings, day) if entry else {}
         if isinstance(manifest.get("duration_ms"), int | float) and manifest.get("duration_ms"):
             row["duration_s"] = round(manifest["duration_ms"] / 1000, 1)
-        row.update(_state_of(settings, state, day, now, present=present, due=day in due,
-                             wait_window=wait_window))
+        row.update(_state_of(pipeline, settings, state, day, now, present=present,
+                             due=day in due, wait_window=wait_window))
         rows.append(row)
     return rows
 
 
-def _state_of(settings: Settings, state, day: date, now: datetime, *, present: bool, due: bool,
-              wait_window: timedelta) -> dict[str, Any]:
+def _state_of(pipeline: Pipeline, settings: Settings, state, day: date, now: datetime, *,
+              present: bool, due: bool, wait_window: timedelta) -> dict[str, Any]:
     """state, label, reason, holder and unblock of one date (see `date_states`)."""
     try:
         claim = read_claim(settings, day)
@@ -170,7 +171,7 @@ def _state_of(settings: Settings, state, day: date, now: datetime, *, present: b
                     f"({used} used)")
         else:
             gone = (f"run {intent['run']} (started {intent['since']}) ended during "
-                    f"{interrupted_stage(settings, day)} without recording its outcome; the "
+                    f"{interrupted_stage(pipeline, settings, day)} without recording its outcome; the "
                     f"warehouse may hold part of its work; the next run records it as "
                     f"failure {used}")
         if is_blocked(state, day, settings.max_attempts):  # (settled: that failure counted)
@@ -256,14 +257,14 @@ def display_text(settings: Settings, text: str) -> str:
     return text
 
 
-def status_rows(settings: Settings, now: datetime | None = None,
+def status_rows(pipeline: Pipeline, settings: Settings, now: datetime | None = None,
                 days: int | None = None) -> list[dict[str, Any]]:
     """`date_states` at `now` (default: the real clock)."""
     if now is None:
         from tokokita_etl.runner.schedule import utc_now
 
         now = utc_now()
-    return date_states(settings, now, days)
+    return date_states(pipeline, settings, now, days)
 
 
 def _count(value: Any) -> str:

@@ -71,13 +71,13 @@ def status_rows(days: int | None) -> list[dict[str, Any]]:
     from fastapi import HTTPException
 
     from tokokita_airflow.connections import ConnectionProblem, named
-    from tokokita_airflow.runtime import pipeline_settings
+    from tokokita_airflow.runtime import pipeline_settings, task_pipeline
     from tokokita_etl.errors import EtlError
     from tokokita_etl.runner.status import date_states
 
     try:
         settings = pipeline_settings()
-        rows = date_states(settings, datetime.now(UTC), days)
+        rows = date_states(task_pipeline(), settings, datetime.now(UTC), days)
     except (EtlError, ConnectionProblem) as exc:  # a damaged watermark, a missing connection,
         # a refused login: named, as the command line names it (never with a password)
         raise HTTPException(status_code=503, detail=str(named(exc))) from None

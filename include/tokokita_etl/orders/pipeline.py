@@ -1,0 +1,66 @@
+"""The orders pipeline, declared: TokoKita's nightly orders ETL as the runner runs it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from tokokita_etl.orders.stages import (
+    extract_lines,
+    extract_stage,
+    load_lines,
+    load_stage,
+    publish_gold_stage,
+    publish_lines,
+    transform_lines,
+    transform_stage,
+    validate_lines,
+    validate_stage,
+)
+from tokokita_etl.runner.declaration import Pipeline, Stage
+from tokokita_etl.runner.inputs import RAW
+from tokokita_etl.storage import is_url
+
+
+def _display_path(path: Path) -> str:
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def success_fields(records: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
+    """The watermark fields of a successful run, from its stage records."""
+    from tokokita_etl.runner.identity import WAREHOUSE  # (with SQLAlchemy: not at DAG parse)
+
+    ext, tra, lod = records["extract"], records["transform"], records["load"]
+    val, pub = records["validate"], records["publish_gold"]
+    return {
+        "rows": {"extracted": ext["rows"], "karantina": lod["karantina"] - tra["duplikat"],
+                 "duplikat": tra["duplikat"], "fact": val["fact_rows"],
+                 "summary": val["summary_rows"]},
+        "checksums": val["checksums"],
+        "gold": pub["gold"] if is_url(pub["gold"]) else _display_path(Path(pub["gold"])),
+        "bruto": val["bruto"],
+        "bersih": val["bersih"],
+        "warnings": val.get("warnings", []),
+        **({WAREHOUSE: lod[WAREHOUSE]} if lod.get(WAREHOUSE) else {}),
+        **({RAW: ext[RAW]} if ext.get(RAW) else {}),
+    }
+
+
+ORDERS = Pipeline(
+    name="orders",
+    dag_id="tokokita_orders_daily",
+    description="TokoKita nightly orders ETL: raw CSV -> fact/summary -> gold CSV",
+    stages=(
+        Stage("extract", extract_stage, extract_lines),
+        Stage("transform", transform_stage, transform_lines),
+        Stage("load", load_stage, load_lines, changes_stores=True),
+        Stage("validate", validate_stage, validate_lines, changes_stores=True),
+        Stage("publish_gold", publish_gold_stage, publish_lines, changes_stores=True),
+    ),
+    outcome=success_fields,
+    tags=("tokokita", "etl", "orders"),
+)

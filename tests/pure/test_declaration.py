@@ -1,0 +1,86 @@
+"""A pipeline declaration (`runner.declaration`): the orders pipeline as one, the rules a
+declaration must follow, the registry and the commands' `--pipeline`."""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, date, datetime
+
+import pytest
+
+from tokokita_etl import cli
+from tokokita_etl.errors import ConfigError
+from tokokita_etl.orders.pipeline import ORDERS, success_fields
+from tokokita_etl.pipelines import DEFAULT, PIPELINES, by_dag_id, by_name
+from tokokita_etl.runner.declaration import Pipeline, Stage
+
+
+def _run(settings, day: date) -> dict:
+    return {}
+
+
+def _lines(record: dict, day: date) -> list[str]:
+    return []
+
+
+def stage(name: str, *, changes: bool = False) -> Stage:
+    return Stage(name, _run, _lines, changes_stores=changes)
+
+
+def test_the_orders_pipeline_is_one_declaration_of_its_five_stages():
+    assert ORDERS.stage_names == ("extract", "transform", "load", "validate", "publish_gold")
+    assert [s.changes_stores for s in ORDERS.stages] == [False, False, True, True, True]
+    assert (ORDERS.name, ORDERS.dag_id, ORDERS.outcome) == (
+        "orders", "tokokita_orders_daily", success_fields)
+    assert (DEFAULT, by_name("orders"), by_dag_id("tokokita_orders_daily")) == ("orders", ORDERS,
+                                                                                 ORDERS)
+    assert PIPELINES == {"orders": ORDERS} and by_dag_id("another_dag") is None
+
+
+def test_a_run_that_ends_before_the_first_stage_that_changes_a_store_left_every_store_alone():
+    assert [ORDERS.before_changes(name) for name in ORDERS.stage_names] == [
+        True, True, False, False, False]
+    weekly_shaped = Pipeline("weekly", "weekly_dag", "a week of daily results",
+                             (stage("collect"), stage("load", changes=True),
+                              stage("validate"), stage("publish_gold", changes=True)),
+                             outcome=dict)
+    assert [weekly_shaped.before_changes(n) for n in weekly_shaped.stage_names] == [
+        True, False, False, False]
+
+
+@pytest.mark.parametrize(("stages", "problem"), [
+    ((), "pipeline 'bad': no stages"),
+    ((stage("extract"), stage("extract")), "stage names repeat: extract, extract"),
+    ((stage("load", changes=True),), "its first stage 'load' changes a store"),
+])
+def test_a_declaration_that_breaks_a_rule_is_refused_naming_it(stages, problem):
+    with pytest.raises(ConfigError, match=problem):
+        Pipeline("bad", "bad_dag", "", stages, outcome=dict)
+
+
+def test_an_unknown_stage_or_pipeline_is_named_with_the_known_ones():
+    with pytest.raises(ValueError, match="unknown stage 'lod'; stages: extract, transform, load, "
+                                         "validate, publish_gold"):
+        ORDERS.stage("lod")
+    with pytest.raises(ConfigError, match="unknown pipeline 'nope'; pipelines: orders"):
+        by_name("nope")
+
+
+def test_every_command_takes_pipeline_and_an_unknown_one_exits_2_naming_the_known(
+        tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    for name in [k for k in os.environ if k.startswith("TOKOKITA_")]:
+        monkeypatch.delenv(name)
+
+    def at() -> datetime:
+        return datetime(2026, 11, 5, 3, 0, tzinfo=UTC)
+
+    for args in (["due", "--now", "2026-11-05T10:00:00+07:00"], ["status"],
+                 ["run", "--date", "2026-11-02"], ["config"],
+                 ["state", "export"]):
+        code = cli.main([*args, "--pipeline", "nope"], now=at)
+        err = capsys.readouterr().err
+        assert code == 2, args
+        assert "unknown pipeline 'nope'; pipelines: orders" in err, (args, err)
+    assert cli.main(["due", "--pipeline", "orders", "--now", "2026-11-05T10:00:00+07:00"],
+                    now=at) == 0
