@@ -7,7 +7,7 @@ connection, see `release_ended_run`): a run whose last task did not release it
 otherwise read as running in `status`, `due` and the status page until the claim's TTL. An
 intent record it left stays, so the date reads *needs re-run* (`runner.claims.reconcile_intent`); when
 the run ended in success (a stage cleared alone, a stage marked success), that re-run counts
-no failure of the partition (`runs.stop_ended_run`).
+no failure of the partition (`claims.stop_ended_run`).
 
 Every run carries D as its partition key from its creation (`DailyPartitionTimetable`, and
 the trigger's partition key), so nothing is set on a starting run.

@@ -185,7 +185,7 @@ class EtlStageOperator(BaseOperator):
     """Run one pipeline stage for partition D.
 
     The stage applies the watermark rules itself, because clearing its task re-runs it
-    without the gate (`runs.enter_stage`): a cleared stage of a done date reprocesses it, as
+    without the gate (`sequence.enter_stage`): a cleared stage of a done date reprocesses it, as
     `force` does (Clear is Airflow's re-run gesture); on a blocked date it fails at once
     without an attempt, and while another run holds D it is skipped. When the staged inputs
     of the stage are gone (removed after a success, or written on another machine) the

@@ -31,7 +31,7 @@ record are next); and inside each stage from extract to validate: the record bef
 (for extract, the gate's intent record) plus a delay within the stage's duration in the clean
 run. publish_gold is a rename of about a millisecond: the kills right after validate's record
 and after the new gold file are the ones inside it. Where a kill landed is the stage the
-date's next gate names (`runs.interrupted_stage`), or "finished" when the run recorded its
+date's next gate names (`claims.interrupted_stage`), or "finished" when the run recorded its
 success first.
 
 A kill up to load's record always lands before the success record: validate and publishing

@@ -136,8 +136,8 @@ class Watermark:
         stands beside it (that run may have replaced the rows: the date needs a re-run). A
         live run's intent (a forced re-run of a done date, whose own stages decide with this)
         keeps the success until the run records its outcome. Pure: which runs have ended is
-        asked before (`runs.settled_watermark`), and the gate reconciles the intents of runs
-        that are gone before it decides (`runs.reconcile_intent`)."""
+        asked before (`claims.settled_watermark`), and the gate reconciles the intents of runs
+        that are gone before it decides (`claims.reconcile_intent`)."""
         entry = self.entry(day)
         if entry.get("status") != SUCCESS:
             return False
@@ -312,7 +312,7 @@ class WatermarkRules:
         holder's, the caller) that its run was stopped from outside (not a failure of the
         partition), after `clears` clears of the run: its later stages of that clear skip,
         and the next gate of another run records the date as needing a re-run without
-        counting a failure (`runs.reconcile_intent`). An intent already stopped keeps its
+        counting a failure (`claims.reconcile_intent`). An intent already stopped keeps its
         reason. Returns whether it noted it."""
 
         def mutate(entry: dict[str, Any]) -> bool:
