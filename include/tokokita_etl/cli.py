@@ -19,6 +19,7 @@ from tokokita_etl.files import write_text_atomic
 from tokokita_etl.pipeline import run_for_date
 from tokokita_etl.pipelines import DEFAULT, by_name
 from tokokita_etl.runner.claims import settled_watermark
+from tokokita_etl.runner.declaration import Pipeline
 from tokokita_etl.runner.identity import reconcile, verify
 from tokokita_etl.runner.policy import due_runs
 from tokokita_etl.runner.schedule import parse_now, parse_run_date, utc_now
@@ -128,7 +129,7 @@ def _settings(args: argparse.Namespace) -> Settings:
                          overrides={n: getattr(args, n, None) for n in names})
 
 
-def cmd_run(args: argparse.Namespace, now: Callable[[], datetime]) -> int:
+def cmd_run(args: argparse.Namespace, pipeline: Pipeline, now: Callable[[], datetime]) -> int:
     """`run --date D`."""
     settings = _settings(args)
     day = parse_run_date(args.date, now(), settings.timezone)
@@ -162,7 +163,7 @@ def cmd_run(args: argparse.Namespace, now: Callable[[], datetime]) -> int:
     def emit(line: str) -> None:
         write("stdout", line)
 
-    outcome = run_for_date(by_name(args.pipeline), settings, day, force=args.force,
+    outcome = run_for_date(pipeline, settings, day, force=args.force,
                            reset_attempts=args.reset_attempts, now=now, log=log,
                            log_format=args.log_format, emit=emit)
     return outcome.exit_code
@@ -184,11 +185,12 @@ def cmd_due(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_status(args: argparse.Namespace, now: Callable[[], datetime] = utc_now) -> int:
+def cmd_status(args: argparse.Namespace, pipeline: Pipeline,
+               now: Callable[[], datetime] = utc_now) -> int:
     """`status [--now T] [--days N] [--json]`."""
     settings = _settings(args)
     clock = parse_now(args.now, settings.timezone) if args.now else now()
-    rows = status_rows(by_name(args.pipeline), settings, clock, args.days)
+    rows = status_rows(pipeline, settings, clock, args.days)
     print(json.dumps(rows, indent=2) if args.json else format_status(rows))
     problem = warehouse_problem(settings)
     if problem is not None:  # the rows are the watermark's; no run proceeds until resolved
@@ -325,16 +327,16 @@ def _main(argv: list[str] | None, *, now: Callable[[], datetime]) -> int:
     except SystemExit as exc:
         return EXIT_USAGE if exc.code else 0
     try:
-        by_name(getattr(args, "pipeline", DEFAULT))  # an unknown one: exit 2, naming the known
+        pipeline = by_name(getattr(args, "pipeline", DEFAULT))  # unknown: exit 2, naming the known
         if args.command == "run":
-            return cmd_run(args, now)
+            return cmd_run(args, pipeline, now)
         if args.command == "due":
             return cmd_due(args)
         if args.command == "state":
             return cmd_state(args)
         if args.command == "config":
             return cmd_config(args)
-        return cmd_status(args, now)
+        return cmd_status(args, pipeline, now)
     except EtlError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code

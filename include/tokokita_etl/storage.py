@@ -64,6 +64,18 @@ def filesystem(url: str) -> tuple[Any, str]:
     return fsspec.core.url_to_fs(url, **options)
 
 
+def object_info(url: str) -> dict[str, Any] | None:
+    """What the store says of the object at `url` (its `size`, its `ETag`...), asked afresh,
+    or None when there is no object there."""
+    fs, path = filesystem(url)
+    fs.invalidate_cache(path)  # a poller asks again and again: never a cached answer
+    try:
+        info = fs.info(path)
+    except FileNotFoundError:
+        return None
+    return info if info.get("type") == "file" else None
+
+
 def file_size(location: Location) -> int | None:
     """The size of the file or object at `location`, None when there is none."""
     if not is_url(location):
@@ -72,13 +84,8 @@ def file_size(location: Location) -> int | None:
             return path.stat().st_size if path.is_file() else None
         except OSError:
             return None
-    fs, path = filesystem(str(location))
-    fs.invalidate_cache(path)  # a poller asks again and again: never a cached answer
-    try:
-        info = fs.info(path)
-    except FileNotFoundError:
-        return None
-    return int(info.get("size") or 0) if info.get("type") == "file" else None
+    info = object_info(str(location))
+    return None if info is None else int(info.get("size") or 0)
 
 
 def upload(local: Path, url: str) -> None:

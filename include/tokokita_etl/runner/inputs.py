@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from tokokita_etl.settings.model import Settings
-from tokokita_etl.storage import Location, filesystem, is_url
+from tokokita_etl.storage import Location, filesystem, is_url, object_info
 
 #: the watermark field of a success that holds the raw fingerprint
 RAW = "raw"
@@ -49,13 +49,8 @@ def file_fingerprint(handle: BinaryIO) -> dict[str, Any]:
 
 def object_stamp(url: str) -> tuple[int, str] | None:
     """The size and `etag:` stamp of the object at `url`, None when there is none."""
-    fs, path = filesystem(url)
-    fs.invalidate_cache(path)
-    try:
-        info = fs.info(path)
-    except FileNotFoundError:
-        return None
-    if info.get("type") != "file":
+    info = object_info(url)
+    if info is None:
         return None
     tag = str(info.get("ETag") or info.get("etag") or "").strip('"')
     return int(info.get("size") or 0), f"etag:{tag}"
@@ -99,7 +94,8 @@ def raw_change(entry: Mapping[str, Any], location: Location) -> RawChange | None
             digest = hash_handle(handle)
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         return RawChange(gone=True, recorded_size=size)
-    return None if digest == recorded["sha256"] else RawChange(False, size, stat.st_size)
+    return None if digest == recorded["sha256"] else RawChange(gone=False, recorded_size=size,
+                                                                   size=stat.st_size)
 
 
 def _object_change(recorded: Mapping[str, Any], size: int, url: str) -> RawChange | None:
@@ -115,7 +111,8 @@ def _object_change(recorded: Mapping[str, Any], size: int, url: str) -> RawChang
             digest = hash_handle(handle)
     except FileNotFoundError:
         return RawChange(gone=True, recorded_size=size)
-    return None if digest == recorded["sha256"] else RawChange(False, size, now_size)
+    return None if digest == recorded["sha256"] else RawChange(gone=False, recorded_size=size,
+                                                                   size=now_size)
 
 
 def changed_since_processed(settings: Settings, entry: Mapping[str, Any], day: date
