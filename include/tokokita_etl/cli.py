@@ -17,7 +17,7 @@ from typing import NoReturn
 from tokokita_etl.errors import EXIT_USAGE, EtlError, StateError
 from tokokita_etl.files import write_text_atomic
 from tokokita_etl.pipeline import run_for_date
-from tokokita_etl.pipelines import DEFAULT, by_name
+from tokokita_etl.pipelines import DEFAULT, PIPELINES, by_name, settings_of
 from tokokita_etl.runner.claims import settled_watermark
 from tokokita_etl.runner.declaration import Pipeline
 from tokokita_etl.runner.identity import reconcile, verify
@@ -27,7 +27,6 @@ from tokokita_etl.runner.staging import WARNING_PREFIX
 from tokokita_etl.runner.status import format_status, status_rows, warehouse_problem
 from tokokita_etl.runner.stores import state_store
 from tokokita_etl.runner.watermark import check_document
-from tokokita_etl.settings.layout import present_in
 from tokokita_etl.settings.model import Settings, default
 from tokokita_etl.settings.show import shown
 from tokokita_etl.settings.sources import STACK_SETTINGS_FILE, load_settings, stack_environment
@@ -114,9 +113,18 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _settings(args: argparse.Namespace) -> Settings:
-    """The settings: the config file, then the local Airflow stack's variables (said on
-    stderr when there are any), the environment and the flags."""
+def _pipeline(args: argparse.Namespace) -> Pipeline:
+    """The pipeline `--pipeline` names: the package's own, or one the `declarations` setting
+    names (read without the flags: it has none)."""
+    name = getattr(args, "pipeline", DEFAULT)
+    if name in PIPELINES:
+        return PIPELINES[name]
+    return by_name(name, load_settings(args.config, stack=stack_environment()).declarations)
+
+
+def _settings(args: argparse.Namespace, pipeline: Pipeline) -> Settings:
+    """The settings of `pipeline`: the config file, then the local Airflow stack's variables
+    (said on stderr when there are any), the environment and the flags."""
     names = ("raw_dir", "gold_dir", "quarantine_dir", "state_dir", "staging_dir",
              "warehouse_url", "state_url", "timezone", "lookback_days", "max_attempts")
     stack = stack_environment()
@@ -125,13 +133,13 @@ def _settings(args: argparse.Namespace) -> Settings:
                           for name, value in sorted(stack.items()))
         print(f"[settings] as the local Airflow stack's services ({STACK_SETTINGS_FILE}): "
               f"{given}; the environment and flags override them", file=sys.stderr)
-    return load_settings(args.config, stack=stack,
-                         overrides={n: getattr(args, n, None) for n in names})
+    return settings_of(pipeline, config_path=args.config, stack=stack,
+                       overrides={n: getattr(args, n, None) for n in names})
 
 
 def cmd_run(args: argparse.Namespace, pipeline: Pipeline, now: Callable[[], datetime]) -> int:
     """`run --date D`."""
-    settings = _settings(args)
+    settings = _settings(args, pipeline)
     day = parse_run_date(args.date, now(), settings.timezone)
     as_json = args.log_format == "json"
 
@@ -169,13 +177,13 @@ def cmd_run(args: argparse.Namespace, pipeline: Pipeline, now: Callable[[], date
     return outcome.exit_code
 
 
-def cmd_due(args: argparse.Namespace) -> int:
+def cmd_due(args: argparse.Namespace, pipeline: Pipeline) -> int:
     """`due --now T`."""
-    settings = _settings(args)
+    settings = _settings(args, pipeline)
     clock = parse_now(args.now, settings.timezone)
     state = settled_watermark(settings, clock)
     verify(settings, state, where=state_store(settings).location)  # no date is due on another
-    dates = due_runs(state, clock, present_in(settings.raw_dir),
+    dates = due_runs(state, clock, pipeline.raw.present(settings),
                      settings.lookback_days, settings.max_attempts, tz=settings.timezone)
     if args.json:
         print(json.dumps([d.isoformat() for d in dates]))
@@ -188,7 +196,7 @@ def cmd_due(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace, pipeline: Pipeline,
                now: Callable[[], datetime] = utc_now) -> int:
     """`status [--now T] [--days N] [--json]`."""
-    settings = _settings(args)
+    settings = _settings(args, pipeline)
     clock = parse_now(args.now, settings.timezone) if args.now else now()
     rows = status_rows(pipeline, settings, clock, args.days)
     print(json.dumps(rows, indent=2) if args.json else format_status(rows))
@@ -199,9 +207,9 @@ def cmd_status(args: argparse.Namespace, pipeline: Pipeline,
     return 0
 
 
-def cmd_state(args: argparse.Namespace) -> int:
+def cmd_state(args: argparse.Namespace, pipeline: Pipeline) -> int:
     """`state export [--output FILE]` and `state import FILE`."""
-    settings = _settings(args)
+    settings = _settings(args, pipeline)
     store = state_store(settings)
     if args.state_command == "reconcile":
         return _reconcile(settings, store.location)
@@ -254,10 +262,10 @@ def _reconcile(settings: Settings, where: str) -> int:
     return 0
 
 
-def cmd_config(args: argparse.Namespace) -> int:
+def cmd_config(args: argparse.Namespace, pipeline: Pipeline) -> int:
     """`config [--json]`: each setting, its value (credentials masked) and its source; a
     warehouse URL that `run` would refuse is the same configuration error here."""
-    settings = _settings(args)
+    settings = _settings(args, pipeline)
     Warehouse.from_settings(settings)  # checks the URL, connects to nothing
     rows = shown(settings)
     if args.json:
@@ -327,15 +335,15 @@ def _main(argv: list[str] | None, *, now: Callable[[], datetime]) -> int:
     except SystemExit as exc:
         return EXIT_USAGE if exc.code else 0
     try:
-        pipeline = by_name(getattr(args, "pipeline", DEFAULT))  # unknown: exit 2, naming the known
+        pipeline = _pipeline(args)  # unknown: exit 2, naming the known
         if args.command == "run":
             return cmd_run(args, pipeline, now)
         if args.command == "due":
-            return cmd_due(args)
+            return cmd_due(args, pipeline)
         if args.command == "state":
-            return cmd_state(args)
+            return cmd_state(args, pipeline)
         if args.command == "config":
-            return cmd_config(args)
+            return cmd_config(args, pipeline)
         return cmd_status(args, pipeline, now)
     except EtlError as exc:
         print(f"error: {exc}", file=sys.stderr)

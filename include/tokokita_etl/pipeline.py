@@ -14,14 +14,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from datetime import date, datetime
-from decimal import Decimal
 
 from tokokita_etl.errors import (
     BlockedError,
     ConcurrentRunError,
     EtlError,
 )
-from tokokita_etl.orders.validate import rupiah
 from tokokita_etl.runner.claims import release_date
 from tokokita_etl.runner.declaration import Pipeline
 from tokokita_etl.runner.liveness import cli_owner
@@ -115,10 +113,8 @@ def _run_stages(pipeline: Pipeline, settings: Settings, day: date, owner: str, s
             for line in lines:
                 log(line)
         outcome = finish_success(pipeline, settings, day, started=started, now=now(), trigger="cli")
-        entry = outcome.entry
-        log(f"[summary] {day}: {entry['rows']['fact']} fact rows, "
-            f"{entry['rows']['summary']} kota, {rupiah_text(entry['bruto'])} bruto, "
-            f"{rupiah_text(entry['bersih'])} bersih")
+        if pipeline.done_line is not None:
+            log(f"[summary] {day}: {pipeline.done_line(outcome.entry)}")
         return outcome
     except Exception as exc:  # recorded; an attempt unless policy.classify says otherwise
         log(f"[error] {stage}: {exc if isinstance(exc, EtlError) else f'{type(exc).__name__}: {exc}'}")
@@ -126,8 +122,3 @@ def _run_stages(pipeline: Pipeline, settings: Settings, day: date, owner: str, s
                               trigger="cli")
     finally:
         release_date(settings, day, owner)
-
-
-def rupiah_text(amount: str) -> str:
-    """Format a 2-decimal amount string as rupiah."""
-    return rupiah(Decimal(amount))

@@ -12,7 +12,9 @@ from tokokita_etl import cli
 from tokokita_etl.errors import ConfigError
 from tokokita_etl.orders.pipeline import ORDERS, success_fields
 from tokokita_etl.pipelines import DEFAULT, PIPELINES, by_dag_id, by_name
-from tokokita_etl.runner.declaration import Pipeline, Stage
+from tokokita_etl.runner.declaration import Pipeline, RawFiles, Stage
+
+STOCK_FILES = RawFiles("raw_dir", lambda day: f"stok_{day.isoformat()}.csv")
 
 
 def _run(settings, day: date) -> dict:
@@ -43,7 +45,7 @@ def test_a_run_that_ends_before_the_first_stage_that_changes_a_store_left_every_
     weekly_shaped = Pipeline("weekly", "weekly_dag", "a week of daily results",
                              (stage("collect"), stage("load", changes=True),
                               stage("validate"), stage("publish_gold", changes=True)),
-                             outcome=dict)
+                             outcome=dict, raw=STOCK_FILES)
     assert [weekly_shaped.before_changes(n) for n in weekly_shaped.stage_names] == [
         True, False, False, False]
 
@@ -55,7 +57,7 @@ def test_a_run_that_ends_before_the_first_stage_that_changes_a_store_left_every_
 ])
 def test_a_declaration_that_breaks_a_rule_is_refused_naming_it(stages, problem):
     with pytest.raises(ConfigError, match=problem):
-        Pipeline("bad", "bad_dag", "", stages, outcome=dict)
+        Pipeline("bad", "bad_dag", "", stages, outcome=dict, raw=STOCK_FILES)
 
 
 def test_an_unknown_stage_or_pipeline_is_named_with_the_known_ones():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +19,9 @@ from tokokita_etl.orders.stages import (
     validate_lines,
     validate_stage,
 )
-from tokokita_etl.runner.declaration import Pipeline, Stage
+from tokokita_etl.runner.declaration import Pipeline, RawFiles, Stage
 from tokokita_etl.runner.inputs import RAW
+from tokokita_etl.settings.layout import raw_file_name
 from tokokita_etl.storage import is_url
 
 
@@ -50,6 +52,25 @@ def success_fields(records: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def stage_lineage(settings: Any, day: date, stage: str, result: Mapping[str, Any] | None
+                  ) -> tuple[list[Any], list[Any]]:
+    """A stage's datasets (`orders.lineage.stage_lineage`, with the warehouse's tables: not
+    imported when the DAG file is parsed)."""
+    from tokokita_etl.orders.lineage import stage_lineage as datasets
+
+    return datasets(settings, day, stage, result)
+
+
+def done_line(entry: Mapping[str, Any]) -> str:
+    """What a success did, in the command line's `[summary]` line."""
+    from decimal import Decimal
+
+    from tokokita_etl.orders.validate import rupiah
+
+    return (f"{entry['rows']['fact']} fact rows, {entry['rows']['summary']} kota, "
+            f"{rupiah(Decimal(entry['bruto']))} bruto, {rupiah(Decimal(entry['bersih']))} bersih")
+
+
 ORDERS = Pipeline(
     name="orders",
     dag_id="tokokita_orders_daily",
@@ -62,5 +83,9 @@ ORDERS = Pipeline(
         Stage("publish_gold", publish_gold_stage, publish_lines, changes_stores=True),
     ),
     outcome=success_fields,
+    raw=RawFiles("raw_dir", raw_file_name),
     tags=("tokokita", "etl", "orders"),
+    asset=("tokokita_summary_harian", "tokokita://gold/summary_harian"),
+    lineage=stage_lineage,
+    done_line=done_line,
 )

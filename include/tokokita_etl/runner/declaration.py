@@ -1,4 +1,5 @@
-"""What the runner needs to know of a pipeline: its stages in order and what its success records.
+"""What the runner needs to know of a pipeline: its stages in order, what its success records,
+where its raw partitions are, its own setting defaults and the asset its last stage updates.
 
 A pipeline is declared once, in its own domain package (the orders pipeline in
 `tokokita_etl.orders.pipeline`), and passed to every runner function that depends on it;
@@ -15,7 +16,9 @@ from datetime import date
 from typing import Any
 
 from tokokita_etl.errors import ConfigError
+from tokokita_etl.settings.layout import join, partition_file_exists
 from tokokita_etl.settings.model import Settings
+from tokokita_etl.storage import Location
 
 #: a stage: reads its inputs for a partition date, writes its outputs, returns its record
 StageRun = Callable[[Settings, date], dict[str, Any]]
@@ -23,6 +26,40 @@ StageRun = Callable[[Settings, date], dict[str, Any]]
 StageLines = Callable[[dict[str, Any], date], list[str]]
 #: the stage records of a successful run (by stage name) -> the watermark fields it records
 Outcome = Callable[[Mapping[str, dict[str, Any]]], dict[str, Any]]
+#: a stage's datasets for a partition date, given its record (None: it did not finish):
+#: (inputs, outputs), each a list of the domain's dataset references
+StageLineage = Callable[[Settings, date, str, Mapping[str, Any] | None],
+                        tuple[list[Any], list[Any]]]
+
+
+#: names no pipeline may have: the orders' own folders in `state_dir`, where the other
+#: pipelines keep theirs, each in the folder of its name
+RESERVED_NAMES = ("claims", "runs")
+
+
+@dataclass(frozen=True)
+class RawFiles:
+    """A pipeline's input: one raw file per partition date, `<folder>/<name(day)>`, the folder
+    being the value of the setting `setting` (a local folder or an object-storage URL)."""
+
+    setting: str
+    name: Callable[[date], str]
+
+    def folder(self, settings: Settings) -> Location:
+        """The folder the raw files are in, for these settings."""
+        return getattr(settings, self.setting)
+
+    def path(self, settings: Settings, day: date, folder: Location | None = None) -> Location:
+        """The raw file of `day` (in `folder` when given, else the setting's folder)."""
+        return join(self.folder(settings) if folder is None else folder, self.name(day))
+
+    def exists(self, settings: Settings, day: date, folder: Location | None = None) -> bool:
+        """Whether the raw file of `day` is there (present and non-empty)."""
+        return partition_file_exists(self.path(settings, day, folder))
+
+    def present(self, settings: Settings) -> Callable[[date], bool]:
+        """Whether a date's raw file is there: the question `due_runs` asks of each date."""
+        return lambda day: self.exists(settings, day)
 
 
 @dataclass(frozen=True)
@@ -50,9 +87,24 @@ class Pipeline:
     description: str
     stages: tuple[Stage, ...]
     outcome: Outcome
+    #: where its raw partition files are (the sensor, the missing rule, the fingerprints)
+    raw: RawFiles
     tags: tuple[str, ...] = field(default=())
+    #: its setting defaults, above the settings' class defaults (`cron`, `lookback_days`...)
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+    #: (name, uri) of the Airflow asset its last stage updates, or None
+    asset: tuple[str, str] | None = None
+    #: its stages' datasets, for OpenLineage; None: no lineage
+    lineage: StageLineage | None = None
+    #: what a success did, from its watermark entry, for the command line's `[summary]` line
+    done_line: Callable[[Mapping[str, Any]], str] | None = None
 
     def __post_init__(self) -> None:
+        if not (self.name.isidentifier() and self.name == self.name.lower()) \
+                or self.name in RESERVED_NAMES:
+            raise ConfigError(f"pipeline name {self.name!r}: expected a lower-case Python "
+                              "identifier (it names its environment variables and its state "
+                              f"folder), other than {', '.join(RESERVED_NAMES)}")
         names = [stage.name for stage in self.stages]
         if not names:
             raise ConfigError(f"pipeline {self.name!r}: no stages")

@@ -16,10 +16,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from tokokita_etl.settings.model import Settings
 from tokokita_etl.storage import Location, filesystem, is_url, object_info
+
+if TYPE_CHECKING:
+    from tokokita_etl.runner.declaration import Pipeline
 
 #: the watermark field of a success that holds the raw fingerprint
 RAW = "raw"
@@ -115,9 +118,9 @@ def _object_change(recorded: Mapping[str, Any], size: int, url: str) -> RawChang
                                                                    size=now_size)
 
 
-def changed_since_processed(settings: Settings, entry: Mapping[str, Any], day: date
-                            ) -> RawChange | None:
-    """`raw_change` of a date's partition, unless `on_raw_change` is `off`."""
+def changed_since_processed(pipeline: Pipeline, settings: Settings, entry: Mapping[str, Any],
+                            day: date) -> RawChange | None:
+    """`raw_change` of a date's raw file, unless `on_raw_change` is `off`."""
     if settings.on_raw_change == "off":
         return None
-    return raw_change(entry, settings.partition_path(day))
+    return raw_change(entry, pipeline.raw.path(settings, day))

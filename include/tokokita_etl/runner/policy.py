@@ -148,7 +148,7 @@ def days_before(day: date, days: int) -> list[date]:
 def due_runs(state: Watermark, now: datetime, present: Callable[[date], bool],
              lookback_days: int, max_attempts: int, *, tz: str) -> list[date]:
     """Past dates inside the lookback window with a partition (`present`, such as
-    `settings.layout.present_in(raw_dir)`) that `decide` would run."""
+    its raw files: `RawFiles.present`) that `decide` would run."""
     return [day for day in days_before(local_today(now, tz), lookback_days)
             if present(day)
             and decide(state, day, max_attempts=max_attempts).action is Action.RUN]

@@ -68,7 +68,7 @@ def gate(pipeline: Pipeline, settings: Settings, day: date, *, force: bool, rese
                              tz=settings.timezone)
     reason = decision.reason
     if decision.action is Action.SKIP and state.has_success(day) and (
-            change := changed_since_processed(settings, state.entry(day), day)):
+            change := changed_since_processed(pipeline, settings, state.entry(day), day)):
         reason = f"{reason}; {change}"
     reset_from = None
     if decision.action is Action.RUN:

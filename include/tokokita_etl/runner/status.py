@@ -32,7 +32,7 @@ from tokokita_etl.runner.policy import (
 from tokokita_etl.runner.schedule import fire_time_for_partition, local_today
 from tokokita_etl.runner.stores import state_store
 from tokokita_etl.runner.watermark import FAILED, STOPPED, SUCCESS
-from tokokita_etl.settings.layout import catchup_bound, partition_exists, present_in
+from tokokita_etl.settings.layout import catchup_bound
 from tokokita_etl.settings.model import PATH_SETTINGS, Settings
 
 
@@ -114,7 +114,7 @@ def date_states(pipeline: Pipeline, settings: Settings, now: datetime, days: int
     known = {date.fromisoformat(d) for d in state.runs}
     wanted = sorted(set(window(settings, now, days) if dates is None else dates) |
                     (known if dates is None else set()))
-    due = set(due_runs(state, now, present_in(settings.raw_dir), settings.lookback_days,
+    due = set(due_runs(state, now, pipeline.raw.present(settings), settings.lookback_days,
                        settings.max_attempts, tz=settings.timezone))
     wait_window = timedelta(hours=settings.wait_window_hours)
     rows = []
@@ -122,7 +122,7 @@ def date_states(pipeline: Pipeline, settings: Settings, now: datetime, days: int
         entry = state.entry(day)
         counts = entry.get("rows") if isinstance(entry.get("rows"), dict) else {}
         extracted, karantina = _number(counts.get("extracted")), _number(counts.get("karantina"))
-        present = partition_exists(settings.raw_dir, day)
+        present = pipeline.raw.exists(settings, day)
         row: dict[str, Any] = {
             "date": day.isoformat(), "state": "", "label": "", "reason": "", "unblock": "",
             "holder": "", "due": day in due, "partition": present,
@@ -186,7 +186,7 @@ def _state_of(pipeline: Pipeline, settings: Settings, state, day: date, now: dat
                           f"counted ({used} used); {later}"}
     if state.has_success(day):
         done = f"succeeded (attempt {state.attempts(day)})"
-        if change := changed_since_processed(settings, entry, day):
+        if change := changed_since_processed(pipeline, settings, entry, day):
             then = "its results stay" if change.gone else \
                 "a forced run (Clear in Airflow) reprocesses it"
             return {"state": DateState.DONE, "label": "done (changed)",

@@ -20,9 +20,14 @@ def join(location: Location, name: str) -> Location:
     return Path(location) / name
 
 
+def raw_file_name(day: date) -> str:
+    """The orders' raw partition file of `day`: `pesanan_YYYY-MM-DD.csv`."""
+    return f"pesanan_{day.isoformat()}.csv"
+
+
 def partition_path(raw_dir: Location, day: date) -> Location:
     """`<raw_dir>/pesanan_YYYY-MM-DD.csv`."""
-    return join(raw_dir, f"pesanan_{day.isoformat()}.csv")
+    return join(raw_dir, raw_file_name(day))
 
 
 def partition_file_exists(path: Location) -> bool:

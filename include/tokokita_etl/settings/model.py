@@ -33,6 +33,7 @@ from tokokita_etl.settings.values import (
     Share,
     Text,
     cron_problem,
+    declarations_problem,
     duckdb_size_problem,
     local_time_problem,
     notifiers_problem,
@@ -154,6 +155,9 @@ class Settings(BaseSettings):
     #: BaseNotifier, "kwargs": {...}, "on": [events]} (`notify.parse_notifiers`); empty: none
     #: besides `ping_url` and `deadline_webhook_url`
     notifiers: Annotated[str, text_rule(empty=True, problem=notifiers_problem)] = ""
+    #: more pipelines for the runner beside the package's own, as `module:NAME` entries
+    #: separated by commas (each NAME a `runner.declaration.Pipeline`); empty: none
+    declarations: Annotated[str, text_rule(empty=True, problem=declarations_problem)] = ""
     #: seconds to wait for the warehouse to accept a connection (PostgreSQL connect_timeout)
     db_connect_timeout_s: Count = 10
     #: seconds one warehouse statement may run (PostgreSQL statement_timeout): above the
@@ -279,6 +283,18 @@ def _together(text: str) -> PydanticCustomError:
 
 #: setting name -> its field (annotation, default)
 SETTINGS = Settings.model_fields
+#: the settings every pipeline shares (the zone, the warehouse, the state, the folders their
+#: own files go in, the connections, the alerts' notifiers, the declarations); every other
+#: setting is a pipeline's own: the orders' at the top level of each source, another
+#: pipeline's in its own section (`pipelines: {NAME: ...}`, `TOKOKITA_<NAME>__<SETTING>`)
+SHARED_SETTINGS = (
+    "timezone", "warehouse_url", "state_url", "state_dir", "staging_dir", "work_dir",
+    "gold_dir", "warehouse_conn_id", "state_conn_id", "object_storage_conn_id", "notifiers",
+    "declarations", "db_connect_timeout_s", "db_statement_timeout_s", "db_answer_timeout_s",
+    "db_lock_timeout_s",
+)
+#: the setting that names the orders' watermark; another pipeline's watermark is its name
+WATERMARK_NAME = "pipeline"
 
 
 def default(name: str) -> Any:
@@ -289,6 +305,12 @@ def default(name: str) -> Any:
 def env_var(name: str) -> str:
     """The environment variable of setting `name`: `TOKOKITA_<NAME>` (the class's prefix)."""
     return f"{Settings.model_config['env_prefix']}{name.upper()}"
+
+
+def pipeline_env_var(pipeline: str, name: str) -> str:
+    """The environment variable of a pipeline's own setting `name` for the pipeline called
+    `pipeline` (not the orders): `TOKOKITA_<PIPELINE>__<NAME>`."""
+    return f"{env_var(pipeline)}__{name.upper()}"
 
 
 def flag(name: str) -> str:

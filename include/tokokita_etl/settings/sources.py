@@ -18,16 +18,20 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from tokokita_etl.errors import ConfigError
+from tokokita_etl.settings.layout import join
 from tokokita_etl.settings.model import (
     ENV_VARS,
     PATH_SETTINGS,
     SETTINGS,
+    SHARED_SETTINGS,
+    WATERMARK_NAME,
     Layer,
     Load,
     Settings,
     env_var,
     flag,
     loading,
+    pipeline_env_var,
     validated,
 )
 from tokokita_etl.storage import Location, is_url
@@ -68,13 +72,22 @@ def load_settings(
     cwd: Path | None = None,
     stack: Mapping[str, str] | None = None,
     in_airflow: bool = False,
+    pipeline: str | None = None,
+    pipeline_defaults: Mapping[str, Any] | None = None,
 ) -> Settings:
     """The settings from the explicit `overrides` (None: not given), the environment `env`
     (default: os.environ), the stack's variables `stack` (the command line's
     `stack_environment`), the YAML file (`config_path`, else $TOKOKITA_CONFIG, else
     config/pipeline.yaml when it exists) and the defaults; relative paths against `cwd`
     (`in_airflow`: for the Airflow adapter, which reads the warehouse of `warehouse_conn_id`
-    from its connection afterwards)."""
+    from its connection afterwards).
+
+    `pipeline`: the settings of that pipeline (None: the orders'). Its own settings come from
+    its section of each source (`pipelines: {NAME: ...}` in the YAML file,
+    `TOKOKITA_<NAME>__<SETTING>`), then `pipeline_defaults` (its declaration's), then the
+    class defaults; the shared ones (`SHARED_SETTINGS`) from the top level, as the orders'.
+    Its watermark is its name, and its state, staging and working folders are sub-folders
+    named after it, so that nothing of one pipeline is another's."""
     env = os.environ if env is None else env
     cwd = Path.cwd() if cwd is None else Path(cwd)
     explicit = config_path or env.get("TOKOKITA_CONFIG")
@@ -87,6 +100,7 @@ def load_settings(
         raise ConfigError(f"{path}: config file not found")
     else:
         from_file = {}
+    sections = from_file.pop(PIPELINES_KEY, {})
 
     def from_vars(variables: Mapping[str, str]) -> dict[str, str]:
         return {name: variables[var] for var, name in ENV_VARS.items() if variables.get(var)}
@@ -99,16 +113,61 @@ def load_settings(
     )
     given = {name: value for name, value in (overrides or {}).items() if value is not None}
     origins = {name: flag(name) for name in given}
+    if pipeline is not None:
+        layers = _pipeline_layers(pipeline, layers, env, stack or {}, stack_file, path,
+                                  sections.get(pipeline) or {}, pipeline_defaults or {})
+        given[WATERMARK_NAME] = pipeline
+        origins[WATERMARK_NAME] = f"the declaration of pipeline {pipeline!r}"
     for layer in layers:
         for name in layer.values:
             origins.setdefault(name, layer.origin(name))
     with loading(Load(layers=layers, origins=origins, in_airflow=in_airflow)):
         settings = validated(lambda: Settings(**given))
     resolved = {name: _absolute(getattr(settings, name), cwd) for name in PATH_SETTINGS}
+    if pipeline is not None:
+        resolved.update({name: join(resolved[name], pipeline) for name in OWN_FOLDERS})
     settings = settings.model_copy(update={
         **resolved, "warehouse_url": _absolute_sqlite_url(settings.warehouse_url, cwd)})
     settings._origins = origins
     return settings
+
+
+#: the YAML file's key of the other pipelines' sections: `pipelines: {NAME: {setting: value}}`
+PIPELINES_KEY = "pipelines"
+#: shared folders in which a pipeline other than the orders keeps its files in a sub-folder
+#: named after it (its watermark, claims and manifests; its stages' hand-over)
+OWN_FOLDERS = ("state_dir", "staging_dir", "work_dir")
+
+
+def _pipeline_layers(pipeline: str, top: tuple[Layer, ...], env: Mapping[str, str],
+                     stack: Mapping[str, str], stack_file: Path, path: Path,
+                     section: Mapping[str, Any], defaults: Mapping[str, Any]
+                     ) -> tuple[Layer, ...]:
+    """The sources of pipeline `pipeline`'s settings: its own settings from its section of
+    each source, above the shared ones of the top level, in the same order; its declaration's
+    defaults last."""
+    own = [name for name in SETTINGS if name not in SHARED_SETTINGS and name != WATERMARK_NAME]
+
+    def from_vars(variables: Mapping[str, str]) -> dict[str, str]:
+        return {name: variables[var] for name in own
+                if variables.get(var := pipeline_env_var(pipeline, name))}
+
+    def shared(layer: Layer) -> Layer:
+        return Layer(Settings, {name: value for name, value in layer.values.items()
+                                if name in SHARED_SETTINGS}, layer.origin)
+
+    env_layer, stack_layer, file_layer = top
+    return (
+        Layer(Settings, from_vars(env), lambda name: pipeline_env_var(pipeline, name)),
+        shared(env_layer),
+        Layer(Settings, from_vars(stack),
+              lambda name: f"{stack_file} ({pipeline_env_var(pipeline, name)})"),
+        shared(stack_layer),
+        Layer(Settings, dict(section), lambda name: f"{path} ({PIPELINES_KEY}.{pipeline})"),
+        shared(file_layer),
+        Layer(Settings, {name: value for name, value in defaults.items()},
+              lambda name: f"the declaration of pipeline {pipeline!r}"),
+    )
 
 
 #: path -> ((mtime, size), its settings): a file read again unchanged is not parsed again (the
@@ -136,10 +195,32 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     if not isinstance(loaded, dict):
         raise ConfigError(f"{path}: config must be a mapping of settings")
     for key in loaded:
-        if key not in SETTINGS:
+        if key == PIPELINES_KEY:
+            _check_sections(path, loaded[key])
+        elif key not in SETTINGS:
             raise ConfigError(f"{path}: unknown setting {key!r}; known: {sorted(SETTINGS)}")
     _FILE_CACHE[path] = (version, loaded)
     return dict(loaded)
+
+
+def _check_sections(path: Path, sections: Any) -> None:
+    """`pipelines:` maps pipeline names to their own settings; a shared setting, the orders'
+    watermark name or an unknown name there is an error naming the file and the key."""
+    if not isinstance(sections, dict):
+        raise ConfigError(f"{path}: {PIPELINES_KEY} must map pipeline names to their settings")
+    for name, section in sections.items():
+        where = f"{path}: {PIPELINES_KEY}.{name}"
+        if not isinstance(section, dict):
+            raise ConfigError(f"{where} must be a mapping of settings")
+        for key in section:
+            if key in SHARED_SETTINGS:
+                raise ConfigError(f"{where}.{key}: {key} is shared by every pipeline; set it "
+                                  "at the top level")
+            if key == WATERMARK_NAME:
+                raise ConfigError(f"{where}.{key}: a pipeline's watermark is named after it")
+            if key not in SETTINGS:
+                raise ConfigError(f"{where}: unknown setting {key!r}; known: "
+                                  f"{sorted(set(SETTINGS) - set(SHARED_SETTINGS))}")
 
 
 @cache

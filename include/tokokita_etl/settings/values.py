@@ -176,6 +176,17 @@ def notifiers_problem(text: str) -> str | None:
     return None
 
 
+def declarations_problem(text: str) -> str | None:
+    """`module:NAME[,module:NAME...]`: where more pipeline declarations are (imported when
+    the registry is asked for them)."""
+    for item in (part.strip() for part in text.split(",")):
+        module, _, name = item.partition(":")
+        if not (module and name and all(p.isidentifier() for p in module.split("."))
+                and name.isidentifier()):
+            return f"expected module:NAME entries separated by commas, got {item!r}"
+    return None
+
+
 def state_url_problem(url: str) -> str | None:
     if url == "warehouse" or urlsplit(url).scheme.split("+")[0] in ("postgresql", "postgres"):
         return None
