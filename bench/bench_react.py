@@ -125,24 +125,22 @@ def task_instances(api, dag_id: str) -> list[dict[str, Any]]:
             return found
 
 
-def deferrable_variant(source: str, *, start_date: str, end_date: str) -> str:
-    """The DAG file's text with a deferrable sensor, its own dag_id and catch-up window, and
-    paused at creation (the bench unpauses it). Each change must apply exactly once."""
-    changes = [
-        ('dag_id="tokokita_orders_daily",', f'dag_id="{VARIANT_DAG_ID}",'),
-        ("SETTINGS = pipeline_settings()",
-         f"SETTINGS = pipeline_settings().replace(start_date={start_date!r}, "
-         f"end_date={end_date!r})"),
-        ('RawPartitionSensor(task_id="wait_for_raw_partition", wait_window=SETTINGS.wait_window)',
-         'RawPartitionSensor(task_id="wait_for_raw_partition", wait_window=SETTINGS.wait_window,'
-         " deferrable=True)"),
-        ("is_paused_upon_creation=False,", "is_paused_upon_creation=True,"),
-    ]
-    for old, new in changes:
-        if source.count(old) != 1:
-            raise RuntimeError(f"the DAG file no longer has exactly one {old!r}")
-        source = source.replace(old, new)
-    return source
+def deferrable_variant(*, start_date: str, end_date: str) -> str:
+    """A DAG file of the orders pipeline with a deferrable sensor, its own dag_id and catch-up
+    window, and paused at creation (the bench unpauses it)."""
+    return f'''"""The orders DAG with a deferrable sensor (bench/bench_react.py)."""
+from dataclasses import replace
+
+from tokokita_airflow.dag import WAIT_TASK, pipeline_dag
+from tokokita_airflow.runtime import configured_settings
+from tokokita_etl.orders.pipeline import ORDERS
+
+dag = pipeline_dag(replace(ORDERS, dag_id={VARIANT_DAG_ID!r}), doc_md=__doc__,
+                   settings=configured_settings(ORDERS).replace(start_date={start_date!r},
+                                                                end_date={end_date!r}))
+dag.is_paused_upon_creation = True
+dag.get_task(WAIT_TASK).deferrable = True
+'''
 
 
 def sensor_setup(stack, dag_file: Path) -> dict[str, Any]:
@@ -185,7 +183,6 @@ def react(reps: int = 3, rows: int = 2000, shift_s: float = 45.0) -> dict[str, A
         (dags / "tokokita_orders_daily.py").symlink_to(REPO / "dags" / "tokokita_orders_daily.py")
         variant = dags / f"{VARIANT_DAG_ID}.py"
         variant.write_text(deferrable_variant(
-            (REPO / "dags" / "tokokita_orders_daily.py").read_text(encoding="utf-8"),
             start_date=(days["deferrable"][0] + timedelta(days=1)).isoformat(),
             end_date=fire_time(days["deferrable"][-1]).isoformat()), encoding="utf-8")
         stack = EphemeralStack(

@@ -16,9 +16,9 @@ from tokokita_airflow.timetable import DailyPartitionTimetable, PartitionDateTim
 def partition_date(dag_run, params=None) -> str:
     """Macro: D of a run, `{{ macros.tokokita.partition_date(dag_run) }}`: its partition key.
     `params` is accepted, and not read, for templates written when D was a param."""
-    from tokokita_airflow.runtime import configured_settings, partition_date_of
+    from tokokita_airflow.runtime import partition_date_of, shared_settings
 
-    return partition_date_of(dag_run, configured_settings().timezone).isoformat()
+    return partition_date_of(dag_run, shared_settings().timezone).isoformat()
 
 
 class TokokitaPlugin(AirflowPlugin):

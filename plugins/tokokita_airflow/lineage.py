@@ -1,7 +1,7 @@
 """The stage operators' OpenLineage facets (`apache-airflow-providers-openlineage`).
 
 `EtlStageOperator.get_openlineage_facets_on_complete` returns `operator_lineage` of its
-stage: the datasets of `tokokita_etl.orders.lineage.stage_lineage` with their row counts
+stage: the datasets its pipeline's declaration gives (`Pipeline.lineage`) with their row counts
 (`inputStatistics`, `outputStatistics`) and the validate checks as data-quality assertions
 (`dataQualityAssertions`). The provider's listener calls it only when lineage is on (a
 transport is configured, `[openlineage] transport`); with none it never runs.
@@ -13,8 +13,10 @@ from datetime import date
 from typing import Any
 
 
-def operator_lineage(settings: Any, day: date, stage: str, result: dict[str, Any] | None):
-    """The `OperatorLineage` of `stage` for `day` (`result`: the stage's record or None)."""
+def operator_lineage(pipeline: Any, settings: Any, day: date, stage: str,
+                     result: dict[str, Any] | None):
+    """The `OperatorLineage` of `pipeline`'s `stage` for `day` (`result`: the stage's record
+    or None); empty for a pipeline that declares no lineage."""
     from airflow.providers.openlineage.extractors import OperatorLineage
     from openlineage.client.event_v2 import InputDataset, OutputDataset
     from openlineage.client.facet_v2 import (
@@ -23,9 +25,9 @@ def operator_lineage(settings: Any, day: date, stage: str, result: dict[str, Any
         output_statistics_output_dataset,
     )
 
-    from tokokita_etl.orders.lineage import stage_lineage
-
-    inputs, outputs = stage_lineage(settings, day, stage, result)
+    if pipeline.lineage is None:
+        return OperatorLineage()
+    inputs, outputs = pipeline.lineage(settings, day, stage, result)
 
     def input_dataset(ref) -> InputDataset:
         facets: dict[str, Any] = {}

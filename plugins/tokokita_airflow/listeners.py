@@ -1,7 +1,8 @@
 """A DAG-run listener: a run of a TokoKita DAG that has ended holds no claim on its date.
 
-When a run ends (the scheduler finds it finished, or a person marks it success or failed),
-its claim on D, if it still holds one, is released (where the state needs no Airflow
+When a run of a declared pipeline's DAG ends (the scheduler finds it finished, or a person
+marks it success or failed), its claim on D in that pipeline's state, if it still holds one,
+is released (where the state needs no Airflow
 connection, see `release_ended_run`): a run whose last task did not release it
 (a stage cleared without its downstream tasks, a run marked while a stage was running) would
 otherwise read as running in `status`, `due` and the status page until the claim's TTL. An
@@ -48,7 +49,7 @@ def release_ended_run(dag_run: Any, *, succeeded: bool = False) -> None:
     caller's own database session. Where it is not released, or the state cannot be
     reached, the claim stays: the next run of the date takes it over."""
     from tokokita_airflow.connections import state_needs_connection
-    from tokokita_airflow.runtime import configured_settings, dag_run_owner
+    from tokokita_airflow.runtime import configured_settings, dag_run_owner, pipeline_of_dag
     from tokokita_etl.errors import EtlError
     from tokokita_etl.runner.claims import release_date, stop_ended_run
 
@@ -56,7 +57,10 @@ def release_ended_run(dag_run: Any, *, succeeded: bool = False) -> None:
     if day is None:
         return
     try:
-        settings = configured_settings()
+        pipeline = pipeline_of_dag(dag_run.dag_id)
+        if pipeline is None:  # a DAG on the timetable that is no declared pipeline's
+            return
+        settings = configured_settings(pipeline)
         if state_needs_connection(settings):
             return
         release_date(settings, day, owner)

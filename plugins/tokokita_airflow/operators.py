@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any
@@ -19,11 +18,12 @@ from tokokita_airflow.runtime import (
     run_flag,
     run_owner,
     run_type,
-    task_pipeline,
 )
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
+
+    from tokokita_etl.runner.declaration import Pipeline
 
 
 class WatermarkGateOperator(BaseOperator):
@@ -43,14 +43,17 @@ class WatermarkGateOperator(BaseOperator):
     When the state (or the warehouse, whose identity it checks) cannot be reached, Airflow
     retries the gate with the task's `retries` (`GateRetryPolicy`); every other failure fails
     it at once.
+
+    :param pipeline: the declared pipeline whose watermark decides (`runner.declaration`).
     """
 
     template_fields: Sequence[str] = ()
     ui_color = "#fff3cd"
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, *, pipeline: Pipeline, **kwargs) -> None:
         kwargs.setdefault("retry_policy", GateRetryPolicy())
         super().__init__(**kwargs)
+        self.pipeline = pipeline
 
     def execute(self, context: Context) -> dict[str, Any]:
         """Apply the watermark rules for D (a refused database login fails at once)."""
@@ -65,8 +68,9 @@ class WatermarkGateOperator(BaseOperator):
         from tokokita_etl.runner.policy import Action
         from tokokita_etl.runner.sequence import gate
 
-        pipeline, settings = task_pipeline(), pipeline_settings()
-        day = partition_date(context)
+        pipeline = self.pipeline
+        settings = pipeline_settings(pipeline)
+        day = partition_date(context, settings)
         now = datetime.now(UTC)
         owner = run_owner(context)
         force = run_flag(context, "force")
@@ -147,13 +151,14 @@ def _release_claim(context: Context) -> None:
     from tokokita_etl.runner.claims import release_date
     from tokokita_etl.runner.outcomes import latest_summary
 
-    task = context.get("task")
-    log = task.log if task is not None else logging.getLogger(__name__)
-    day, owner = partition_date(context), run_owner(context)
+    task = context["task"]
+    log = task.log
+    pipeline = task.pipeline
+    day, owner = partition_date(context, configured_settings(pipeline)), run_owner(context)
     if getattr(task, "_stopped", False):  # a person's gesture, recorded as such: no alert
         from tokokita_etl.runner.claims import release_date, stop_ended_run
 
-        settings = pipeline_settings()
+        settings = pipeline_settings(pipeline)
         # stopped before its stage began (its intent, if any, is not noted yet)
         stop_ended_run(settings, day, owner, f"stage {task.stage} stopped by Airflow before "
                        "it ran (the task was marked or cleared)", getattr(task, "_clears", 0))
@@ -161,12 +166,12 @@ def _release_claim(context: Context) -> None:
         return
     summary = None
     try:
-        settings = pipeline_settings()
+        settings = pipeline_settings(pipeline)
         release_date(settings, day, owner)
         summary = latest_summary(settings, day, owner)
         error = "the stage failed before its outcome was recorded"
     except (ConnectionProblem, AccessDeniedError) as exc:
-        settings, error = configured_settings(), str(named(exc))
+        settings, error = configured_settings(pipeline), str(named(exc))
         log.warning("The claim on %s stays until its TTL: %s", day, error)
     summary = summary or {
         "event": "tokokita_run", "partition_date": day.isoformat(), "trigger": owner,
@@ -194,22 +199,25 @@ class EtlStageOperator(BaseOperator):
     A failure that counts is one recorded attempt. An unusable partition fails at once
     without Airflow retries; transient errors are retried (with exponential backoff) while
     the date has attempts left, whatever `retries` says (`WatermarkRetryPolicy`). The
-    `publish_gold` stage also records the success, writes the manifest and emits the gold
-    asset event with the partition date. A failure for good releases D's claim
+    pipeline's last stage also records the success, writes the manifest and emits the asset
+    event of its outlets with the partition date. A failure for good releases D's claim
     (`on_failure_callback`, before any callback of the task's own or of `default_args`).
 
-    :param stage: one of extract, transform, load, validate, publish_gold.
+    :param pipeline: the declared pipeline (`runner.declaration`).
+    :param stage: the name of one of its stages.
     :param on_failure_callback: the task's own failure callbacks, called after the release.
     """
 
     template_fields: Sequence[str] = ()
     ui_color = "#d4edda"
 
-    def __init__(self, *, stage: str, on_failure_callback: Any = None, **kwargs) -> None:
-        kwargs.setdefault("retry_policy", WatermarkRetryPolicy())
+    def __init__(self, *, pipeline: Pipeline, stage: str, on_failure_callback: Any = None,
+                 **kwargs) -> None:
+        kwargs.setdefault("retry_policy", WatermarkRetryPolicy(pipeline))
         super().__init__(on_failure_callback=[_release_claim, *_callbacks(on_failure_callback)],
                          **kwargs)
-        self.stage = stage
+        self.pipeline = pipeline
+        self.stage = pipeline.stage(stage).name
 
     def execute(self, context: Context) -> dict[str, Any]:
         """Run the stage under the watermark rules; record a failed attempt when it raises
@@ -227,8 +235,9 @@ class EtlStageOperator(BaseOperator):
         from tokokita_etl.runner.sequence import enter_stage
         from tokokita_etl.runner.staging import release_working_copy
 
-        pipeline, settings = task_pipeline(), pipeline_settings()
-        day = partition_date(context)
+        pipeline = self.pipeline
+        settings = pipeline_settings(pipeline)
+        day = partition_date(context, settings)
         self._lineage = (settings, day, None)
         owner = run_owner(context)
         now = datetime.now(UTC)
@@ -268,17 +277,17 @@ class EtlStageOperator(BaseOperator):
                 release_date(settings, day, owner)
                 for asset in self.outlets:
                     context["outlet_events"][asset].extra = {
-                        "partition_date": day.isoformat(), "gold": result["gold"],
-                        "checksums": outcome.entry["checksums"], "run_id": outcome.run_id,
+                        "partition_date": day.isoformat(), "gold": outcome.entry.get("gold"),
+                        "checksums": outcome.entry.get("checksums"), "run_id": outcome.run_id,
                     }
                 for warning in outcome.entry.get("warnings", []):
                     self.log.warning("%s succeeded with a warning: %s", day, warning)
                 self.log.info("%s succeeded (attempt %d); manifest %s", day, outcome.attempt,
                               outcome.manifest)
                 _end_of_run(self.log, settings, "success", outcome.summary, context)
-                self._lineage = (settings, day, {**result, "rows": outcome.entry["rows"]["summary"]})
-                meta.update(gold=result["gold"], attempt=outcome.attempt,
-                            checksums=outcome.entry["checksums"])
+                self._lineage = (settings, day, result)
+                meta.update(gold=outcome.entry.get("gold"), attempt=outcome.attempt,
+                            checksums=outcome.entry.get("checksums"))
             return meta
         finally:
             release_working_copy(settings, day)
@@ -330,7 +339,7 @@ class EtlStageOperator(BaseOperator):
             from airflow.providers.openlineage.extractors import OperatorLineage
 
             return OperatorLineage()
-        return operator_lineage(settings, day, self.stage, result)
+        return operator_lineage(self.pipeline, settings, day, self.stage, result)
 
     def _run_stage(self, pipeline: Any, settings: Any, day: date, owner: str,
                    started: datetime) -> dict[str, Any]:

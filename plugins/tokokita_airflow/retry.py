@@ -11,6 +11,8 @@ from airflow.sdk import RetryDecision, RetryPolicy
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
+    from tokokita_etl.runner.declaration import Pipeline
+
 
 class WatermarkRetryPolicy(RetryPolicy):
     """Apply `tokokita_etl.runner.policy.retry_decision` on the worker, after the failure was recorded.
@@ -18,7 +20,13 @@ class WatermarkRetryPolicy(RetryPolicy):
     Transient and unexpected errors get Airflow's standard retry (the task's `retries`,
     `retry_delay` and exponential backoff) while the date has attempts left; an unusable
     partition, a blocked date and a date out of attempts fail at once.
+
+    :param pipeline: whose watermark it reads; default the pipeline of the task it is
+        evaluated for (`EtlStageOperator.pipeline`).
     """
+
+    def __init__(self, pipeline: Pipeline | None = None) -> None:
+        self.pipeline = pipeline
 
     def evaluate(self, exception: BaseException, try_number: int, max_tries: int,
                  context: Context | None = None) -> RetryDecision:
@@ -29,8 +37,8 @@ class WatermarkRetryPolicy(RetryPolicy):
         from tokokita_etl.runner.policy import Action, retry_decision
         from tokokita_etl.runner.stores import state_store
 
-        settings = pipeline_settings()
-        day = partition_date(context)
+        settings = pipeline_settings(self.pipeline or context["task"].pipeline)
+        day = partition_date(context, settings)
         decision = retry_decision(exception, state_store(settings).read(), day,
                                   settings.max_attempts)
         if decision.action is Action.RUN:
@@ -38,7 +46,8 @@ class WatermarkRetryPolicy(RetryPolicy):
         return RetryDecision.fail(decision.reason)
 
     def serialize(self) -> dict[str, Any]:
-        """Nothing to carry: the policy reads the watermark when it is evaluated."""
+        """Nothing to carry: the policy reads the watermark of its task's pipeline when it is
+        evaluated (a DAG parsed on the worker holds its pipeline)."""
         return {}
 
     @classmethod

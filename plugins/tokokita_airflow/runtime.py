@@ -22,29 +22,42 @@ def project_root() -> Path:
     return Path(os.environ.get("TOKOKITA_HOME") or Path(__file__).resolve().parents[2])
 
 
-def task_pipeline() -> Pipeline:
-    """The pipeline the tasks run: the registry's default one."""
-    from tokokita_etl.pipelines import DEFAULT, by_name
-
-    return by_name(DEFAULT)
-
-
-def configured_settings() -> Settings:
-    """Pipeline settings (config file + TOKOKITA_* env), relative paths against the project
+def configured_settings(pipeline: Pipeline) -> Settings:
+    """`pipeline`'s settings (config file + TOKOKITA_* env), relative paths against the project
     root, with the URLs as configured (no Airflow connection read)."""
-    from tokokita_etl.settings.sources import load_settings
+    from tokokita_etl.pipelines import settings_of
 
-    return load_settings(cwd=project_root(), in_airflow=True)
+    return settings_of(pipeline, cwd=project_root(), in_airflow=True)
 
 
-def pipeline_settings() -> Settings:
+def pipeline_settings(pipeline: Pipeline) -> Settings:
     """The settings the tasks, the retry policy and the status page use: `configured_settings`
     with the warehouse and state database of their Airflow connections and the object
     store's connection given to the storage (`tokokita_airflow.connections`). A missing or
     unusable connection fails the task at once (`connections.ConnectionProblem`)."""
     from tokokita_airflow.connections import resolve
 
-    return resolve(configured_settings(), root=project_root())
+    return resolve(configured_settings(pipeline), root=project_root())
+
+
+def shared_settings() -> Settings:
+    """The settings every pipeline shares (the zone, `declarations`, the connections' ids),
+    read as the default pipeline's."""
+    from tokokita_etl.pipelines import DEFAULT, by_name
+
+    return configured_settings(by_name(DEFAULT))
+
+
+def every_pipeline() -> dict[str, Pipeline]:
+    """Every pipeline the runner serves here, by name: the package's own and the declared."""
+    from tokokita_etl.pipelines import every
+
+    return every(shared_settings().declarations)
+
+
+def pipeline_of_dag(dag_id: str) -> Pipeline | None:
+    """The pipeline whose DAG is `dag_id`, or None (not a pipeline's DAG)."""
+    return next((p for p in every_pipeline().values() if p.dag_id == dag_id), None)
 
 
 def run_anchor(context: Context) -> datetime:
@@ -78,11 +91,11 @@ def refuse_run_conf(context: Context) -> None:
         raise AirflowFailException(problem)
 
 
-def partition_date(context: Context) -> date:
+def partition_date(context: Context, settings: Settings) -> date:
     """Partition date D of the running task's DAG run (`refuse_run_conf` first), in the time
-    zone of the pipeline's settings."""
+    zone of the pipeline's `settings`."""
     refuse_run_conf(context)
-    return partition_date_of(context["dag_run"], configured_settings().timezone)
+    return partition_date_of(context["dag_run"], settings.timezone)
 
 
 def run_cleared(context: Context) -> bool:

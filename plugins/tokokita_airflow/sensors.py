@@ -1,4 +1,5 @@
-"""`RawPartitionSensor`: wait (without a worker slot) for partition D, or skip when it is not due."""
+"""`RawPartitionSensor`: wait (without a worker slot) for a pipeline's raw partition D, or skip
+when it is not due."""
 
 from __future__ import annotations
 
@@ -21,12 +22,15 @@ from tokokita_etl.settings.model import default
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
+    from tokokita_etl.runner.declaration import Pipeline
+
 #: the `wait_window_hours` setting's default (the DAG passes the configured window)
 DEFAULT_WAIT_WINDOW = timedelta(hours=default("wait_window_hours"))
 
 
 class RawPartitionSensor(BaseSensorOperator):
-    """Succeed when partition D exists; keep waiting only for the current scheduled run.
+    """Succeed when the pipeline's raw file of D exists; keep waiting only for the current
+    scheduled run.
 
     A scheduled run waits without holding a worker slot, in reschedule mode or, when
     deferrable, on the triggerer (`RawPartitionTrigger`), until its deadline: `wait_window`
@@ -39,8 +43,10 @@ class RawPartitionSensor(BaseSensorOperator):
     Airflow's own sensor `timeout`, counted from the first poke rather than the fire time, is
     left at Airflow's default and is not the deadline.
 
+    :param pipeline: the declared pipeline whose raw file of D it waits for
+        (`Pipeline.raw`: the folder setting and the file name).
     :param wait_window: how long after the scheduled fire time the file may still arrive.
-    :param raw_dir: folder of the raw partitions (templated); default from the pipeline config.
+    :param raw_dir: folder of the raw partitions (templated); default the pipeline's setting.
     :param deferrable: wait on the triggerer instead of rescheduling; default Airflow's
         `[operators] default_deferrable` setting, as Airflow's standard sensors.
     """
@@ -48,12 +54,13 @@ class RawPartitionSensor(BaseSensorOperator):
     template_fields: Sequence[str] = ("raw_dir",)
     ui_color = "#e8f4fd"
 
-    def __init__(self, *, wait_window: timedelta = DEFAULT_WAIT_WINDOW, raw_dir: str | None = None,
-                 deferrable: bool | None = None, **kwargs) -> None:
+    def __init__(self, *, pipeline: Pipeline, wait_window: timedelta = DEFAULT_WAIT_WINDOW,
+                 raw_dir: str | None = None, deferrable: bool | None = None, **kwargs) -> None:
         kwargs.setdefault("mode", "reschedule")
         kwargs.setdefault("poke_interval", 300)
         kwargs.setdefault("soft_fail", True)  # a deferral timeout means "no file": skipped
         super().__init__(**kwargs)
+        self.pipeline = pipeline
         self.wait_window = wait_window
         self.raw_dir = raw_dir
         if deferrable is None:
@@ -77,10 +84,9 @@ class RawPartitionSensor(BaseSensorOperator):
         if self.poke(context):
             return None
         from tokokita_airflow.triggers import RawPartitionTrigger
-        from tokokita_etl.settings.layout import partition_path
 
         deadline = self.wait_deadline(context)
-        filepath = str(partition_path(self._raw_dir(), partition_date(context)))
+        filepath = str(self._path(partition_date(context, self._settings())))
         self.defer(
             trigger=RawPartitionTrigger(
                 filepath=filepath, deadline=deadline.isoformat(), poll_interval=self.poke_interval,
@@ -107,9 +113,12 @@ class RawPartitionSensor(BaseSensorOperator):
 
         if not is_url(self._raw_dir()):
             return ""
-        conn_id = configured_settings().object_storage_conn_id
+        conn_id = self._settings().object_storage_conn_id
         use_object_storage(conn_id)
         return conn_id
+
+    def _settings(self):
+        return configured_settings(self.pipeline)
 
     def _raw_dir(self):
         from pathlib import Path
@@ -117,17 +126,21 @@ class RawPartitionSensor(BaseSensorOperator):
         from tokokita_etl.storage import is_url
 
         if not self.raw_dir:
-            return configured_settings().raw_dir
+            return self.pipeline.raw.folder(self._settings())
         return self.raw_dir if is_url(self.raw_dir) else Path(self.raw_dir)
+
+    def _path(self, day):
+        """The raw file of `day` in the folder this sensor watches."""
+        return self.pipeline.raw.path(self._settings(), day, self._raw_dir())
 
     def poke(self, context: Context) -> bool:
         """Check partition D; raise skip when waiting longer is pointless."""
-        from tokokita_etl.settings.layout import partition_exists, partition_path
+        from tokokita_etl.settings.layout import partition_file_exists
 
-        day = partition_date(context)
-        raw_dir = self._raw_dir()
-        if partition_exists(raw_dir, day):
-            self.log.info("Partition %s is present: %s", day, partition_path(raw_dir, day))
+        day = partition_date(context, self._settings())
+        path = self._path(day)
+        if partition_file_exists(path):
+            self.log.info("Partition %s is present: %s", day, path)
             return True
         from tokokita_etl.runner.policy import SensorAction, sensor_decision
 
@@ -138,10 +151,10 @@ class RawPartitionSensor(BaseSensorOperator):
         if decision is SensorAction.SKIP:
             reason = (f"{kind} run" if kind != "scheduled"
                       else f"wait window ended at {deadline.isoformat()}")
-            message = (f"Partition {day} is missing ({partition_path(raw_dir, day)}); {reason}: "
+            message = (f"Partition {day} is missing ({path}); {reason}: "
                        "skipping, no file is not our job")
             self.log.warning("Skipped: %s", message)
             raise AirflowSkipException(message)
-        self.log.info("Partition %s not there yet (%s); waiting until %s", day,
-                      partition_path(raw_dir, day), deadline.isoformat())
+        self.log.info("Partition %s not there yet (%s); waiting until %s", day, path,
+                      deadline.isoformat())
         return False

@@ -50,11 +50,13 @@ def main() -> int:
     from airflow.utils.session import create_session
 
     from tokokita_airflow.runtime import configured_settings
+    from tokokita_etl.pipelines import DEFAULT, by_name
 
-    settings = configured_settings()
+    pipeline = by_name(DEFAULT)  # the one pipeline that had runs before partitions
+    settings = configured_settings(pipeline)
     with create_session() as session:
         dated = date_runs_made_before_partitions(session, cron=settings.cron,
-                                                 tz=settings.timezone)
+                                                 tz=settings.timezone, dag_id=pipeline.dag_id)
     print(f"[airflow-init] runs made before partitions given their partition date: {len(dated)}",
           flush=True)
     return 0

@@ -140,3 +140,42 @@ print(json.dumps([fields["expression"], fields["timezone"], dag.start_date.isofo
                          check=True, env=env)
     assert json.loads(out.stdout.strip().splitlines()[-1]) == [
         "0 4 * * *", "UTC", "2026-10-01T00:00:00+00:00", 7200.0]
+
+
+def test_a_declared_pipeline_gets_its_dag_with_its_own_schedule_and_stages(tmp_path):
+    """`declarations` names the stock pipeline of the tests: `dags/tokokita_declared.py` builds
+    its DAG (its stages after the sensor and the gate, its cron, the orders' retries and
+    params), and the orders DAG is unchanged beside it."""
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "pipeline.yaml").write_text(
+        "cron: 45 1 * * *\npipelines:\n  stock:\n    wait_window_hours: 3\n", encoding="utf-8")
+    probe = f"""
+import json, sys
+sys.path[:0] = [{str(REPO / 'plugins')!r}, {str(REPO / 'include')!r}, {str(REPO / 'tests')!r}]
+from airflow.dag_processing.dagbag import DagBag
+bag = DagBag({str(REPO / 'dags')!r})
+out = {{"errors": sorted(bag.import_errors)}}
+for dag in bag.dags.values():
+    out[dag.dag_id] = {{
+        "cron": dag.timetable.serialize()["expression"], "tags": sorted(dag.tags),
+        "tasks": [t.task_id for t in dag.topological_sort()],
+        "pipelines": sorted({{t.pipeline.name for t in dag.tasks}}),
+        "wait_h": dag.get_task("wait_for_raw_partition").wait_window.total_seconds() / 3600,
+        "retries": sorted({{t.retries for t in dag.tasks}}), "params": sorted(dag.params),
+        "doc": dag.doc_md.splitlines()[0]}}
+print(json.dumps(out))
+"""
+    env = {**AIRFLOW_ENV, "PATH": "/usr/bin:/bin", "TOKOKITA_HOME": str(tmp_path),
+           "TOKOKITA_DECLARATIONS": "stock_pipeline:STOCK"}
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         check=True, env=env)
+    dags = json.loads(out.stdout.strip().splitlines()[-1])
+    assert dags.pop("errors") == []
+    assert dags["tokokita_stock_daily"] == {
+        "cron": "0 3 * * *", "tags": ["stock", "tokokita"],
+        "tasks": ["wait_for_raw_partition", "check_watermark", "count", "publish"],
+        "pipelines": ["stock"], "wait_h": 3.0, "retries": [2],
+        "params": ["force", "reset_attempts"], "doc": "# stock"}
+    orders = dags["tokokita_orders_daily"]
+    assert (orders["cron"], orders["pipelines"], orders["wait_h"]) == ("45 1 * * *", ["orders"], 6.0)
+    assert orders["tasks"][2:] == ["extract", "transform", "load", "validate", "publish_gold"]

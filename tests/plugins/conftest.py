@@ -44,7 +44,7 @@ class Project:
         from tokokita_airflow.runtime import pipeline_settings
         from tokokita_etl.pipeline import run_for_date
 
-        settings = pipeline_settings()
+        settings = pipeline_settings(ORDERS)
         for _ in range(times):
             outcome = run_for_date(ORDERS, settings, date.fromisoformat(day), log=lambda _: None)
             assert outcome.status == "failed", outcome

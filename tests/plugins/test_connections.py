@@ -15,6 +15,7 @@ from sqlalchemy import text
 from tests.conftest import PG_URL
 from tokokita_airflow.connections import ConnectionProblem, failing_at_once, resolve
 from tokokita_etl.errors import AccessDeniedError
+from tokokita_etl.orders.pipeline import ORDERS
 from tokokita_etl.runner.policy import ErrorKind, classify
 from tokokita_etl.settings.sources import load_settings
 from tokokita_etl.warehouse.database import Warehouse
@@ -193,7 +194,7 @@ def test_the_status_page_answers_503_naming_the_connection_without_its_password(
         "conn_type": "postgres", "host": password_postgres.host, "port": password_postgres.port,
         "login": password_postgres.user, "password": WRONG_PASSWORD, "schema": "postgres"}))
     with pytest.raises(HTTPException) as refused:
-        status_rows(7)
+        status_rows(ORDERS, 7)
     assert refused.value.status_code == 503
     detail = str(refused.value.detail)
     assert detail.startswith("Airflow connection 'tokokita_warehouse': state database "
@@ -202,4 +203,4 @@ def test_the_status_page_answers_503_naming_the_connection_without_its_password(
     monkeypatch.delenv("AIRFLOW_CONN_TOKOKITA_WAREHOUSE")
     with pytest.raises(HTTPException, match=re.escape("'tokokita_warehouse' (warehouse_conn_id) "
                                                       "is not defined")):
-        status_rows(7)
+        status_rows(ORDERS, 7)

@@ -15,6 +15,7 @@ from tokokita_airflow import listeners
 from tokokita_airflow.listeners import on_dag_run_failed, on_dag_run_success, run_partition
 from tokokita_airflow.runtime import pipeline_settings
 from tokokita_airflow.timetable import DailyPartitionTimetable, PartitionDateTimetable
+from tokokita_etl.orders.pipeline import ORDERS
 from tokokita_etl.runner.claims import claim_date, read_claim
 
 JKT = "Asia/Jakarta"
@@ -53,7 +54,7 @@ def test_an_ended_run_releases_its_claim_on_its_date_and_no_other_runs(project):
     """Bug: a run that ended while it still held its date's claim (a stage cleared without
     its downstream tasks; a run marked success while a stage ran) left the claim until its
     TTL, so `status`, `due` and the status page said the date was being processed."""
-    settings = pipeline_settings()
+    settings = pipeline_settings(ORDERS)
     day, now = date(2026, 11, 2), datetime.now(UTC)
     ended = ended_run(partition_key=day.isoformat())
     owner = f"airflow:{ended.dag_id}:{ended.run_id}"
@@ -97,7 +98,7 @@ def test_an_ended_run_whose_state_is_an_airflow_connection_is_left_to_the_next_r
                        server.set(drivername="postgres").render_as_string(hide_password=False))
     monkeypatch.setenv("TOKOKITA_STATE_CONN_ID", "tokokita_state")
     monkeypatch.setenv("TOKOKITA_PIPELINE", f"test-{uuid.uuid4().hex[:12]}")
-    settings = pipeline_settings()
+    settings = pipeline_settings(ORDERS)
     assert settings.state_db_url, "the state is the connection's database"
     day, now = date(2026, 11, 2), datetime.now(UTC)
     ended = ended_run(partition_key=day.isoformat())

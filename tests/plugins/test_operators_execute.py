@@ -29,6 +29,7 @@ from tokokita_airflow.retry import WatermarkRetryPolicy
 from tokokita_airflow.runtime import configured_settings, pipeline_settings
 from tokokita_airflow.sensors import RawPartitionSensor
 from tokokita_etl.errors import DataError, WarehouseError
+from tokokita_etl.orders.pipeline import ORDERS
 from tokokita_etl.runner.claims import read_claim
 from tokokita_etl.runner.stores import state_store
 from tokokita_etl.runner.watermark import FAILED, SUCCESS
@@ -66,7 +67,7 @@ def day(text: str) -> date:
 
 
 def entry(text: str) -> dict:
-    return state_store(pipeline_settings()).read().entry(text)
+    return state_store(pipeline_settings(ORDERS)).read().entry(text)
 
 
 def manifests(project, text: str) -> list[dict]:
@@ -76,9 +77,9 @@ def manifests(project, text: str) -> list[dict]:
 def record(text: str, status: str, times: int = 1) -> None:
     """Record outcomes of `text`; a success's rows are in the project's warehouse, which its
     first run made (an empty one: what the watermark's identity rule looks for)."""
-    store = state_store(pipeline_settings())
+    store = state_store(pipeline_settings(ORDERS))
     if status == SUCCESS:
-        Warehouse.from_settings(pipeline_settings()).ensure_schema()
+        Warehouse.from_settings(pipeline_settings(ORDERS)).ensure_schema()
     for _ in range(times):
         payload = {"error": "missing column qty", "failed_stage": "extract"} \
             if status == FAILED else {"rows": {"fact": 8}}
@@ -100,11 +101,11 @@ def holders_alive(monkeypatch) -> list[str]:
 
 
 def gate(**kwargs) -> WatermarkGateOperator:
-    return WatermarkGateOperator(task_id="check_watermark", **kwargs)
+    return WatermarkGateOperator(task_id="check_watermark", pipeline=ORDERS, **kwargs)
 
 
 def stage(name: str) -> EtlStageOperator:
-    return EtlStageOperator(task_id=name, stage=name)
+    return EtlStageOperator(task_id=name, pipeline=ORDERS, stage=name)
 
 
 # -- the watermark gate -------------------------------------------------------------------------
@@ -112,7 +113,7 @@ def stage(name: str) -> EtlStageOperator:
 def test_the_gate_claims_a_new_date_for_its_run_and_returns_the_partition_date(project,
                                                                               holders_alive):
     assert gate().execute(context()) == {"partition_date": D02, "attempts_before": 0}
-    claim = read_claim(pipeline_settings(), day(D02))
+    claim = read_claim(pipeline_settings(ORDERS), day(D02))
     assert claim.owner == owner()
     assert manifests(project, D02) == []  # a run that proceeds writes its manifest at its end
 
@@ -125,14 +126,14 @@ def test_the_gate_skips_a_done_date_and_writes_a_skipped_manifest(project, holde
     assert (manifest["status"], manifest["attempt"], manifest["exit_code"]) == ("skipped", 1, 0)
     assert manifest["trigger"] == owner()
     assert manifest["rows"] == {"fact": 8}  # the figures of the success it skipped
-    assert read_claim(pipeline_settings(), day(D02)) is None
+    assert read_claim(pipeline_settings(ORDERS), day(D02)) is None
     assert entry(D02)["attempt"] == 1
 
 
 def test_the_gate_reprocesses_a_done_date_when_the_run_is_forced(project, holders_alive):
     record(D02, SUCCESS)
     assert gate().execute(context(force=True)) == {"partition_date": D02, "attempts_before": 1}
-    assert read_claim(pipeline_settings(), day(D02)).owner == owner()
+    assert read_claim(pipeline_settings(ORDERS), day(D02)).owner == owner()
     assert manifests(project, D02) == []
 
 
@@ -156,7 +157,7 @@ def test_the_gate_fails_a_blocked_date_without_retry_and_writes_a_blocked_manife
     [manifest] = manifests(project, D02)
     assert (manifest["status"], manifest["attempt"], manifest["exit_code"]) == ("blocked", 3, 3)
     assert entry(D02)["attempt"] == 3  # no attempt for a refused run
-    assert read_claim(pipeline_settings(), day(D02)) is None
+    assert read_claim(pipeline_settings(ORDERS), day(D02)) is None
 
 
 def test_the_gate_unblocks_a_date_with_reset_attempts_and_logs_and_records_who_reset_it(
@@ -169,7 +170,7 @@ def test_the_gate_unblocks_a_date_with_reset_attempts_and_logs_and_records_who_r
     assert f"reset_attempts: attempts of {D02} reset from 3 to 0 by {owner()}" in log
     [reset] = entry(D02)["resets"]
     assert (reset["by"], reset["previous_attempt"]) == (owner(), 3)
-    assert read_claim(pipeline_settings(), day(D02)).owner == owner()
+    assert read_claim(pipeline_settings(ORDERS), day(D02)).owner == owner()
 
 
 def test_a_scheduled_gate_skips_a_date_older_than_the_lookback(project, holders_alive):
@@ -189,7 +190,7 @@ def test_a_second_gate_skips_while_another_run_holds_the_date_naming_the_holder(
         gate().execute(context(run_id=SECOND))
     assert f"is being processed by {owner(FIRST)}" in str(skipped.value)
     assert holders_alive == [owner(FIRST)]
-    assert read_claim(pipeline_settings(), day(D02)).owner == owner(FIRST)
+    assert read_claim(pipeline_settings(ORDERS), day(D02)).owner == owner(FIRST)
     assert f"Skipped: {D02} is being processed by {owner(FIRST)}" in capsys.readouterr().out
     [manifest] = manifests(project, D02)
     assert (manifest["status"], manifest["trigger"]) == ("skipped", owner(SECOND))
@@ -201,14 +202,14 @@ def test_a_second_gate_takes_the_date_over_once_the_holders_run_has_finished(pro
     monkeypatch.setattr(operators_module, "holder_finished", lambda holder: holder == owner(FIRST))
     gate().execute(context(run_id=FIRST))
     assert gate().execute(context(run_id=SECOND))["partition_date"] == D02
-    assert read_claim(pipeline_settings(), day(D02)).owner == owner(SECOND)
+    assert read_claim(pipeline_settings(ORDERS), day(D02)).owner == owner(SECOND)
 
 
 def test_the_gate_of_the_same_run_again_keeps_its_claim(project, holders_alive):
     gate().execute(context())
-    since = read_claim(pipeline_settings(), day(D02)).since
+    since = read_claim(pipeline_settings(ORDERS), day(D02)).since
     assert gate().execute(context())["partition_date"] == D02  # a cleared gate
-    assert read_claim(pipeline_settings(), day(D02)).since == since
+    assert read_claim(pipeline_settings(ORDERS), day(D02)).since == since
     assert holders_alive == []
 
 
@@ -230,8 +231,8 @@ def test_all_five_stages_of_a_new_date_publish_gold_and_record_one_successful_at
                                 "summary": 4}
     [manifest] = manifests(project, D02)
     assert (manifest["status"], manifest["trigger"]) == ("success", owner())
-    assert read_claim(pipeline_settings(), day(D02)) is None  # released after publish_gold
-    assert not pipeline_settings().staging_path(day(D02)).exists()
+    assert read_claim(pipeline_settings(ORDERS), day(D02)) is None  # released after publish_gold
+    assert not pipeline_settings(ORDERS).staging_path(day(D02)).exists()
 
 
 def test_a_stage_of_a_done_date_in_a_run_nobody_cleared_is_skipped_and_changes_nothing(
@@ -241,7 +242,7 @@ def test_a_stage_of_a_done_date_in_a_run_nobody_cleared_is_skipped_and_changes_n
     with pytest.raises(AirflowSkipException, match=f"{D02} already succeeded"):
         stage("load").execute(context())
     assert project.state_file.read_bytes() == state_before
-    assert not pipeline_settings().staging_path(day(D02)).exists()
+    assert not pipeline_settings(ORDERS).staging_path(day(D02)).exists()
     assert manifests(project, D02) == []
 
 
@@ -252,7 +253,7 @@ def test_a_stage_of_a_blocked_date_fails_at_once_without_an_attempt(project, hol
     assert entry(D02)["attempt"] == 3
     [manifest] = manifests(project, D02)
     assert manifest["status"] == "blocked"
-    assert not pipeline_settings().staging_path(day(D02)).exists()
+    assert not pipeline_settings(ORDERS).staging_path(day(D02)).exists()
 
 
 def test_a_missing_partition_skips_the_stage_with_no_attempt_and_frees_the_date(project,
@@ -261,7 +262,7 @@ def test_a_missing_partition_skips_the_stage_with_no_attempt_and_frees_the_date(
     with pytest.raises(AirflowSkipException, match=re.escape(f"pesanan_{missing}.csv")):
         stage("extract").execute(context(missing))
     assert entry(missing).get("attempt", 0) == 0
-    assert read_claim(pipeline_settings(), day(missing)) is None
+    assert read_claim(pipeline_settings(ORDERS), day(missing)) is None
     [manifest] = manifests(project, missing)
     assert (manifest["status"], manifest["attempt"]) == ("missing", 0)
 
@@ -279,7 +280,7 @@ def test_an_unusable_partition_fails_without_retry_and_records_exactly_one_attem
     recorded = entry(bad)
     assert (recorded["status"], recorded["attempt"], recorded["failed_stage"]) == (
         "failed", 1, "extract")
-    assert read_claim(pipeline_settings(), day(bad)) is None
+    assert read_claim(pipeline_settings(ORDERS), day(bad)) is None
     [manifest] = manifests(project, bad)
     assert (manifest["status"], manifest["attempt"]) == ("failed", 1)
 
@@ -290,7 +291,7 @@ def test_a_cleared_load_whose_staging_folder_is_gone_rebuilds_extract_and_transf
     gate().execute(ctx)
     stage("extract").execute(ctx)
     stage("transform").execute(ctx)
-    staging = pipeline_settings().staging_path(day(D02))
+    staging = pipeline_settings(ORDERS).staging_path(day(D02))
     shutil.rmtree(staging)  # removed, or written on another worker
     meta = stage("load").execute(ctx)
     assert (meta["partition_date"], meta["stage"]) == (D02, "load")
@@ -314,7 +315,7 @@ def test_a_forced_rerun_of_a_cleared_load_after_success_rebuilds_and_changes_no_
     meta = stage("validate").execute(forced)
     assert meta["stage"] == "validate"
     validated = json.loads(
-        (pipeline_settings().staging_path(day(D02)) / "validate.json").read_text())
+        (pipeline_settings(ORDERS).staging_path(day(D02)) / "validate.json").read_text())
     assert validated["checksums"] == before["checksums"]
     assert (validated["fact_rows"], validated["summary_rows"]) == (8, 4)
 
@@ -323,7 +324,7 @@ def test_a_cleared_run_of_a_done_date_reprocesses_it_in_the_gate(project, holder
     record(D02, SUCCESS)
     assert gate().execute(context(clear_number=1)) == {"partition_date": D02,
                                                        "attempts_before": 1}
-    assert read_claim(pipeline_settings(), day(D02)).owner == owner()
+    assert read_claim(pipeline_settings(ORDERS), day(D02)).owner == owner()
     assert entry(D02)["in_progress"]["run"] == owner()
 
 
@@ -355,7 +356,7 @@ def test_clearing_load_with_downstream_of_a_done_date_reprocesses_it_with_identi
     assert "in_progress" not in recorded
     assert _gold_and_checksums(project) == (gold_before, checksums_before)
     assert [m["status"] for m in manifests(project, D02)] == ["success", "success"]
-    assert read_claim(pipeline_settings(), day(D02)) is None
+    assert read_claim(pipeline_settings(ORDERS), day(D02)) is None
 
 
 def test_clearing_publish_gold_alone_of_a_done_date_rebuilds_every_stage_before_it(
@@ -427,12 +428,12 @@ def test_a_users_failure_callbacks_run_after_the_claim_release_from_default_args
         pass
 
     with DAG("callbacks", schedule=None, default_args={"on_failure_callback": team_alert}):
-        from_default_args = EtlStageOperator(task_id="load", stage="load")
-        own = EtlStageOperator(task_id="validate", stage="validate",
+        from_default_args = EtlStageOperator(task_id="load", pipeline=ORDERS, stage="load")
+        own = EtlStageOperator(task_id="validate", pipeline=ORDERS, stage="validate",
                                on_failure_callback=[task_alert])
     assert from_default_args.on_failure_callback == [operators_module._release_claim, team_alert]
     assert own.on_failure_callback == [operators_module._release_claim, task_alert]
-    assert EtlStageOperator(task_id="x", stage="extract").on_failure_callback == [
+    assert EtlStageOperator(task_id="x", pipeline=ORDERS, stage="extract").on_failure_callback == [
         operators_module._release_claim]
 
 
@@ -440,7 +441,7 @@ def test_a_stage_skips_while_another_run_holds_the_date(project, holders_alive):
     gate().execute(context(run_id=FIRST))
     with pytest.raises(AirflowSkipException, match=re.escape(f"being processed by {owner(FIRST)}")):
         stage("extract").execute(context(run_id=SECOND))
-    assert not pipeline_settings().staging_path(day(D02)).exists()
+    assert not pipeline_settings(ORDERS).staging_path(day(D02)).exists()
     assert entry(D02).get("attempt", 0) == 0
 
 
@@ -457,17 +458,18 @@ def test_a_transient_warehouse_failure_is_one_attempt_and_is_retried_while_attem
     recorded = entry(D02)
     assert (recorded["status"], recorded["attempt"], recorded["failed_stage"]) == (
         "failed", 1, "load")
-    assert read_claim(pipeline_settings(), day(D02)).owner == owner()  # kept for the retry
-    policy = WatermarkRetryPolicy()
+    assert read_claim(pipeline_settings(ORDERS), day(D02)).owner == owner()  # kept for the retry
+    policy = WatermarkRetryPolicy(ORDERS)
     assert policy.evaluate(failed.value, 1, 3, ctx).action is RetryAction.DEFAULT
     record(D02, FAILED, times=2)
     out_of_attempts = policy.evaluate(failed.value, 3, 3, ctx)
     assert out_of_attempts.action is RetryAction.FAIL
     assert "max_attempts=3" in out_of_attempts.reason
     # failed for good: the task's failure callback frees the date for the next run
-    for callback in stage("load").on_failure_callback:
-        callback(ctx)
-    assert read_claim(pipeline_settings(), day(D02)) is None
+    load = stage("load")
+    for callback in load.on_failure_callback:
+        callback({**ctx, "task": load})
+    assert read_claim(pipeline_settings(ORDERS), day(D02)) is None
 
 
 def test_a_gate_that_cannot_reach_the_state_is_retried_and_any_other_gate_failure_is_not(
@@ -503,7 +505,7 @@ def test_a_refused_warehouse_login_fails_the_load_at_once_naming_the_connection_
     assert str(refused.value).startswith("Airflow connection 'tokokita_warehouse': warehouse "
                                          "postgresql+psycopg://tokokita_etl:***@")
     assert wrong not in str(refused.value) and entry(D02) == {}
-    assert read_claim(configured_settings(), day(D02)) is None
+    assert read_claim(configured_settings(ORDERS), day(D02)) is None
     monkeypatch.setenv("AIRFLOW_CONN_TOKOKITA_WAREHOUSE", json.dumps({
         "conn_type": "postgres", "host": password_postgres.host, "port": password_postgres.port,
         "login": password_postgres.user, "password": password_postgres.password,
@@ -522,15 +524,16 @@ def test_a_refused_warehouse_login_fails_the_load_at_once_naming_the_connection_
     assert "password authentication failed" in message and "\n" not in message
     assert entry(D02).get("attempt", 0) == 0  # a configuration error: no attempt used
     assert not [path for path in project.manifests(D02) if wrong in path.read_text()]
-    for callback in stage("load").on_failure_callback:
-        callback(ctx)
-    assert read_claim(configured_settings(), day(D02)) is None
+    load = stage("load")
+    for callback in load.on_failure_callback:
+        callback({**ctx, "task": load})
+    assert read_claim(configured_settings(ORDERS), day(D02)) is None
 
 
 # -- the raw-partition sensor -------------------------------------------------------------------
 
 def sensor(**kwargs) -> RawPartitionSensor:
-    return RawPartitionSensor(task_id="wait_for_raw_partition", **kwargs)
+    return RawPartitionSensor(task_id="wait_for_raw_partition", pipeline=ORDERS, **kwargs)
 
 
 def test_the_sensor_finds_a_present_partition(project):
@@ -649,7 +652,7 @@ def test_a_rescheduled_sensor_waits_until_the_end_of_the_window_counted_from_the
 
 def test_the_retry_policy_retries_a_transient_error_with_attempts_left_and_not_at_max(project):
     error = WarehouseError("warehouse: connection refused", transient=True)
-    policy = WatermarkRetryPolicy()
+    policy = WatermarkRetryPolicy(ORDERS)
     record(D02, FAILED)
     assert policy.evaluate(error, 1, 3, context()).action is RetryAction.DEFAULT
     record(D02, FAILED, times=2)
@@ -658,28 +661,30 @@ def test_the_retry_policy_retries_a_transient_error_with_attempts_left_and_not_a
 
 def test_the_retry_policy_does_not_retry_a_partition_error(project):
     record(D02, FAILED)
-    decision = WatermarkRetryPolicy().evaluate(DataError("missing column"), 1, 3, context())
+    decision = WatermarkRetryPolicy(ORDERS).evaluate(DataError("missing column"), 1, 3, context())
     assert decision.action is RetryAction.FAIL
     assert "partition" in decision.reason
 
 
 def test_the_retry_policy_without_a_context_leaves_it_to_airflow():
-    assert WatermarkRetryPolicy().evaluate(RuntimeError("x"), 1, 3, None).action \
+    assert WatermarkRetryPolicy(ORDERS).evaluate(RuntimeError("x"), 1, 3, None).action \
         is RetryAction.DEFAULT
 
 
 def test_the_retry_policy_rebuilt_from_its_serialized_form_decides_as_the_original(project):
     """The policy carries nothing (it reads the watermark when evaluated): the serialized form
-    is empty and the rebuilt policy gives the same decisions."""
-    original = WatermarkRetryPolicy()
+    is empty and the rebuilt policy, reading the pipeline of the task it is evaluated for,
+    gives the same decisions."""
+    original = WatermarkRetryPolicy(ORDERS)
     assert original.serialize() == {}
     rebuilt = WatermarkRetryPolicy.deserialize(original.serialize())
     transient = WarehouseError("warehouse: connection refused", transient=True)
     record(D02, FAILED)
+    ctx = {**context(), "task": stage("load")}
     for error in (transient, DataError("missing column")):
-        assert rebuilt.evaluate(error, 1, 3, context()).action is \
+        assert rebuilt.evaluate(error, 1, 3, ctx).action is \
             original.evaluate(error, 1, 3, context()).action
-    assert rebuilt.evaluate(transient, 1, 3, context()).action is RetryAction.DEFAULT
+    assert rebuilt.evaluate(transient, 1, 3, ctx).action is RetryAction.DEFAULT
 
 
 def test_the_sensor_and_its_trigger_check_an_object_in_object_storage(project, monkeypatch):

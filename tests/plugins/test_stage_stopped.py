@@ -29,7 +29,7 @@ THIRD = "manual__2026-11-30T01:10:00+00:00"
 
 
 def fact_rows(day: str) -> list:
-    warehouse = Warehouse.from_settings(pipeline_settings())
+    warehouse = Warehouse.from_settings(pipeline_settings(ORDERS))
     with warehouse.begin() as conn:
         return list(warehouse.fact_rows(conn, date.fromisoformat(day)))
 
@@ -80,7 +80,7 @@ def test_a_stage_stopped_while_it_loads_rolls_back_and_counts_no_failure(project
     stopped = entry(D02)
     assert (stopped["attempt"], stopped["failures"]) == (1, 0)
     assert stopped["in_progress"]["stopped"].startswith("stage load stopped by Airflow")
-    [row] = [r for r in date_states(ORDERS, pipeline_settings(), _now()) if r["date"] == D02]
+    [row] = [r for r in date_states(ORDERS, pipeline_settings(ORDERS), _now()) if r["date"] == D02]
     assert (row["state"], row["label"]) == ("needs re-run", "needs re-run"), row
     assert "records no failure" in row["reason"]
     assert not list(project.root.rglob("*.tmp"))

@@ -39,7 +39,6 @@ ALLOWED = {
 KNOWN_CROSSINGS = {
     ("tokokita_etl.settings.values", "tokokita_etl.runner.notify"),  # the notifiers rule
     ("tokokita_etl.warehouse.database", "tokokita_etl.orders.contract"),  # the orders tables
-    ("plugins/tokokita_airflow/lineage.py", "tokokita_etl.orders.lineage"),
 }
 
 

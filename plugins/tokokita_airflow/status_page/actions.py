@@ -16,7 +16,6 @@ from typing import Any
 
 from fastapi import HTTPException, Request
 
-from tokokita_airflow.status_page.auth import DAG_ID
 from tokokita_etl.runner.status import DateAction
 
 #: what each action adds to the run's conf
@@ -46,9 +45,9 @@ def _dag_bag():
     return create_dag_bag()
 
 
-def trigger(request: Request, user: Any, body: dict[str, Any]) -> str:
-    """Create the manual run of the REST trigger `body` (`run_request`) as `user`, as the REST
-    trigger does; its run id."""
+def trigger(request: Request, user: Any, dag_id: str, body: dict[str, Any]) -> str:
+    """Create the manual run of DAG `dag_id` of the REST trigger `body` (`run_request`) as
+    `user`, as the REST trigger does; its run id."""
     from airflow.api_fastapi.core_api.datamodels.dag_run import TriggerDAGRunPostBody
     from airflow.api_fastapi.core_api.routes.public.dag_run import trigger_dag_run
     from airflow.models.log import Log
@@ -56,12 +55,12 @@ def trigger(request: Request, user: Any, body: dict[str, Any]) -> str:
 
     with create_session() as session:  # the audit log entry the REST call writes
         session.add(Log(event="trigger_dag_run", owner=user.get_name(),
-                        owner_display_name=user.get_name(), dag_id=DAG_ID,
+                        owner_display_name=user.get_name(), dag_id=dag_id,
                         extra=json.dumps({**body, "method": "POST"})))
     post = TriggerDAGRunPostBody(**body)
     try:
         with create_session() as session:
-            run = trigger_dag_run(DAG_ID, post, _dag_bag(), user, session, request)
+            run = trigger_dag_run(dag_id, post, _dag_bag(), user, session, request)
             return run.run_id
     except HTTPException as exc:
         raise HTTPException(exc.status_code, f"Airflow refused the run: {exc.detail}") from exc

@@ -10,7 +10,6 @@ from urllib.parse import urlsplit
 
 from fastapi import Depends, HTTPException, Request, Response
 
-DAG_ID = "tokokita_orders_daily"
 PREFIX = "/tokokita"
 CSRF_COOKIE = "tokokita_csrf"
 
@@ -25,24 +24,40 @@ async def _user(request: Request) -> Any:
     return await get_user(request, None, await bearer_scheme(request))
 
 
+def requested_pipeline(request: Request) -> Any:
+    """The pipeline a request is about: its `pipeline` query parameter (default: the default
+    pipeline); 404 naming the known ones for another name."""
+    from tokokita_airflow.runtime import every_pipeline
+    from tokokita_etl.pipelines import DEFAULT
+
+    known = every_pipeline()
+    name = request.query_params.get("pipeline") or DEFAULT
+    if name not in known:
+        raise HTTPException(404, f"Unknown pipeline {name!r}; pipelines: "
+                                 f"{', '.join(sorted(known))}")
+    return known[name]
+
+
 def _access(method: str):
-    """Dependency: Airflow's own check of `method` on the DAG's runs (403 when refused)."""
+    """Dependency: Airflow's own check of `method` on the runs of the requested pipeline's
+    DAG (403 when refused)."""
 
     def check(request: Request, user: Annotated[Any, Depends(_user)]) -> None:
         from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
         from airflow.api_fastapi.core_api.security import requires_access_dag
 
-        requires_access_dag(method, DagAccessEntity.RUN, param_dag_id=DAG_ID)(request, user)
+        dag_id = requested_pipeline(request).dag_id
+        requires_access_dag(method, DagAccessEntity.RUN, param_dag_id=dag_id)(request, user)
 
     return Depends(check)
 
 
 UserDep = Annotated[Any, Depends(_user)]
+PipelineDep = Annotated[Any, Depends(requested_pipeline)]
 CAN_READ, CAN_ACT = _access("GET"), _access("POST")
 
 
-def may_act(user: Any) -> bool:
-    """Whether `user` may trigger the DAG's runs (the page then shows the actions)."""
+def _authorized(method: str, dag_id: str, user: Any) -> bool:
     from airflow.api_fastapi.app import get_auth_manager
     from airflow.api_fastapi.auth.managers.models.resource_details import (
         DagAccessEntity,
@@ -50,8 +65,21 @@ def may_act(user: Any) -> bool:
     )
 
     return get_auth_manager().is_authorized_dag(
-        method="POST", access_entity=DagAccessEntity.RUN, details=DagDetails(id=DAG_ID),
+        method=method, access_entity=DagAccessEntity.RUN, details=DagDetails(id=dag_id),
         user=user)
+
+
+def may_act(user: Any, dag_id: str) -> bool:
+    """Whether `user` may trigger the runs of `dag_id` (the page then shows the actions)."""
+    return _authorized("POST", dag_id, user)
+
+
+def readable(user: Any) -> list[Any]:
+    """The pipelines whose DAG's runs `user` may read (the page's tabs), in the registry's
+    order."""
+    from tokokita_airflow.runtime import every_pipeline
+
+    return [p for p in every_pipeline().values() if _authorized("GET", p.dag_id, user)]
 
 
 def login_url(request: Request) -> str:

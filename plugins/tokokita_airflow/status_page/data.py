@@ -5,11 +5,11 @@ from __future__ import annotations
 from datetime import UTC, date, datetime
 from typing import Any
 
-from tokokita_airflow.status_page.auth import DAG_ID
 
-
-def _airflow_runs(session, settings, since: date) -> dict[str, list[dict[str, Any]]]:
-    """The DAG's runs by partition date D (newest first), with their failed task if any."""
+def _airflow_runs(session, dag_id: str, settings, since: date
+                  ) -> dict[str, list[dict[str, Any]]]:
+    """The runs of DAG `dag_id` by partition date D (newest first), with their failed task if
+    any."""
     from airflow.models.dagrun import DagRun
     from airflow.models.taskinstance import TaskInstance
     from sqlalchemy import select
@@ -17,7 +17,7 @@ def _airflow_runs(session, settings, since: date) -> dict[str, list[dict[str, An
     from tokokita_airflow.runtime import flag, partition_date_of
     from tokokita_etl.errors import EtlError
 
-    runs = session.scalars(select(DagRun).where(DagRun.dag_id == DAG_ID)
+    runs = session.scalars(select(DagRun).where(DagRun.dag_id == dag_id)
                            .order_by(DagRun.run_after.desc()).limit(1000)).all()
     # the task whose log holds a run's reason: its failed task, else the first skipped task
     # that ran (the sensor that found no file, the gate that found the date done); a task
@@ -27,7 +27,7 @@ def _airflow_runs(session, settings, since: date) -> dict[str, list[dict[str, An
     if runs:
         rows = session.execute(
             select(TaskInstance.run_id, TaskInstance.task_id, TaskInstance.state)
-            .where(TaskInstance.dag_id == DAG_ID,
+            .where(TaskInstance.dag_id == dag_id,
                    TaskInstance.state.in_(("failed", "skipped")),
                    TaskInstance.start_date.is_not(None))
             .order_by(TaskInstance.start_date)).all()
@@ -51,8 +51,8 @@ def _airflow_runs(session, settings, since: date) -> dict[str, list[dict[str, An
     return by_day
 
 
-def warehouse_problem() -> str | None:
-    """Why every run of the pipeline is refused on its warehouse (`status.warehouse_problem`),
+def warehouse_problem(pipeline) -> str | None:
+    """Why every run of `pipeline` is refused on its warehouse (`status.warehouse_problem`),
     or None; a state that cannot be read is the rows' error, not this."""
     from tokokita_airflow.connections import ConnectionProblem
     from tokokita_airflow.runtime import pipeline_settings
@@ -60,30 +60,30 @@ def warehouse_problem() -> str | None:
     from tokokita_etl.runner.status import warehouse_problem as problem
 
     try:
-        return problem(pipeline_settings())
+        return problem(pipeline_settings(pipeline))
     except (EtlError, ConnectionProblem):
         return None
 
 
-def status_rows(days: int | None) -> list[dict[str, Any]]:
-    """One row per date, oldest first (`date_states`), each with its `airflow_runs`."""
+def status_rows(pipeline, days: int | None) -> list[dict[str, Any]]:
+    """`pipeline`'s row per date, oldest first (`date_states`), each with its `airflow_runs`."""
     from airflow.utils.session import create_session
     from fastapi import HTTPException
 
     from tokokita_airflow.connections import ConnectionProblem, named
-    from tokokita_airflow.runtime import pipeline_settings, task_pipeline
+    from tokokita_airflow.runtime import pipeline_settings
     from tokokita_etl.errors import EtlError
     from tokokita_etl.runner.status import date_states
 
     try:
-        settings = pipeline_settings()
-        rows = date_states(task_pipeline(), settings, datetime.now(UTC), days)
+        settings = pipeline_settings(pipeline)
+        rows = date_states(pipeline, settings, datetime.now(UTC), days)
     except (EtlError, ConnectionProblem) as exc:  # a damaged watermark, a missing connection,
         # a refused login: named, as the command line names it (never with a password)
         raise HTTPException(status_code=503, detail=str(named(exc))) from None
     since = date.fromisoformat(rows[0]["date"]) if rows else date.today()
     with create_session() as session:
-        runs = _airflow_runs(session, settings, since)
+        runs = _airflow_runs(session, pipeline.dag_id, settings, since)
     for row in rows:
         row["airflow_runs"] = runs.get(row["date"], [])
     return rows

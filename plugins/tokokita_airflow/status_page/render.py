@@ -21,7 +21,7 @@ from urllib.parse import quote
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup
 
-from tokokita_airflow.status_page.auth import DAG_ID, PREFIX
+from tokokita_airflow.status_page.auth import PREFIX
 from tokokita_etl.runner.status import DateState
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -82,7 +82,7 @@ ENV = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=True,
                   undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
 ENV.filters.update(fmt=fmt, seconds=_seconds, share=_share,
                    path_part=lambda value: quote(str(value), safe=""))
-ENV.globals.update(dag_id=DAG_ID, prefix=PREFIX, colours=COLOURS, runs_shown=RUNS_SHOWN,
+ENV.globals.update(prefix=PREFIX, colours=COLOURS, runs_shown=RUNS_SHOWN,
                    script=Markup(LINKS_SCRIPT))  # noqa: S704 - our own file, hashed in the CSP
 
 
@@ -94,11 +94,13 @@ def render(template: str, **context: Any) -> str:
 def chart(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The chart's geometry: bars of valid (fact) rows per date; lines of the quarantine share
     (0-100 %, right axis) and of bersih (scaled to its maximum); under them a legend, one line
-    per series. The SVG is as wide and tall as its labels and legend need. None without rows."""
-    if not rows:
-        return None
+    per series. The SVG is as wide and tall as its labels and legend need. None without rows,
+    or when no row has valid rows or bersih (a pipeline that records neither)."""
     facts = [(r["rows"] or {}).get("fact") for r in rows]
     bersih = [_float(r["bersih"]) for r in rows]
+    if not any(isinstance(f, int | float) for f in facts) and \
+            not any(b is not None for b in bersih):
+        return None
     top_fact = max([f for f in facts if isinstance(f, int | float)] or [1]) or 1
     top_bersih = max([b for b in bersih if b is not None] or [1]) or 1
     left = max(60, round(_text_width(fmt(top_fact)) + 10))

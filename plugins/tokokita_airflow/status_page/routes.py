@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 from collections import Counter
 from typing import Annotated, Any
+from urllib.parse import urlencode
 
 from fastapi import FastAPI, Form, HTTPException, Query, Request
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from tokokita_airflow.status_page import actions, auth, data, render
-from tokokita_airflow.status_page.auth import CAN_ACT, CAN_READ, PREFIX, UserDep
+from tokokita_airflow.status_page.auth import CAN_ACT, CAN_READ, PREFIX, PipelineDep, UserDep
 
 app = FastAPI(title="TokoKita orders ETL status", docs_url=None, redoc_url=None,
               openapi_url=None)
@@ -41,12 +42,23 @@ def _ui_base(request: Request) -> str:
     return (root[: -len(PREFIX)] if root.endswith(PREFIX) else root).rstrip("/") + "/"
 
 
-def _html(request: Request, template: str, user: str, **context: Any) -> HTMLResponse:
-    """`template` rendered for `user`, with the session's form nonce kept (or set) in its
-    cookie and the form token (`csrf`) of that nonce."""
+def _about(pipeline: Any) -> dict[str, Any]:
+    """What every template says of the pipeline: its name, its DAG, and the query that keeps
+    it in the page's links (none for the default pipeline: `/tokokita/` is its page)."""
+    from tokokita_etl.pipelines import DEFAULT
+
+    query = "" if pipeline.name == DEFAULT else urlencode({"pipeline": pipeline.name})
+    return {"pipeline": pipeline.name, "dag_id": pipeline.dag_id, "query": query}
+
+
+def _html(request: Request, template: str, pipeline: Any, *, user: str, **context: Any
+          ) -> HTMLResponse:
+    """`template` rendered for `user` about `pipeline`, with the session's form nonce kept (or
+    set) in its cookie and the form token (`csrf`) of that nonce."""
     nonce = auth.nonce(request)
     response = HTMLResponse(render.render(template, base=_ui_base(request), user=user,
-                                          csrf=auth.csrf_token(nonce, user), **context))
+                                          csrf=auth.csrf_token(nonce, user),
+                                          **_about(pipeline), **context))
     auth.set_nonce(response, nonce)
     return response
 
@@ -55,39 +67,43 @@ DaysQuery = Annotated[int | None, Query(ge=1, le=3660)]
 
 
 @app.get("/status.json", dependencies=[CAN_READ])
-def status_json(days: DaysQuery = None) -> JSONResponse:
-    """Each date's state, newest first, with the DAG's runs of that date."""
-    return JSONResponse(list(reversed(data.status_rows(days))))
+def status_json(pipeline: PipelineDep, days: DaysQuery = None) -> JSONResponse:
+    """Each date's state, newest first, with the pipeline DAG's runs of that date."""
+    return JSONResponse(list(reversed(data.status_rows(pipeline, days))))
 
 
 @app.get("/", response_class=HTMLResponse, dependencies=[CAN_READ])
-def status_page(request: Request, user: UserDep, days: DaysQuery = None) -> HTMLResponse:
-    """The page: a strip of states, the chart, one row per date with its runs and actions."""
-    rows = data.status_rows(days)
+def status_page(request: Request, user: UserDep, pipeline: PipelineDep,
+                days: DaysQuery = None) -> HTMLResponse:
+    """The page of a pipeline: a tab per pipeline the user may read, a strip of states, the
+    chart, one row per date with its runs and actions."""
+    rows = data.status_rows(pipeline, days)
     window = f"{rows[0]['date']} .. {rows[-1]['date']}" if rows else "no dates"
-    return _html(request, "page.html", title="TokoKita status", rows=rows, window=window,
-                 counts=Counter(r["state"] for r in rows), chart=render.chart(rows),
-                 problem=data.warehouse_problem(),
-                 user=user.get_name(), may_act=auth.may_act(user))
+    return _html(request, "page.html", pipeline, title=f"TokoKita {pipeline.name} status",
+                 rows=rows, window=window, counts=Counter(r["state"] for r in rows),
+                 chart=render.chart(rows) if rows else None,
+                 problem=data.warehouse_problem(pipeline),
+                 tabs=[_about(p) for p in auth.readable(user)],
+                 user=user.get_name(), may_act=auth.may_act(user, pipeline.dag_id))
 
 
 @app.get("/confirm", response_class=HTMLResponse, dependencies=[CAN_ACT])
-def confirm_page(request: Request, user: UserDep, action: str, day: str = Query(alias="date")
-                 ) -> HTMLResponse:
+def confirm_page(request: Request, user: UserDep, pipeline: PipelineDep, action: str,
+                 day: str = Query(alias="date")) -> HTMLResponse:
     """The confirmation step: what will be triggered, and a form to do it."""
     body = actions.run_request(action, day)
-    return _html(request, "confirm.html", title=f"{action.capitalize()} {day}", action=action,
-                 day=day, user=user.get_name(), request_body=json.dumps(body))
+    return _html(request, "confirm.html", pipeline, title=f"{action.capitalize()} {day}",
+                 action=action, day=day, user=user.get_name(), request_body=json.dumps(body))
 
 
 @app.post("/actions", response_class=HTMLResponse, dependencies=[CAN_ACT])
-def act(request: Request, user: UserDep, action: Annotated[str, Form()],
+def act(request: Request, user: UserDep, pipeline: PipelineDep, action: Annotated[str, Form()],
         day: Annotated[str, Form(alias="date")], csrf: Annotated[str, Form()] = ""
         ) -> HTMLResponse:
     """Create the run in this process as Airflow's REST trigger creates it (`actions`)."""
     auth.check_post(request, user, csrf)
     body = actions.run_request(action, day)
-    run_id = actions.trigger(request, user, body)
+    run_id = actions.trigger(request, user, pipeline.dag_id, body)
     return HTMLResponse(render.render("created.html", title="Run created", base=_ui_base(request),
                                       user=user.get_name(), run_id=run_id,
-                                      conf_json=json.dumps(body)))
+                                      conf_json=json.dumps(body), **_about(pipeline)))
