@@ -87,13 +87,14 @@ def aws_env(options: Mapping[str, Any] | None) -> dict[str, str]:
 
 
 def pipeline_settings(env: Mapping[str, str], *, cwd: Path,
-                      connections: Mapping[str, Any] | None = None):
-    """The settings the services' tasks resolve: `env`'s TOKOKITA_* settings with the
-    warehouse and state database of the connections (default: `env`'s AIRFLOW_CONN_*)."""
-    from tokokita_etl.settings.sources import load_settings
+                      connections: Mapping[str, Any] | None = None, pipeline: Any = None):
+    """The settings the services' tasks resolve for `pipeline` (default: the orders): `env`'s
+    TOKOKITA_* settings with the warehouse and state database of the connections (default:
+    `env`'s AIRFLOW_CONN_*)."""
+    from tokokita_etl.pipelines import DEFAULT, by_name, settings_of
 
     connections = env_connections(env) if connections is None else connections
-    settings = load_settings(env=env, cwd=cwd, in_airflow=True)
+    settings = settings_of(pipeline or by_name(DEFAULT), env=env, cwd=cwd, in_airflow=True)
     changes = {}
     if settings.warehouse_conn_id and settings.warehouse_conn_id in connections:
         changes["warehouse_url"] = _adapter(env).database_url(

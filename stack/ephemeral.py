@@ -415,19 +415,21 @@ class EphemeralStack:
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"]
         return json.loads(Path(path).read_text(encoding="utf-8"))[username]
 
-    def settings(self):
-        """The pipeline settings the tasks see (the warehouse of the stack's connection)."""
+    def settings(self, pipeline: Any = None):
+        """The settings the tasks of `pipeline` (default: the orders) see (the warehouse of the
+        stack's connection)."""
         from stack.connections import pipeline_settings
 
         env = self.service_env()
         return pipeline_settings(env, cwd=Path(env["TOKOKITA_HOME"]),
-                                 connections=self.connections)
+                                 connections=self.connections, pipeline=pipeline)
 
-    def watermark(self) -> dict[str, Any]:
-        """state.json's runs by date (empty before the first run)."""
+    def watermark(self, pipeline: Any = None) -> dict[str, Any]:
+        """The watermark's runs by date of `pipeline` (default: the orders; empty before the
+        first run)."""
         from tokokita_etl.runner.stores import state_store
 
-        return state_store(self.settings()).read().runs
+        return state_store(self.settings(pipeline)).read().runs
 
     def warehouse_dates(self) -> set[str]:
         """Dates with rows in the warehouse's daily summary."""

@@ -283,13 +283,14 @@ def _together(text: str) -> PydanticCustomError:
 
 #: setting name -> its field (annotation, default)
 SETTINGS = Settings.model_fields
-#: the settings every pipeline shares (the zone, the warehouse, the state, the folders their
-#: own files go in, the connections, the alerts' notifiers, the declarations); every other
+#: the settings every pipeline shares (the zone, the warehouse, the state, the folders its
+#: files are in, each named after its pipeline, the connections, the alerts' notifiers, the
+#: declarations); every other
 #: setting is a pipeline's own: the orders' at the top level of each source, another
 #: pipeline's in its own section (`pipelines: {NAME: ...}`, `TOKOKITA_<NAME>__<SETTING>`)
 SHARED_SETTINGS = (
-    "timezone", "warehouse_url", "state_url", "state_dir", "staging_dir", "work_dir",
-    "gold_dir", "warehouse_conn_id", "state_conn_id", "object_storage_conn_id", "notifiers",
+    "timezone", "warehouse_url", "state_url", "raw_dir", "gold_dir", "quarantine_dir",
+    "state_dir", "staging_dir", "work_dir", "warehouse_conn_id", "state_conn_id", "object_storage_conn_id", "notifiers",
     "declarations", "db_connect_timeout_s", "db_statement_timeout_s", "db_answer_timeout_s",
     "db_lock_timeout_s",
 )

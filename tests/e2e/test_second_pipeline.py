@@ -1,0 +1,203 @@
+"""A second pipeline beside the orders on a running Airflow: the stock pipeline of the tests
+(`tests/stock_pipeline.py`, two stages, `stok_D.csv`, `0 3 * * *`), named by
+`TOKOKITA_DECLARATIONS` and given its catch-up window in config/pipeline.yaml's `pipelines:`
+section, as a user would declare it.
+
+Dates relative to today T in Jakarta; both catch-ups fire for T-6 and T-5.
+
+| date | orders            | stock                                                       |
+|------|-------------------|-------------------------------------------------------------|
+| T-6  | done; forced again | done, untouched by the orders' forced run                  |
+| T-5  | done, untouched   | done; its run cleared: reprocessed                          |
+| T-4  | done (a trigger)  | a bad row: failed three times, blocked; fixed and unblocked on the status page |
+
+Screenshots are written to docs/screenshots/ only with TOKOKITA_SAVE_SCREENSHOTS=1.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import httpx
+import pytest
+from stock_pipeline import STOCK
+
+from stack.ephemeral import DAG_ID, PASSWORD, USERNAME, EphemeralStack, fire_time
+from stack.rest import AirflowApi, wait_for
+
+pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
+
+JKT = "Asia/Jakarta"
+STOCK_DAG = STOCK.dag_id
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+GOOD = "sku,qty\nB-2,3\nA-1,4\nB-2,1\n"
+BAD = "sku,qty\nA-1,many\n"
+
+
+def t(n: int) -> str:
+    return str(datetime.now(UTC).astimezone(ZoneInfo(JKT)).date() - timedelta(days=n))
+
+
+@pytest.fixture(scope="module")
+def two_pipelines(tmp_path_factory):
+    """A stack running both DAGs, their catch-ups of T-6 and T-5 finished, the stock's T-4
+    blocked after three failed attempts."""
+    from devtools.samples import generate_partition
+
+    today = date.fromisoformat(t(0))
+    stack = EphemeralStack(tmp_path_factory.mktemp("two-pipelines"), start_date=t(5),
+                           end_date=fire_time(today - timedelta(days=5)).isoformat())
+    stack.target.extra_env["TOKOKITA_DECLARATIONS"] = "stock_pipeline:STOCK"
+    try:
+        stack.prepare()
+        config = stack.home / "config"
+        shutil.copy(Path(__file__).resolve().parents[1] / "stock_pipeline.py", config)
+        with (config / "pipeline.yaml").open("a", encoding="utf-8") as yaml:
+            yaml.write(f"\npipelines:\n  stock:\n    start_date: '{t(5)}'\n"
+                       f"    end_date: '{t(4)}T03:00:00+07:00'\n")
+        raw = stack.data / "raw"
+        for n in (6, 5, 4):
+            day = today - timedelta(days=n)
+            generate_partition(raw / f"pesanan_{day}.csv", day, 40, seed=n)
+        for n in (6, 5):
+            (raw / f"stok_{t(n)}.csv").write_text(GOOD, encoding="utf-8")
+        (raw / f"stok_{t(4)}.csv").write_text(BAD, encoding="utf-8")
+        stack.start()
+        for dag_id in (DAG_ID, STOCK_DAG):
+            stack.api.wait_dag(dag_id, timeout=120)
+            wait_for(lambda dag_id=dag_id: _scheduled_finished(stack, dag_id), 240, 1,
+                     f"the scheduled runs of {dag_id}")
+        for _ in range(3):  # a bad row: three failed attempts of the stock's T-4
+            run = _run(stack, STOCK_DAG, t(4))
+            assert run["state"] == "failed", _states(stack, STOCK_DAG, run)
+        yield stack
+    finally:
+        stack.close()
+
+
+def _scheduled_finished(stack: EphemeralStack, dag_id: str) -> list[dict] | None:
+    runs = [r for r in stack.api.dag_runs(dag_id) if r["run_type"] == "scheduled"]
+    done = len(runs) == 2 and all(r["state"] in ("success", "failed") for r in runs)
+    return runs if done else None
+
+
+def _states(stack: EphemeralStack, dag_id: str, run: dict) -> dict[str, str]:
+    """The states of a run's tasks, by task id."""
+    return {task: ti["state"] for task, ti in
+            stack.api.task_instances(dag_id, run["dag_run_id"]).items()}
+
+
+def _run(stack: EphemeralStack, dag_id: str, day: str, **conf) -> dict:
+    run = stack.api.trigger(dag_id, conf or None, partition_key=day)
+    return stack.api.wait_run(dag_id, run["dag_run_id"], timeout=180)
+
+
+def test_each_pipeline_runs_its_own_catch_up_into_its_own_watermark(two_pipelines):
+    stack = two_pipelines
+    for dag_id in (DAG_ID, STOCK_DAG):
+        runs = _scheduled_finished(stack, dag_id)
+        assert sorted(r["partition_key"] for r in runs) == [t(6), t(5)], dag_id
+        last = "publish" if dag_id == STOCK_DAG else "publish_gold"
+        assert [_states(stack, dag_id, r)[last] for r in runs] == ["success", "success"], runs
+    orders, stock = stack.watermark(), stack.watermark(STOCK)
+    assert sorted(orders) == [t(6), t(5)] and sorted(stock) == [t(6), t(5), t(4)]
+    assert {orders[t(n)]["status"] for n in (6, 5)} == {stock[t(n)]["status"] for n in (6, 5)} \
+        == {"success"}
+    assert stock[t(4)]["status"] == "failed"
+    assert stock[t(6)]["rows"] == {"extracted": 2, "summary": 2}
+    assert "fact" in orders[t(6)]["rows"] and "fact" not in stock[t(6)]["rows"]
+    gold = stack.data / "gold"
+    assert (gold / f"stok_harian_{t(5)}.csv").read_text() == "sku,qty\nA-1,4\nB-2,4\n"
+    assert (gold / f"summary_harian_{t(5)}.csv").exists()
+    assert (stack.data / "state" / "stock" / "state.json").exists()
+
+
+def test_a_block_a_clear_and_a_forced_run_of_one_pipeline_never_touch_the_other(two_pipelines):
+    stack = two_pipelines
+    blocked = _run(stack, STOCK_DAG, t(4))
+    assert blocked["state"] == "failed"
+    gate = stack.api.task_instances(STOCK_DAG, blocked["dag_run_id"])["check_watermark"]
+    assert gate["state"] == "failed"
+    assert stack.watermark(STOCK)[t(4)]["failures"] == 3
+    assert _run(stack, DAG_ID, t(4))["state"] == "success"  # the orders' T-4 is not blocked
+    assert stack.watermark()[t(4)]["attempt"] == 1
+    assert stack.watermark(STOCK)[t(4)]["failures"] == 3
+
+    orders_before = stack.watermark()
+    [stock_t5] = [r for r in stack.api.dag_runs(STOCK_DAG)
+                  if r["run_type"] == "scheduled" and r["partition_key"] == t(5)]
+    stack.api.clear_task_instances(STOCK_DAG, stock_t5["dag_run_id"], ["count"],
+                                   only_failed=False)
+    wait_for(lambda: stack.watermark(STOCK)[t(5)]["attempt"] == 2, 180, 1,
+             "the cleared stock run of T-5 to reprocess it")
+    assert stack.api.wait_run(STOCK_DAG, stock_t5["dag_run_id"])["state"] == "success"
+    assert stack.watermark() == orders_before  # the orders' T-5 (and every date): untouched
+
+    stock_before = stack.watermark(STOCK)
+    assert _run(stack, DAG_ID, t(6), force=True)["state"] == "success"
+    assert stack.watermark()[t(6)]["attempt"] == 2
+    assert stack.watermark(STOCK) == stock_before
+
+
+def test_the_status_page_shows_both_pipelines_and_unblocks_the_stocks_date(two_pipelines):
+    """In Chromium: Browse > TokoKita status, a tab per pipeline; the stock's, its blocked
+    date fixed and unblocked through the page; the orders' T-4 untouched."""
+    from tests.browser import chromium
+
+    stack = two_pipelines
+    token = AirflowApi(stack.target.api_url, USERNAME, PASSWORD).login()
+    with httpx.Client(base_url=stack.target.api_url, timeout=60,
+                      headers={"Authorization": f"Bearer {token}"}) as api:
+        rows = {r["date"]: r for r in api.get("/tokokita/status.json",
+                                                params={"pipeline": "stock"}).json()}
+        assert (rows[t(4)]["state"], rows[t(5)]["state"], rows[t(6)]["state"]) == (
+            "blocked", "done", "done")
+        orders = {r["date"]: r["state"] for r in api.get("/tokokita/status.json").json()}
+        assert (orders[t(5)], orders[t(6)]) == ("done", "done")
+        unknown = api.get("/tokokita/", params={"pipeline": "nope"})
+        assert unknown.status_code == 404
+        assert "Unknown pipeline 'nope'; pipelines: orders, stock" in unknown.text
+
+    (stack.data / "raw" / f"stok_{t(4)}.csv").write_text(GOOD, encoding="utf-8")  # the fix
+    save = os.environ.get("TOKOKITA_SAVE_SCREENSHOTS") == "1"
+    with chromium() as browser:
+        context = browser.new_context(viewport={"width": 1500, "height": 1000})
+        context.add_cookies([{"name": "_token", "value": token, "url": stack.target.api_url}])
+        page = context.new_page()
+        page.goto(f"{stack.target.api_url}/")
+        page.get_by_role("button", name="Browse").click()
+        page.get_by_role("menuitem", name="TokoKita status").click()
+        frame = page.frame_locator("iframe")
+        frame.locator("#pipelines").wait_for(timeout=60_000)
+        assert frame.locator("#pipelines a").all_inner_texts() == ["orders", "stock"]
+        assert frame.locator("h1").inner_text() == "TokoKita orders: state of each date"
+        frame.locator("#tab-stock").click()
+        frame.locator("h1", has_text="TokoKita stock").wait_for()
+        assert frame.locator(f"#d-{t(4)}").get_attribute("data-state") == "blocked"
+        assert frame.locator(f"#d-{t(5)}").get_attribute("data-state") == "done"
+        assert frame.locator("#chart").count() == 0  # the stock records no orders figures
+        if save:
+            SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=SCREENSHOTS / "status-two-pipelines.png")
+        own = context.new_page()  # the page on its own address, where its actions post
+        own.goto(f"{stack.target.api_url}/tokokita/?pipeline=stock")
+        orders_t4 = stack.watermark()[t(4)]
+        own.click(f"#unblock-{t(4)}")
+        own.wait_for_selector("#confirm")
+        assert own.locator("code").first.inner_text() == STOCK_DAG
+        own.click("#confirm")
+        own.wait_for_selector("#created")
+        run_id = own.locator("#created").inner_text()
+        assert STOCK_DAG in own.locator("#created").get_attribute("href")
+        assert stack.api.wait_run(STOCK_DAG, run_id)["state"] == "success"
+        own.click("text=Back to the status page")
+        assert own.locator(f"#d-{t(4)}").get_attribute("data-state") == "done"
+        context.close()
+    assert stack.watermark()[t(4)] == orders_t4  # the orders' T-4: untouched
+    entry = stack.watermark(STOCK)[t(4)]
+    assert (entry["status"], entry["failures"], entry["resets"][-1]["previous_failures"]) == (
+        "success", 0, 3)
