@@ -77,6 +77,11 @@ def test_a_forced_run_or_a_blocked_date_of_one_pipeline_leaves_the_other_alone(
         assert code == 1 and f"stok_{D03}.csv: line 2: expected sku,qty" in err, err
     code, out, _ = call("run", "--pipeline", "stock", "--date", D03)
     assert code == 3 and "blocked after 3 attempts" in out, out
+    # the way out it names runs this pipeline's date, not the orders'
+    assert f"`tokokita-etl run --pipeline stock --date {D03} --reset-attempts`" in out, out
+    [row] = [r for r in json.loads(call("status", "--pipeline", "stock", "--json")[1])
+             if r["date"] == D03]
+    assert f"tokokita-etl run --pipeline stock --date {D03} --reset-attempts" in row["unblock"]
 
     assert _bytes(ws) == before  # the orders' watermark, manifests and gold: untouched
     assert call("run", "--date", D03)[0] == 0  # D03 of the orders is not blocked

@@ -88,4 +88,5 @@ ORDERS = Pipeline(
     asset=("tokokita_summary_harian", "tokokita://gold/summary_harian"),
     lineage=stage_lineage,
     done_line=done_line,
+    command="tokokita-etl run",  # the command line's default pipeline
 )

@@ -98,6 +98,9 @@ class Pipeline:
     lineage: StageLineage | None = None
     #: what a success did, from its watermark entry, for the command line's `[summary]` line
     done_line: Callable[[Mapping[str, Any]], str] | None = None
+    #: the command that runs its dates (named in the hints a person reads); default
+    #: `tokokita-etl run --pipeline <name>`
+    command: str = ""
 
     def __post_init__(self) -> None:
         if not (self.name.isidentifier() and self.name == self.name.lower()) \
@@ -114,6 +117,11 @@ class Pipeline:
             raise ConfigError(f"pipeline {self.name!r}: its first stage {names[0]!r} changes "
                               "a store; the first stage only reads and stages (a run that "
                               "fails there must leave every store as it was)")
+
+    @property
+    def run_command(self) -> str:
+        """The command that runs a date of this pipeline, without its date."""
+        return self.command or f"tokokita-etl run --pipeline {self.name}"
 
     @property
     def stage_names(self) -> tuple[str, ...]:

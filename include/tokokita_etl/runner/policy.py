@@ -90,38 +90,46 @@ def is_blocked(state: Watermark, day: date, max_attempts: int) -> bool:
         at_max_attempts(failures_since_success(state.entry(day)), max_attempts)
 
 
-def unblock_hint(day: date) -> str:
-    """The exact action that unblocks `day`, for the command line and for Airflow."""
+#: the command that runs a date of the default pipeline
+RUN_COMMAND = "tokokita-etl run"
+
+
+def unblock_hint(day: date, command: str = RUN_COMMAND) -> str:
+    """The exact action that unblocks `day`, for the command line (`command`: the one that
+    runs the pipeline's dates) and for Airflow."""
     return (f"fix the partition or the cause, then run it with reset_attempts: "
-            f"`tokokita-etl run --date {day} --reset-attempts`, or trigger the DAG with "
+            f"`{command} --date {day} --reset-attempts`, or trigger the DAG with "
             f'partition key {day} and {{"reset_attempts": true}}')
 
 
-def blocked_message(state: Watermark, day: date, max_attempts: int) -> str:
+def blocked_message(state: Watermark, day: date, max_attempts: int,
+                    command: str = RUN_COMMAND) -> str:
     """Why `day` is blocked and how to unblock it."""
     entry = state.entry(day)
     last = f"; last error ({entry.get('failed_stage', '?')}): {entry['error']}" \
         if entry.get("error") else ""
     return (f"{day} is blocked after {failures_since_success(entry)} attempts "
             f"(max_attempts={max_attempts}) that failed since its last success{last}; it needs "
-            f"manual intervention. To unblock: {unblock_hint(day)}")
+            f"manual intervention. To unblock: {unblock_hint(day, command)}")
 
 
 def decide(state: Watermark, day: date, *, max_attempts: int, force: bool = False,
-           reset_attempts: bool = False, cleared: bool = False) -> Decision:
+           reset_attempts: bool = False, cleared: bool = False,
+           command: str = RUN_COMMAND) -> Decision:
     """Apply the watermark rules to one date: skip if done, block at max attempts, else run.
 
     Max attempts stops retrying a date that keeps failing: it counts the failures since the
     date's last success (`failures_since_success`), so a forced re-run of a done date is a
     deliberate act that is never blocked and never brings the date closer to blocked. A run
     a person cleared (`cleared`: Airflow's re-run gesture) reprocesses a done date as `force`
-    does; on any other date it follows the same rules as a new run.
+    does; on any other date it follows the same rules as a new run. `command` runs the
+    pipeline's dates on the command line (named in a blocked date's message).
     """
     succeeded = state.has_success(day)
     if succeeded and not (force or cleared):
         return Decision(Action.SKIP, f"{day} already succeeded (use force to reprocess)")
     if not reset_attempts and is_blocked(state, day, max_attempts):
-        return Decision(Action.BLOCKED, blocked_message(state, day, max_attempts))
+        return Decision(Action.BLOCKED, blocked_message(state, day, max_attempts, command))
     failures = failures_since_success(state.entry(day))
     if succeeded:
         why = "force" if force else "clear"
@@ -161,7 +169,8 @@ def outside_lookback(day: date, now: datetime, lookback_days: int, tz: str) -> b
 
 def gate_decision(state: Watermark, day: date, *, run_type: str, now: datetime,
                   lookback_days: int, max_attempts: int, tz: str, force: bool = False,
-                  reset_attempts: bool = False, cleared: bool = False) -> Decision:
+                  reset_attempts: bool = False, cleared: bool = False,
+                  command: str = RUN_COMMAND) -> Decision:
     """The gate's rule for one run: the lookback applies to the scheduler's own runs (a
     cleared one is a person's request), then `decide`."""
     if run_type == "scheduled" and not cleared and outside_lookback(day, now, lookback_days, tz):
@@ -169,18 +178,19 @@ def gate_decision(state: Watermark, day: date, *, run_type: str, now: datetime,
                                      "scheduled catch-up does not process it (use a backfill "
                                      "or a manual trigger)")
     return decide(state, day, max_attempts=max_attempts, force=force,
-                  reset_attempts=reset_attempts, cleared=cleared)
+                  reset_attempts=reset_attempts, cleared=cleared, command=command)
 
 
 def stage_decision(state: Watermark, day: date, *, max_attempts: int, force: bool = False,
-                   cleared: bool = False) -> Decision:
+                   cleared: bool = False, command: str = RUN_COMMAND) -> Decision:
     """Whether one stage task of a run of `day` runs now.
 
     A stage runs again without passing the gate when its task is cleared, so it applies the
     same rules as the gate: a cleared stage of a done date reprocesses it (Clear is Airflow's
     re-run gesture), a blocked date fails at once without an attempt.
     """
-    return decide(state, day, max_attempts=max_attempts, force=force, cleared=cleared)
+    return decide(state, day, max_attempts=max_attempts, force=force, cleared=cleared,
+                  command=command)
 
 
 def run_conf_problem(run_type: str, conf: dict | None, partition_key: str | None) -> str | None:

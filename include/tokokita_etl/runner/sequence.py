@@ -65,7 +65,7 @@ def gate(pipeline: Pipeline, settings: Settings, day: date, *, force: bool, rese
                              lookback_days=settings.lookback_days,
                              max_attempts=settings.max_attempts, force=force,
                              reset_attempts=reset_attempts, cleared=cleared,
-                             tz=settings.timezone)
+                             tz=settings.timezone, command=pipeline.run_command)
     reason = decision.reason
     if decision.action is Action.SKIP and state.has_success(day) and (
             change := changed_since_processed(pipeline, settings, state.entry(day), day)):
@@ -106,7 +106,7 @@ def enter_stage(pipeline: Pipeline, settings: Settings, day: date, *, stage: str
     holder_finished = _asked_once(holder_finished)
     reconcile_intent(pipeline, settings, day, now, holder_finished, owner)
     decision = stage_decision(store.read(), day, max_attempts=settings.max_attempts,
-                              force=force, cleared=cleared)
+                              force=force, cleared=cleared, command=pipeline.run_command)
     if decision.action is Action.RUN:
         ensure(settings, found)
         claim_to_change(pipeline, settings, day, owner, stage, now, holder_finished)

@@ -177,7 +177,7 @@ def _state_of(pipeline: Pipeline, settings: Settings, state, day: date, now: dat
         if is_blocked(state, day, settings.max_attempts):  # (settled: that failure counted)
             return {"state": DateState.BLOCKED, "label": "needs re-run",
                     "reason": f"{gone}, so the date is blocked: run it with reset_attempts",
-                    "unblock": unblock_hint(day)}
+                    "unblock": unblock_hint(day, pipeline.run_command)}
         return {"state": DateState.NEEDS_RERUN, "label": "needs re-run",
                 "reason": f"{gone}; {later}"}
     if entry.get("needs_rerun") and not is_blocked(state, day, settings.max_attempts):
@@ -192,13 +192,14 @@ def _state_of(pipeline: Pipeline, settings: Settings, state, day: date, now: dat
             return {"state": DateState.DONE, "label": "done (changed)",
                     "raw_change": str(change), "reason": f"{done}; {change}: {then}"}
         return {"state": DateState.DONE, "label": "done", "reason": done}
-    decision = decide(state, day, max_attempts=settings.max_attempts)
+    decision = decide(state, day, max_attempts=settings.max_attempts,
+                      command=pipeline.run_command)
     last = f"; last error ({entry.get('failed_stage') or '?'}): " \
            f"{display_text(settings, entry['error'])}" if entry.get("error") else ""
     if decision.action is Action.BLOCKED:
         return {"state": DateState.BLOCKED, "label": f"blocked {used}",
                 "reason": f"blocked after {used} failures since the last success{last}",
-                "unblock": unblock_hint(day)}
+                "unblock": unblock_hint(day, pipeline.run_command)}
     if entry.get("status") == FAILED:
         return {"state": DateState.FAILED, "label": f"failed {used}",
                 "reason": f"failed with attempts left ({used} used); {later}{last}"}

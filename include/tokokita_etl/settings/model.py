@@ -290,9 +290,9 @@ SETTINGS = Settings.model_fields
 #: pipeline's in its own section (`pipelines: {NAME: ...}`, `TOKOKITA_<NAME>__<SETTING>`)
 SHARED_SETTINGS = (
     "timezone", "warehouse_url", "state_url", "raw_dir", "gold_dir", "quarantine_dir",
-    "state_dir", "staging_dir", "work_dir", "warehouse_conn_id", "state_conn_id", "object_storage_conn_id", "notifiers",
-    "declarations", "db_connect_timeout_s", "db_statement_timeout_s", "db_answer_timeout_s",
-    "db_lock_timeout_s",
+    "state_dir", "staging_dir", "work_dir", "warehouse_conn_id", "state_conn_id",
+    "object_storage_conn_id", "notifiers", "declarations", "db_connect_timeout_s",
+    "db_statement_timeout_s", "db_answer_timeout_s", "db_lock_timeout_s",
 )
 #: the setting that names the orders' watermark; another pipeline's watermark is its name
 WATERMARK_NAME = "pipeline"
