@@ -71,5 +71,6 @@ STOCK = Pipeline(
     outcome=outcome,
     raw=RAW,
     defaults={"cron": "0 3 * * *"},
+    columns=("extracted",),
     tags=("tokokita", "stock"),
 )

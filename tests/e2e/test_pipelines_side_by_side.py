@@ -180,6 +180,8 @@ def test_the_status_page_shows_both_pipelines_and_unblocks_the_stocks_date(two_p
         assert frame.locator(f"#d-{t(4)}").get_attribute("data-state") == "blocked"
         assert frame.locator(f"#d-{t(5)}").get_attribute("data-state") == "done"
         assert frame.locator("#chart").count() == 0  # the stock records no orders figures
+        assert frame.locator("#dates th").all_inner_texts() == [  # its declaration's columns
+            "date", "state", "why", "attempts", "extracted", "duration", "Airflow runs", "action"]
         if save:
             SCREENSHOTS.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=SCREENSHOTS / "status-two-pipelines.png")

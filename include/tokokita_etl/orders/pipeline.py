@@ -89,4 +89,5 @@ ORDERS = Pipeline(
     lineage=stage_lineage,
     done_line=done_line,
     command="tokokita-etl run",  # the command line's default pipeline
+    columns=("extracted", "fact", "karantina", "duplikat", "quarantine", "bruto", "bersih"),
 )

@@ -98,6 +98,9 @@ class Pipeline:
     lineage: StageLineage | None = None
     #: what a success did, from its watermark entry, for the command line's `[summary]` line
     done_line: Callable[[Mapping[str, Any]], str] | None = None
+    #: the counts and amounts of its status rows the status page shows, in order (of
+    #: `extracted`, `fact`, `karantina`, `duplikat`, `quarantine`, `bruto`, `bersih`)
+    columns: tuple[str, ...] = ()
     #: the command that runs its dates (named in the hints a person reads); default
     #: `tokokita-etl run --pipeline <name>`
     command: str = ""

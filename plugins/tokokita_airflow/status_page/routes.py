@@ -48,7 +48,8 @@ def _about(pipeline: Any) -> dict[str, Any]:
     from tokokita_etl.pipelines import DEFAULT
 
     query = "" if pipeline.name == DEFAULT else urlencode({"pipeline": pipeline.name})
-    return {"pipeline": pipeline.name, "dag_id": pipeline.dag_id, "query": query}
+    return {"pipeline": pipeline.name, "dag_id": pipeline.dag_id, "query": query,
+            "counts_shown": pipeline.columns}
 
 
 def _html(request: Request, template: str, pipeline: Any, *, user: str, **context: Any
