@@ -113,3 +113,26 @@ def test_an_ended_run_whose_state_is_an_airflow_connection_is_left_to_the_next_r
             for table in (WATERMARK, CLAIMS, MANIFESTS):
                 conn.exec_driver_sql(f"DELETE FROM {table} WHERE pipeline = %(p)s",
                                      {"p": settings.pipeline})
+
+
+def test_an_ended_run_releases_the_claim_in_the_state_of_its_dags_pipeline(project, monkeypatch):
+    """A run of a declared pipeline's DAG releases its claim in that pipeline's state, never
+    the orders' claim on the same date; a DAG on the timetable that is no pipeline's is left
+    alone."""
+    from stock_pipeline import STOCK
+
+    monkeypatch.setenv("TOKOKITA_DECLARATIONS", "stock_pipeline:STOCK")
+    orders, stock = pipeline_settings(ORDERS), pipeline_settings(STOCK)
+    day, now = date(2026, 11, 2), datetime.now(UTC)
+    stock_run = SimpleNamespace(**{**vars(ended_run(partition_key=day.isoformat())),
+                                   "dag_id": STOCK.dag_id})
+    unknown_run = SimpleNamespace(**{**vars(stock_run), "dag_id": "someone_elses_dag"})
+    same_owner = f"airflow:{STOCK.dag_id}:{stock_run.run_id}"
+    claim_date(stock, day, same_owner, now, lambda _owner: False)
+    claim_date(orders, day, "airflow:tokokita_orders_daily:manual__z", now, lambda _owner: False)
+
+    on_dag_run_success(dag_run=unknown_run, msg="success")
+    assert read_claim(stock, day).owner == same_owner
+    on_dag_run_failed(dag_run=stock_run, msg="task_failure")
+    assert read_claim(stock, day) is None
+    assert read_claim(orders, day).owner == "airflow:tokokita_orders_daily:manual__z"
