@@ -161,6 +161,10 @@ def test_the_status_page_shows_both_pipelines_and_unblocks_the_stocks_date(two_p
         unknown = api.get("/tokokita/", params={"pipeline": "nope"})
         assert unknown.status_code == 404
         assert "Unknown pipeline 'nope'; pipelines: orders, stock" in unknown.text
+    with httpx.Client(base_url=stack.target.api_url, timeout=60) as anonymous:
+        for path in ("/tokokita/", "/tokokita/status.json"):  # no name told before a login
+            answer = anonymous.get(path, params={"pipeline": "nope"})
+            assert answer.status_code in (401, 303) and "stock" not in answer.text, path
 
     (stack.data / "raw" / f"stok_{t(4)}.csv").write_text(GOOD, encoding="utf-8")  # the fix
     save = os.environ.get("TOKOKITA_SAVE_SCREENSHOTS") == "1"

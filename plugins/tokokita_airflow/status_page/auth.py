@@ -24,9 +24,10 @@ async def _user(request: Request) -> Any:
     return await get_user(request, None, await bearer_scheme(request))
 
 
-def requested_pipeline(request: Request) -> Any:
-    """The pipeline a request is about: its `pipeline` query parameter (default: the default
-    pipeline); 404 naming the known ones for another name."""
+def requested_pipeline(request: Request, user: Annotated[Any, Depends(_user)]) -> Any:
+    """The pipeline a request of a signed-in `user` is about: its `pipeline` query parameter
+    (default: the default pipeline); 404 naming the known ones for another name (after the
+    login: no name is told to a request without one)."""
     from tokokita_airflow.runtime import every_pipeline
     from tokokita_etl.pipelines import DEFAULT
 
@@ -46,7 +47,7 @@ def _access(method: str):
         from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
         from airflow.api_fastapi.core_api.security import requires_access_dag
 
-        dag_id = requested_pipeline(request).dag_id
+        dag_id = requested_pipeline(request, user).dag_id
         requires_access_dag(method, DagAccessEntity.RUN, param_dag_id=dag_id)(request, user)
 
     return Depends(check)
