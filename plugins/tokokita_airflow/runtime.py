@@ -57,7 +57,9 @@ def every_pipeline() -> dict[str, Pipeline]:
 
 def pipeline_of_dag(dag_id: str) -> Pipeline | None:
     """The pipeline whose DAG is `dag_id`, or None (not a pipeline's DAG)."""
-    return next((p for p in every_pipeline().values() if p.dag_id == dag_id), None)
+    from tokokita_etl.pipelines import by_dag_id
+
+    return by_dag_id(dag_id, shared_settings().declarations)
 
 
 def run_anchor(context: Context) -> datetime:

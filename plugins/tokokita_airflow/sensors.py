@@ -86,7 +86,8 @@ class RawPartitionSensor(BaseSensorOperator):
         from tokokita_airflow.triggers import RawPartitionTrigger
 
         deadline = self.wait_deadline(context)
-        filepath = str(self._path(partition_date(context, self._settings())))
+        settings = self._settings()
+        filepath = str(self._path(settings, partition_date(context, settings)))
         self.defer(
             trigger=RawPartitionTrigger(
                 filepath=filepath, deadline=deadline.isoformat(), poll_interval=self.poke_interval,
@@ -111,34 +112,36 @@ class RawPartitionSensor(BaseSensorOperator):
         from tokokita_airflow.connections import use_object_storage
         from tokokita_etl.storage import is_url
 
-        if not is_url(self._raw_dir()):
+        settings = self._settings()
+        if not is_url(self._raw_dir(settings)):
             return ""
-        conn_id = self._settings().object_storage_conn_id
+        conn_id = settings.object_storage_conn_id
         use_object_storage(conn_id)
         return conn_id
 
     def _settings(self):
         return configured_settings(self.pipeline)
 
-    def _raw_dir(self):
+    def _raw_dir(self, settings):
         from pathlib import Path
 
         from tokokita_etl.storage import is_url
 
         if not self.raw_dir:
-            return self.pipeline.raw.folder(self._settings())
+            return self.pipeline.raw.folder(settings)
         return self.raw_dir if is_url(self.raw_dir) else Path(self.raw_dir)
 
-    def _path(self, day):
+    def _path(self, settings, day):
         """The raw file of `day` in the folder this sensor watches."""
-        return self.pipeline.raw.path(self._settings(), day, self._raw_dir())
+        return self.pipeline.raw.path(settings, day, self._raw_dir(settings))
 
     def poke(self, context: Context) -> bool:
         """Check partition D; raise skip when waiting longer is pointless."""
         from tokokita_etl.settings.layout import partition_file_exists
 
-        day = partition_date(context, self._settings())
-        path = self._path(day)
+        settings = self._settings()
+        day = partition_date(context, settings)
+        path = self._path(settings, day)
         if partition_file_exists(path):
             self.log.info("Partition %s is present: %s", day, path)
             return True

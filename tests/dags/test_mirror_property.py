@@ -49,15 +49,17 @@ def created_runs(timetable, start: datetime, now: datetime) -> list[tuple[dateti
 def processed_dates(timetable, store, raw_dir: Path, now: datetime, start: datetime,
                     lookback: int, max_attempts: int) -> list[date]:
     """What those runs process: sensor decision, then gate decision, per run."""
+    from tokokita_etl.orders.pipeline import ORDERS
     from tokokita_etl.runner.policy import gate_decision, sensor_decision
     from tokokita_etl.runner.schedule import partition_date_for_run
-    from tokokita_etl.settings.layout import partition_exists
+    from tokokita_etl.settings.model import Settings
 
     out = []
     for fire, day in created_runs(timetable, start, now):
         assert day == partition_date_for_run(fire, "Asia/Jakarta")  # the run at D+1 does D
-        seen = sensor_decision(present=partition_exists(raw_dir, day), run_type="scheduled",
-                               fire_time=fire, now=now, wait_window=WAIT_WINDOW)
+        seen = sensor_decision(present=ORDERS.raw.exists(Settings(raw_dir=raw_dir), day),
+                               run_type="scheduled", fire_time=fire, now=now,
+                               wait_window=WAIT_WINDOW)
         if seen != "present":
             continue
         decision = gate_decision(store.read(), day, run_type="scheduled", now=now,
@@ -86,9 +88,10 @@ entries = st.one_of(
        states=st.lists(entries, min_size=16, max_size=16))
 def test_catchup_runs_process_exactly_the_due_dates(timetable, day, at, utc_clock, lookback,
                                                     max_attempts, present, states):
+    from tokokita_etl.orders.pipeline import ORDERS
     from tokokita_etl.runner.policy import due_runs
     from tokokita_etl.runner.stores.files import StateStore
-    from tokokita_etl.settings.layout import present_in
+    from tokokita_etl.settings.model import Settings
 
     now = datetime.combine(day, at, tzinfo=JKT)
     if utc_clock:
@@ -107,7 +110,8 @@ def test_catchup_runs_process_exactly_the_due_dates(timetable, day, at, utc_cloc
         start = datetime.combine(day - timedelta(days=20), time(0, 0), tzinfo=JKT)
 
         airflow_dates = processed_dates(timetable, store, raw, now, start, lookback, max_attempts)
-        due = due_runs(store.read(), now, present_in(raw), lookback, max_attempts, tz="Asia/Jakarta")
+        due = due_runs(store.read(), now, ORDERS.raw.present(Settings(raw_dir=raw)), lookback,
+                       max_attempts, tz="Asia/Jakarta")
 
     local = now.astimezone(JKT)
     if local.time() < time(2, 30):

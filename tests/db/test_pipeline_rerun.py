@@ -22,7 +22,6 @@ from tokokita_etl.orders.pipeline import ORDERS
 from tokokita_etl.pipeline import run_for_date
 from tokokita_etl.runner.policy import due_runs
 from tokokita_etl.runner.stores.files import StateStore
-from tokokita_etl.settings.layout import present_in
 from tokokita_etl.warehouse.database import Warehouse
 
 D02, D03, D04 = SAMPLE_DATES
@@ -230,12 +229,12 @@ def test_reference_scenarios_hold_after_real_pipeline_runs(sqlite_workspace):
     settings_ = ws.settings()
     state = StateStore(settings_.state_file, "etl-pesanan-tokokita")
     nov5, nov6 = datetime(2026, 11, 5, 2, 30, tzinfo=JKT), datetime(2026, 11, 6, 2, 30, tzinfo=JKT)
-    assert due_runs(state.read(), nov5, present_in(settings_.raw_dir), 7, 3,
+    assert due_runs(state.read(), nov5, ORDERS.raw.present(settings_), 7, 3,
                     tz="Asia/Jakarta") == [D02, D03, D04]
     for day in (D02, D03):
         assert run_for_date(ORDERS, settings_, day, log=lambda _: None).status == "success"
-    assert due_runs(state.read(), nov6, present_in(settings_.raw_dir), 7, 3,
+    assert due_runs(state.read(), nov6, ORDERS.raw.present(settings_), 7, 3,
                     tz="Asia/Jakarta") == [D04]
     assert run_for_date(ORDERS, settings_, D04, log=lambda _: None).status == "success"
-    assert due_runs(state.read(), nov6, present_in(settings_.raw_dir), 7, 3,
+    assert due_runs(state.read(), nov6, ORDERS.raw.present(settings_), 7, 3,
                     tz="Asia/Jakarta") == []

@@ -164,9 +164,9 @@ def wait_past_midnight(now: datetime, margin_s: float = 420) -> float:
 def e2e(tmp_path_factory, request):
     """The seeded, running stack (default or scale-out profile); stopped and its databases
     dropped afterwards."""
+    from tokokita_etl.orders.pipeline import ORDERS
     from tokokita_etl.runner.policy import due_runs
     from tokokita_etl.runner.stores import state_store
-    from tokokita_etl.settings.layout import present_in
 
     started = time.monotonic()
     waited = wait_past_midnight(datetime.now(UTC))
@@ -184,7 +184,7 @@ def e2e(tmp_path_factory, request):
         with stack.object_store():  # this process reads and writes the stack's bucket
             seed(stack, plan)
             settings = stack.settings()
-            plan.due_before = due_runs(state_store(settings).read(), plan.now, present_in(settings.raw_dir),
+            plan.due_before = due_runs(state_store(settings).read(), plan.now, ORDERS.raw.present(settings),
                                        settings.lookback_days, settings.max_attempts,
                                        tz=settings.timezone)
             stack.start()
@@ -311,12 +311,12 @@ def test_catchup_processes_exactly_the_due_runs(e2e):
     assert stack.warehouse_dates() == done
     assert stack.gold_dates() == done
     # nothing is left due at this clock
+    from tokokita_etl.orders.pipeline import ORDERS
     from tokokita_etl.runner.policy import due_runs
     from tokokita_etl.runner.watermark import Watermark
-    from tokokita_etl.settings.layout import present_in
 
     settings = stack.settings()
-    assert due_runs(Watermark({"runs": marks}), plan.now, present_in(settings.raw_dir),
+    assert due_runs(Watermark({"runs": marks}), plan.now, ORDERS.raw.present(settings),
                     settings.lookback_days, settings.max_attempts, tz=JKT) == []
 
 

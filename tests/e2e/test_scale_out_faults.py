@@ -171,13 +171,13 @@ def reference_gold(root: Path, partitions: dict[date, bytes]) -> dict[date, byte
 
 
 def due_now(stack: EphemeralStack) -> list[date]:
+    from tokokita_etl.orders.pipeline import ORDERS
     from tokokita_etl.runner.policy import due_runs
     from tokokita_etl.runner.stores import state_store
-    from tokokita_etl.settings.layout import present_in
 
     settings = stack.settings()
     with stack.object_store():
-        return due_runs(state_store(settings).read(), datetime.now(UTC), present_in(settings.raw_dir),
+        return due_runs(state_store(settings).read(), datetime.now(UTC), ORDERS.raw.present(settings),
                         settings.lookback_days, settings.max_attempts, tz=settings.timezone)
 
 

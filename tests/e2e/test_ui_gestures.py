@@ -305,13 +305,13 @@ def test_a_bad_partition_fails_in_seconds_then_blocks_and_reset_attempts_recover
     stack.api.request("PATCH", f"/dags/{DAG_ID}/dagRuns/{run['dag_run_id']}", expect=(200,),
                       json={"state": "success"})
     assert entry(stack, dates.bad)["status"] == "failed"
+    from tokokita_etl.orders.pipeline import ORDERS
     from tokokita_etl.runner.policy import due_runs
     from tokokita_etl.runner.stores import state_store
-    from tokokita_etl.settings.layout import present_in
 
     settings = stack.settings()
     assert dates.bad in due_runs(state_store(settings).read(), datetime.now(UTC),
-                                 present_in(settings.raw_dir), settings.lookback_days,
+                                 ORDERS.raw.present(settings), settings.lookback_days,
                                  settings.max_attempts, tz=settings.timezone)
 
     assert trigger(stack, dates.bad)["state"] == "failed"  # attempt 3

@@ -87,7 +87,6 @@ from tokokita_etl.runner.schedule import parse_now
 from tokokita_etl.runner.status import status_rows
 from tokokita_etl.runner.stores.files import StateStore
 from tokokita_etl.runner.watermark import IN_PROGRESS
-from tokokita_etl.settings.layout import present_in
 
 DAY = date(2026, 11, 10)
 OTHER = DAY - timedelta(days=1)  # in the state before the kills; no kill of DAY may touch it
@@ -583,7 +582,7 @@ def _check_coherent(s: Stores, versions: dict[str, Version], other: dict,
     clock = parse_now(f"{DAY + timedelta(days=1)}T03:00", settings.timezone)
     row = next(r for r in status_rows(ORDERS, settings, clock) if r["date"] == DAY.isoformat())
     due = [d.isoformat() for d in due_runs(settled_watermark(settings, clock), clock,
-                                           present_in(settings.raw_dir), settings.lookback_days,
+                                           ORDERS.raw.present(settings), settings.lookback_days,
                                            settings.max_attempts, tz=settings.timezone)]
     if IN_PROGRESS in entry:
         assert killed.ended is None

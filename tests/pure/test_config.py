@@ -16,8 +16,9 @@ from tests.conftest import HEADER, REPO
 from tokokita_etl import cli
 from tokokita_etl.errors import ConfigError
 from tokokita_etl.orders.gold import staged_gold_path
+from tokokita_etl.orders.pipeline import ORDERS
 from tokokita_etl.orders.transform import duckdb_config
-from tokokita_etl.settings.layout import gold_path, partition_exists, partition_file_exists
+from tokokita_etl.settings.layout import gold_path, partition_file_exists
 from tokokita_etl.settings.model import ENV_VARS, SETTINGS, Settings, default
 from tokokita_etl.settings.sources import load_settings
 
@@ -356,12 +357,12 @@ def test_each_value_records_its_source(tmp_path):
 def test_a_partition_exists_when_its_file_is_there_and_not_empty(tmp_path):
     day = date(2026, 11, 2)
     path = Settings(raw_dir=tmp_path).partition_path(day)
-    assert not partition_file_exists(path) and not partition_exists(tmp_path, day)
+    assert not partition_file_exists(path) and not ORDERS.raw.exists(Settings(raw_dir=tmp_path), day)
     path.write_bytes(b"")
-    assert not partition_file_exists(path) and not partition_exists(tmp_path, day)
+    assert not partition_file_exists(path) and not ORDERS.raw.exists(Settings(raw_dir=tmp_path), day)
     path.write_text(HEADER + "\n")
     assert partition_file_exists(path) and partition_file_exists(str(path))
-    assert partition_exists(tmp_path, day)
+    assert ORDERS.raw.exists(Settings(raw_dir=tmp_path), day)
     path.unlink()
     path.mkdir()
     assert not partition_file_exists(path)

@@ -21,6 +21,7 @@ from tokokita_etl.orders.stages import (
 )
 from tokokita_etl.runner.declaration import Pipeline, RawFiles, Stage
 from tokokita_etl.runner.inputs import RAW
+from tokokita_etl.runner.policy import RUN_COMMAND
 from tokokita_etl.settings.layout import raw_file_name
 from tokokita_etl.storage import is_url
 
@@ -88,6 +89,6 @@ ORDERS = Pipeline(
     asset=("tokokita_summary_harian", "tokokita://gold/summary_harian"),
     lineage=stage_lineage,
     done_line=done_line,
-    command="tokokita-etl run",  # the command line's default pipeline
+    command=RUN_COMMAND,  # the command line's default pipeline
     columns=("extracted", "fact", "karantina", "duplikat", "quarantine", "bruto", "bersih"),
 )

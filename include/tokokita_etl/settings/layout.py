@@ -4,8 +4,6 @@ as instants in the pipeline's zone.
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
 from datetime import date, datetime, time
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -40,16 +38,6 @@ def partition_file_exists(path: Location) -> bool:
         return path.is_file() and path.stat().st_size > 0
     except OSError:
         return False
-
-
-def partition_exists(raw_dir: Location, day: date) -> bool:
-    """Whether partition `day` is there (`partition_file_exists` of its exact file)."""
-    return partition_file_exists(partition_path(raw_dir, day))
-
-
-def present_in(raw_dir: Location) -> Callable[[date], bool]:
-    """Whether a date's partition is in `raw_dir`: the question `due_runs` asks of each date."""
-    return functools.partial(partition_exists, raw_dir)
 
 
 def gold_path(gold_dir: Location, day: date) -> Location:

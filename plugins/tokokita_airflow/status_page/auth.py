@@ -43,12 +43,15 @@ def _access(method: str):
     """Dependency: Airflow's own check of `method` on the runs of the requested pipeline's
     DAG (403 when refused)."""
 
-    def check(request: Request, user: Annotated[Any, Depends(_user)]) -> None:
+    # the pipeline as a dependency: FastAPI resolves it once per request, for this check and
+    # for the route that takes it too
+    def check(request: Request, user: Annotated[Any, Depends(_user)],
+              pipeline: Annotated[Any, Depends(requested_pipeline)]) -> None:
         from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
         from airflow.api_fastapi.core_api.security import requires_access_dag
 
-        dag_id = requested_pipeline(request, user).dag_id
-        requires_access_dag(method, DagAccessEntity.RUN, param_dag_id=dag_id)(request, user)
+        requires_access_dag(method, DagAccessEntity.RUN, param_dag_id=pipeline.dag_id)(
+            request, user)
 
     return Depends(check)
 
