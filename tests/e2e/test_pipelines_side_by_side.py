@@ -144,8 +144,9 @@ def test_a_block_a_clear_and_a_forced_run_of_one_pipeline_never_touch_the_other(
 
 
 def test_the_status_page_shows_both_pipelines_and_unblocks_the_stocks_date(two_pipelines):
-    """In Chromium: Browse > TokoKita status, a tab per pipeline; the stock's, its blocked
-    date fixed and unblocked through the page; the orders' T-4 untouched."""
+    """In Chromium: Browse > TokoKita status, a tab per pipeline; on the stock's, inside the
+    UI's frame, its blocked date fixed and unblocked (Unblock, then its confirmation); the
+    orders' T-4 untouched."""
     from tests.browser import chromium
 
     stack = two_pipelines
@@ -189,19 +190,19 @@ def test_the_status_page_shows_both_pipelines_and_unblocks_the_stocks_date(two_p
         if save:
             SCREENSHOTS.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=SCREENSHOTS / "status-two-pipelines.png")
-        own = context.new_page()  # the page on its own address, where its actions post
-        own.goto(f"{stack.target.api_url}/tokokita/?pipeline=stock")
         orders_t4 = stack.watermark()[t(4)]
-        own.click(f"#unblock-{t(4)}")
-        own.wait_for_selector("#confirm")
-        assert own.locator("code").first.inner_text() == STOCK_DAG
-        own.click("#confirm")
-        own.wait_for_selector("#created")
-        run_id = own.locator("#created").inner_text()
-        assert STOCK_DAG in own.locator("#created").get_attribute("href")
+        # as a person does it: Unblock and its confirmation inside the UI's frame
+        frame.locator(f"#unblock-{t(4)}").click()
+        frame.locator("#confirm").wait_for()
+        assert frame.locator("code").first.inner_text() == STOCK_DAG
+        frame.locator("#confirm").click()
+        frame.locator("#created").wait_for()
+        run_id = frame.locator("#created").inner_text()
+        assert STOCK_DAG in frame.locator("#created").get_attribute("href")
         assert stack.api.wait_run(STOCK_DAG, run_id)["state"] == "success"
-        own.click("text=Back to the status page")
-        assert own.locator(f"#d-{t(4)}").get_attribute("data-state") == "done"
+        frame.locator("text=Back to the status page").click()
+        frame.locator(f"#d-{t(4)}").wait_for()
+        assert frame.locator(f"#d-{t(4)}").get_attribute("data-state") == "done"
         context.close()
     assert stack.watermark()[t(4)] == orders_t4  # the orders' T-4: untouched
     entry = stack.watermark(STOCK)[t(4)]
