@@ -35,7 +35,7 @@ def run_project(spec: dict) -> dict:
     """The project's pipeline for one date, end to end (extract to gold), fresh state."""
     from datetime import date
 
-    from tokokita_etl.pipeline import run_for_date
+    from tokokita_etl.runner.sequence import run_for_date
     from tokokita_etl.settings.sources import load_settings
 
     imported = time.perf_counter()

@@ -16,13 +16,13 @@ from typing import NoReturn
 
 from tokokita_etl.errors import EXIT_USAGE, EtlError, StateError
 from tokokita_etl.files import write_text_atomic
-from tokokita_etl.pipeline import run_for_date
 from tokokita_etl.pipelines import DEFAULT, PIPELINES, by_name, settings_of
 from tokokita_etl.runner.claims import settled_watermark
 from tokokita_etl.runner.declaration import Pipeline
 from tokokita_etl.runner.identity import reconcile, verify
 from tokokita_etl.runner.policy import due_runs
 from tokokita_etl.runner.schedule import parse_now, parse_run_date, utc_now
+from tokokita_etl.runner.sequence import run_for_date
 from tokokita_etl.runner.staging import WARNING_PREFIX
 from tokokita_etl.runner.status import format_status, status_rows, warehouse_problem
 from tokokita_etl.runner.stores import state_store

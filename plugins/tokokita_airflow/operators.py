@@ -63,10 +63,8 @@ class WatermarkGateOperator(BaseOperator):
             return self._gate(context)
 
     def _gate(self, context: Context) -> dict[str, Any]:
-        from tokokita_etl.errors import BlockedError, ConcurrentRunError
-        from tokokita_etl.runner.outcomes import BLOCKED, SKIPPED, finish_refused, finish_skip
         from tokokita_etl.runner.policy import Action
-        from tokokita_etl.runner.sequence import gate
+        from tokokita_etl.runner.sequence import open_run
 
         pipeline = self.pipeline
         settings = pipeline_settings(pipeline)
@@ -78,15 +76,13 @@ class WatermarkGateOperator(BaseOperator):
         cleared = run_cleared(context)
         self.log.info("This %s run processes partition %s (force=%s, reset_attempts=%s%s)",
                       run_type(context), day, force, reset, ", cleared" if cleared else "")
-        try:
-            decision = gate(pipeline, settings, day, force=force, reset_attempts=reset, now=now,
-                            by=owner, run_type=run_type(context), cleared=cleared,
-                            holder_finished=holder_finished)
-        except ConcurrentRunError as exc:
-            finish_refused(settings, day, exc, status=SKIPPED, started=now,
-                           now=datetime.now(UTC), trigger=owner)
-            self.log.warning("Skipped: %s", exc)
-            raise AirflowSkipException(str(exc)) from None
+        decision = open_run(pipeline, settings, day, force=force, reset_attempts=reset, now=now,
+                            by=owner, trigger=owner, run_type=run_type(context),
+                            cleared=cleared, holder_finished=holder_finished,
+                            clock=lambda: datetime.now(UTC))
+        if decision.held:
+            self.log.warning("Skipped: %s", decision.message)
+            raise AirflowSkipException(decision.message)
         if decision.reconciled is not None:
             self.log.warning("%s needs re-run: %s", day, decision.reconciled)
         if decision.reset_from is not None:
@@ -94,16 +90,12 @@ class WatermarkGateOperator(BaseOperator):
                              "(recorded in the watermark's resets)", day, decision.reset_from,
                              owner)
         if decision.action is Action.SKIP:
-            outcome = finish_skip(settings, day, started=now, now=datetime.now(UTC), trigger=owner,
-                                  message=decision.message)
-            self.log.info("Skipped: %s; manifest %s", decision.message, outcome.manifest)
+            self.log.info("Skipped: %s; manifest %s", decision.message,
+                          decision.refused.manifest)
             raise AirflowSkipException(decision.message)
         if decision.action is Action.BLOCKED:
-            outcome = finish_refused(settings, day, BlockedError(decision.message),
-                                     status=BLOCKED, started=now, now=datetime.now(UTC),
-                                     trigger=owner)
             self.log.error("Blocked: %s", decision.message)
-            _end_of_run(self.log, settings, "fail", outcome.summary, context)
+            _end_of_run(self.log, settings, "fail", decision.refused.summary, context)
             raise AirflowFailException(decision.message)
         self.log.info("Decision: %s", decision.message)
         from tokokita_airflow.notifiers import alert
@@ -228,11 +220,10 @@ class EtlStageOperator(BaseOperator):
             return self._stage(context)
 
     def _stage(self, context: Context) -> dict[str, Any]:
-        from tokokita_etl.errors import BlockedError, ConcurrentRunError
-        from tokokita_etl.runner.claims import claim_started, release_date
-        from tokokita_etl.runner.outcomes import BLOCKED, finish_refused, finish_success
+        from tokokita_etl.errors import ConcurrentRunError
+        from tokokita_etl.runner.claims import claim_started
         from tokokita_etl.runner.policy import Action
-        from tokokita_etl.runner.sequence import enter_stage
+        from tokokita_etl.runner.sequence import close_run, enter_stage
         from tokokita_etl.runner.staging import release_working_copy
 
         pipeline = self.pipeline
@@ -259,9 +250,7 @@ class EtlStageOperator(BaseOperator):
         if decision.action is Action.SKIP:
             self.log.info("Skipped: %s", decision.reason)
             raise AirflowSkipException(decision.reason)
-        if decision.action is Action.BLOCKED:
-            finish_refused(settings, day, BlockedError(decision.reason), status=BLOCKED,
-                           started=now, now=now, trigger=owner)
+        if decision.action is Action.BLOCKED:  # (its manifest is written)
             self.log.error("Blocked, no attempt recorded: %s", decision.reason)
             raise AirflowFailException(decision.reason)
         try:
@@ -272,9 +261,8 @@ class EtlStageOperator(BaseOperator):
             meta = {"partition_date": day.isoformat(), "stage": self.stage,
                     "duration_ms": result.get("duration_ms")}
             if self.stage == pipeline.stage_names[-1]:  # the last stage records the success
-                outcome = finish_success(pipeline, settings, day, now=datetime.now(UTC),
-                                         trigger=owner, started=started)
-                release_date(settings, day, owner)
+                outcome = close_run(pipeline, settings, day, owner=owner, started=started,
+                                    now=datetime.now(UTC), trigger=owner)
                 for asset in self.outlets:
                     context["outlet_events"][asset].extra = {
                         "partition_date": day.isoformat(), "gold": outcome.entry.get("gold"),
@@ -349,9 +337,8 @@ class EtlStageOperator(BaseOperator):
         (`AirflowFailException`) for a partition error or a failure that is no attempt,
         re-raised otherwise (the retry policy decides)."""
         from tokokita_etl.errors import MissingPartitionError, RunStoppedError, ValidationError
-        from tokokita_etl.runner.claims import release_date
-        from tokokita_etl.runner.outcomes import finish_failure
         from tokokita_etl.runner.policy import ErrorKind, classify, failures_since_success
+        from tokokita_etl.runner.sequence import close_run
         from tokokita_etl.runner.staging import WARNING_PREFIX, fetch_inputs, run_stage
         from tokokita_etl.runner.stores import state_store
 
@@ -381,21 +368,22 @@ class EtlStageOperator(BaseOperator):
             if isinstance(exc, ValidationError) and exc.result is not None:
                 self._lineage = (settings, day, exc.result)  # the failed checks too
             kind = classify(exc)
-            outcome = finish_failure(pipeline, settings, day, exc, stage=stage, started=started,
-                                     now=datetime.now(UTC), trigger=owner)
+            # the run ends here unless Airflow retries the stage (the claim stays for the try)
+            ends = isinstance(exc, RunStoppedError | MissingPartitionError) or kind in (
+                ErrorKind.PARTITION, ErrorKind.NOT_AN_ATTEMPT)
+            outcome = close_run(pipeline, settings, day, owner=owner, started=started,
+                                now=datetime.now(UTC), trigger=owner, error=exc, stage=stage,
+                                release=ends)
             if isinstance(exc, RunStoppedError):
-                release_date(settings, day, owner)
                 self.log.warning("Stopped, no failure recorded: %s", outcome.error)
                 raise AirflowFailException(f"{stage}: {outcome.error}") from None
             if isinstance(exc, MissingPartitionError):
-                release_date(settings, day, owner)
                 self.log.info("Skipped, no attempt recorded: %s", outcome.error)
                 raise AirflowSkipException(outcome.error) from None
             failures = failures_since_success(state_store(settings).read().entry(day))
             self.log.error("Stage %s failed for %s (%s error; %d of %d attempts used): %s",
                            stage, day, kind.value, failures, settings.max_attempts,
                            outcome.error)
-            if kind in (ErrorKind.PARTITION, ErrorKind.NOT_AN_ATTEMPT):
-                release_date(settings, day, owner)
+            if ends:
                 raise AirflowFailException(f"{stage}: {outcome.error}") from None
             raise

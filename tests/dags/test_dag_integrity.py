@@ -12,7 +12,7 @@ import pytest
 
 from tests.airflow_support import AIRFLOW_ENV, REPO
 
-HEAVY_MODULES = ("duckdb", "pyarrow", "psycopg", "tokokita_etl.pipeline",
+HEAVY_MODULES = ("duckdb", "pyarrow", "psycopg", "tokokita_etl.runner.sequence",
                  "tokokita_etl.orders.extract", "tokokita_etl.orders.transform", "tokokita_etl.orders.load",
                  "tokokita_etl.warehouse.database")
 

@@ -20,7 +20,7 @@ import pytest
 
 from tests.conftest import HEADER, SAMPLE_RAW, Workspace, in_process_cli, run_cli
 from tokokita_etl.orders.pipeline import ORDERS
-from tokokita_etl.pipeline import run_for_date
+from tokokita_etl.runner.sequence import run_for_date
 from tokokita_etl.runner.stores.files import StateStore
 from tokokita_etl.warehouse.database import Warehouse
 

@@ -18,7 +18,7 @@ from sqlalchemy import text
 
 from tests.conftest import HEADER, SAMPLE_DATES, Workspace, csv_text, read_csv_rows
 from tokokita_etl.orders.pipeline import ORDERS
-from tokokita_etl.pipeline import run_for_date
+from tokokita_etl.runner.sequence import run_for_date
 from tokokita_etl.runner.stores.files import StateStore
 from tokokita_etl.warehouse.checksums import canonical_line
 from tokokita_etl.warehouse.database import Warehouse

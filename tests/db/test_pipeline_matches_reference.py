@@ -13,7 +13,7 @@ from devtools.reference import run_reference
 from devtools.samples import generate_partition
 from tests.conftest import read_csv_rows
 from tokokita_etl.orders.pipeline import ORDERS
-from tokokita_etl.pipeline import run_for_date
+from tokokita_etl.runner.sequence import run_for_date
 
 DAY = date(2026, 11, 10)
 

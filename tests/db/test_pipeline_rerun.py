@@ -19,8 +19,8 @@ from tests.conftest import (
     read_csv_rows,
 )
 from tokokita_etl.orders.pipeline import ORDERS
-from tokokita_etl.pipeline import run_for_date
 from tokokita_etl.runner.policy import due_runs
+from tokokita_etl.runner.sequence import run_for_date
 from tokokita_etl.runner.stores.files import StateStore
 from tokokita_etl.warehouse.database import Warehouse
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from devtools.reference import run_reference
 from tests.conftest import csv_text, read_csv_rows
 from tokokita_etl.orders.pipeline import ORDERS
-from tokokita_etl.pipeline import run_for_date
+from tokokita_etl.runner.sequence import run_for_date
 
 DAY = date(2026, 11, 10)
 

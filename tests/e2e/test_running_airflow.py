@@ -125,7 +125,7 @@ def write_bad(stack: EphemeralStack, day: date) -> None:
 
 def seed(stack: EphemeralStack, plan: Plan) -> None:
     """The state before the stack starts, made with the pipeline itself (as the CLI would)."""
-    from tokokita_etl.pipeline import run_for_date
+    from tokokita_etl.runner.sequence import run_for_date
 
     settings = stack.settings()
     quiet = lambda line: None  # noqa: E731

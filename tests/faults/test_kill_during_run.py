@@ -74,7 +74,6 @@ from tests.conftest import Workspace, clean_env, run_cli
 from tests.faults.conftest import final_files, warehouse_rows
 from tokokita_etl.orders.contract import STAGED_GOLD_PREFIX
 from tokokita_etl.orders.pipeline import ORDERS
-from tokokita_etl.pipeline import run_for_date
 from tokokita_etl.runner.claims import (
     claim_date,
     interrupted_stage,
@@ -84,6 +83,7 @@ from tokokita_etl.runner.claims import (
 from tokokita_etl.runner.liveness import cli_holder_finished, cli_owner
 from tokokita_etl.runner.policy import due_runs
 from tokokita_etl.runner.schedule import parse_now
+from tokokita_etl.runner.sequence import run_for_date
 from tokokita_etl.runner.status import status_rows
 from tokokita_etl.runner.stores.files import StateStore
 from tokokita_etl.runner.watermark import IN_PROGRESS

@@ -42,7 +42,7 @@ class Project:
         blocked in the shared watermark without a DAG run per attempt (each failed DAG run
         costs `dag.test()` a second per task left to mark upstream_failed)."""
         from tokokita_airflow.runtime import pipeline_settings
-        from tokokita_etl.pipeline import run_for_date
+        from tokokita_etl.runner.sequence import run_for_date
 
         settings = pipeline_settings(ORDERS)
         for _ in range(times):

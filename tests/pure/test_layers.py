@@ -6,7 +6,7 @@
 - `runner/` (partitions, decisions, watermark, claims, outcomes, status): warehouse,
   settings and shared, never a pipeline's domain;
 - `orders/` (the orders pipeline's domain): the runner and everything below it;
-- the composition (`cli`, `pipeline`, `pipelines`, `__main__`): anything.
+- the composition (`cli`, `pipelines`, `__main__`): anything.
 
 The Airflow adapters (`plugins/`) serve any pipeline, so they never import a domain.
 
@@ -25,7 +25,7 @@ from tests.import_graph import PACKAGE, ROOT, import_graph, write_tree
 
 REPO = ROOT.parent
 SHARED = {"errors", "files", "storage", "masking", "cron"}
-COMPOSITION = {"cli", "pipeline", "pipelines", "__main__"}
+COMPOSITION = {"cli", "pipelines", "__main__"}
 ALLOWED = {
     "shared": {"shared"},
     "settings": {"settings", "shared"},

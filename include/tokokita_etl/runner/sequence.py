@@ -1,21 +1,63 @@
-"""The gate a run passes before its first stage, and the check each later stage makes: the
-watermark's decision, the claim and the intent, in that order.
+"""A run of one partition, in the steps the command line and the Airflow tasks share.
+
+- `open_run`: the gate a run passes before its first stage (the watermark's decision, the
+  claim and the intent, in that order); a run that does not proceed (skipped, blocked, held
+  by another run) gets its manifest here.
+- `enter_stage`: the same rules for a later stage, which Airflow can run on its own (a
+  cleared task).
+- `runner.staging.run_stage`: one stage.
+- `close_run`: the outcome (success, or the failure that ended the run) and the release.
+
+`run_for_date` is the command line's run, the steps in one process. On Airflow each task is
+a process of its own: the gate operator opens, each stage operator enters and runs its stage,
+the last one closes.
+
+Pings (`notify.ping`, when `ping_url` is set) on the command line: `/start` once the gate
+decides to process the date, then the success URL or `/fail` with the run's summary line as
+the body; a blocked date pings `/fail` (it needs a person); a skipped run (done, held by
+another run) pings nothing. On Airflow the notifiers do it.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, datetime
 
-from tokokita_etl.runner.claims import check_writable, claim_to_change, reconcile_intent
+from tokokita_etl.errors import BlockedError, ConcurrentRunError, EtlError
+from tokokita_etl.runner.claims import (
+    check_writable,
+    claim_to_change,
+    reconcile_intent,
+    release_date,
+)
 from tokokita_etl.runner.declaration import Pipeline
 from tokokita_etl.runner.identity import ensure, verify
 from tokokita_etl.runner.inputs import changed_since_processed
-from tokokita_etl.runner.liveness import cli_holder_finished
+from tokokita_etl.runner.liveness import cli_holder_finished, cli_owner
+from tokokita_etl.runner.notify import ping, start_line, summary_line
+from tokokita_etl.runner.outcomes import (
+    BLOCKED,
+    SKIPPED,
+    RunOutcome,
+    finish_failure,
+    finish_refused,
+    finish_skip,
+    finish_success,
+)
 from tokokita_etl.runner.policy import Action, Decision, gate_decision, stage_decision
+from tokokita_etl.runner.schedule import utc_now
+from tokokita_etl.runner.staging import WARNING_PREFIX, run_stage
 from tokokita_etl.runner.stores import state_store
 from tokokita_etl.runner.watermark import STOPPED, STOPPED_CLEARS, HolderCheck
 from tokokita_etl.settings.model import Settings
+from tokokita_etl.warehouse.database import Warehouse
+
+Log = Callable[[str], None]
+Clock = Callable[[], datetime]
+#: `log_format` values: `text` (progress lines only) or `json` (plus the summary line)
+LOG_FORMATS = ("text", "json")
 
 
 def _asked_once(holder_finished: HolderCheck) -> HolderCheck:
@@ -43,6 +85,11 @@ class GateResult:
     #: what the gate recorded about an earlier run of the date that ended without its
     #: outcome (the date needed a re-run), or None
     reconciled: str | None = None
+    #: the outcome of a run that does not proceed (skipped, blocked, held by another run:
+    #: its manifest is written), or None when it runs (`open_run`)
+    refused: RunOutcome | None = None
+    #: another live run holds the date: the rules were not applied (`open_run`)
+    held: bool = False
 
 
 def gate(pipeline: Pipeline, settings: Settings, day: date, *, force: bool, reset_attempts: bool,
@@ -107,7 +154,131 @@ def enter_stage(pipeline: Pipeline, settings: Settings, day: date, *, stage: str
     reconcile_intent(pipeline, settings, day, now, holder_finished, owner)
     decision = stage_decision(store.read(), day, max_attempts=settings.max_attempts,
                               force=force, cleared=cleared, command=pipeline.run_command)
-    if decision.action is Action.RUN:
+    if decision.action is Action.BLOCKED:
+        finish_refused(settings, day, BlockedError(decision.reason), status=BLOCKED,
+                       started=now, now=now, trigger=owner)
+    elif decision.action is Action.RUN:
         ensure(settings, found)
         claim_to_change(pipeline, settings, day, owner, stage, now, holder_finished)
     return decision
+
+
+def open_run(pipeline: Pipeline, settings: Settings, day: date, *, force: bool,
+             reset_attempts: bool, now: datetime, by: str, trigger: str,
+             run_type: str = "manual", owner: str | None = None, cleared: bool = False,
+             holder_finished: HolderCheck = cli_holder_finished,
+             clock: Clock = utc_now) -> GateResult:
+    """`gate`, and the manifest of a run that does not proceed: `skipped` (done, out of the
+    look-back, or another live run holds the date: `held`), `blocked`. `trigger` is recorded
+    in the manifest; `clock` gives its end."""
+    try:
+        result = gate(pipeline, settings, day, force=force, reset_attempts=reset_attempts,
+                      now=now, by=by, run_type=run_type, owner=owner, cleared=cleared,
+                      holder_finished=holder_finished)
+    except ConcurrentRunError as exc:
+        outcome = finish_refused(settings, day, exc, status=SKIPPED, started=now, now=clock(),
+                                 trigger=trigger)
+        return GateResult(Action.SKIP, str(exc), outcome.attempt, refused=outcome, held=True)
+    if result.action is Action.SKIP:
+        result.refused = finish_skip(settings, day, started=now, now=clock(), trigger=trigger,
+                                     message=result.message)
+    elif result.action is Action.BLOCKED:
+        result.refused = finish_refused(settings, day, BlockedError(result.message),
+                                        status=BLOCKED, started=now, now=clock(),
+                                        trigger=trigger)
+    return result
+
+
+def close_run(pipeline: Pipeline, settings: Settings, day: date, *, owner: str,
+              started: datetime, now: datetime, trigger: str,
+              error: BaseException | None = None, stage: str = "",
+              release: bool = True) -> RunOutcome:
+    """End the run holding `day`: its success (the fields `pipeline.outcome` takes from the
+    stage records), or the failure `error` raised in `stage` (an attempt when it counts); the
+    manifest; then, with `release`, the claim (`release=False`: the run goes on, as when
+    Airflow retries the stage)."""
+    try:
+        if error is None:
+            return finish_success(pipeline, settings, day, started=started, now=now,
+                                  trigger=trigger)
+        return finish_failure(pipeline, settings, day, error, stage=stage, started=started,
+                              now=now, trigger=trigger)
+    finally:
+        if release:
+            release_date(settings, day, owner)
+
+
+def run_for_date(pipeline: Pipeline, settings: Settings, day: date, *, force: bool = False,
+                 reset_attempts: bool = False, now: Clock = utc_now,
+                 log: Log = print, log_format: str = "text",
+                 emit: Log = print) -> RunOutcome:
+    """Run every stage for `day` under the watermark rules: the command line's `run`.
+
+    With `log_format="json"` the run's summary line (`notify.run_summary`) is passed to
+    `emit` when the run ends.
+    """
+    if log_format not in LOG_FORMATS:
+        raise ValueError(f"log_format must be one of {', '.join(LOG_FORMATS)}, got {log_format!r}")
+    Warehouse.from_settings(settings)  # a bad URL is a config error up front
+
+    def warn(message: str) -> None:
+        log(f"{WARNING_PREFIX} {message}")
+
+    started = now()
+    perf = time.perf_counter()
+    owner = cli_owner(started)
+    opened = open_run(pipeline, settings, day, force=force, reset_attempts=reset_attempts,
+                      now=started, by="cli", trigger="cli", owner=owner, clock=now)
+    if opened.held:
+        log(f"[error] {opened.message}")
+    else:
+        if opened.reconciled is not None:
+            log(f"[gate] needs re-run: {opened.reconciled}")
+        if opened.reset_from is not None:
+            log(f"[gate] failures of {day} reset from {opened.reset_from} to 0 "
+                f"(attempt {opened.attempt} kept)")
+        if opened.action is Action.SKIP:
+            log(f"[skip] {opened.message}")
+        elif opened.action is Action.BLOCKED:
+            log(f"[blocked] {opened.message}")
+        elif force:
+            log(f"[gate] {opened.message}")
+    if opened.refused is not None:
+        outcome = opened.refused
+        if opened.action is Action.BLOCKED:
+            ping(settings.ping_url, "fail", summary_line(outcome.summary), warn=warn)
+    else:
+        ping(settings.ping_url, "start", start_line(settings.pipeline, day, started, "cli"),
+             warn=warn)
+        outcome = _run_stages(pipeline, settings, day, owner, started, now, log)
+        ping(settings.ping_url, "success" if outcome.status == "success" else "fail",
+             summary_line(outcome.summary), warn=warn)
+    elapsed = round((time.perf_counter() - perf) * 1000)
+    log(f"[done] {outcome.run_id} status={outcome.status} duration={elapsed}ms "
+        f"exit={outcome.exit_code}")
+    if log_format == "json":
+        emit(summary_line(outcome.summary))
+    return outcome
+
+
+def _run_stages(pipeline: Pipeline, settings: Settings, day: date, owner: str, started: datetime,
+                now: Clock, log: Log) -> RunOutcome:
+    stage = pipeline.stage_names[0]
+    try:
+        for stage in pipeline.stage_names:
+            _, lines = run_stage(pipeline, settings, day, stage)
+            for line in lines:
+                log(line)
+    except BaseException as exc:
+        if not isinstance(exc, Exception):  # an interrupt: nothing to record, the date is free
+            release_date(settings, day, owner)
+            raise
+        # recorded; an attempt unless policy.classify says otherwise
+        log(f"[error] {stage}: {exc if isinstance(exc, EtlError) else f'{type(exc).__name__}: {exc}'}")
+        return close_run(pipeline, settings, day, owner=owner, started=started, now=now(),
+                         trigger="cli", error=exc, stage=stage)
+    outcome = close_run(pipeline, settings, day, owner=owner, started=started, now=now(),
+                        trigger="cli")
+    if pipeline.done_line is not None:
+        log(f"[summary] {day}: {pipeline.done_line(outcome.entry)}")
+    return outcome
