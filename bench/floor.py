@@ -178,7 +178,7 @@ def load_floor(warehouse, source_url: str, day: date) -> tuple[float, dict[str, 
 def validate_floor(warehouse, day: date) -> tuple[float, str]:
     """Seconds to read the fact rows of `day` back in key order as canonical lines and hash
     them, and the digest."""
-    from tokokita_etl.warehouse.database import fact_pesanan
+    from tokokita_etl.orders.schema import fact_pesanan
 
     digest = hashlib.sha256()
     if warehouse.is_sqlite:
@@ -204,9 +204,9 @@ def validate_floor(warehouse, day: date) -> tuple[float, str]:
         return seconds, digest.hexdigest()
     import psycopg
 
-    from tokokita_etl.warehouse.checksums import _pg_fact_sql
+    from tokokita_etl.warehouse.checksums import _pg_rows_sql
 
-    sql = _pg_fact_sql(warehouse).replace("%s", f"'{day.isoformat()}'::date")
+    sql = _pg_rows_sql(warehouse, fact_pesanan).replace("%s", f"'{day.isoformat()}'::date")
     with psycopg.connect(_pg_conninfo(warehouse.url.render_as_string(hide_password=False))) \
             as conn, conn.cursor() as cur:
         start = time.perf_counter()
@@ -222,10 +222,12 @@ def validate_floor(warehouse, day: date) -> tuple[float, str]:
 
 def run_floor(spec: dict) -> dict:
     """Every stage's floor for one partition; seconds per stage and what was ingested."""
+    from tokokita_etl.orders.pipeline import ORDERS
     from tokokita_etl.settings.layout import partition_path
     from tokokita_etl.settings.model import default
     from tokokita_etl.warehouse.database import Warehouse
 
+    ORDERS.declare_tables()
     day = date.fromisoformat(spec["date"])
     work = Path(spec["work"])
     warehouse = Warehouse(spec["warehouse_url"], default("timezone"))  # as the pipeline's side

@@ -212,7 +212,7 @@ def cmd_state(args: argparse.Namespace, pipeline: Pipeline) -> int:
     settings = _settings(args, pipeline)
     store = state_store(settings)
     if args.state_command == "reconcile":
-        return _reconcile(settings, store.location)
+        return _reconcile(pipeline, settings, store.location)
     if args.state_command == "export":
         data = store.export()
         text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
@@ -245,9 +245,9 @@ def cmd_state(args: argparse.Namespace, pipeline: Pipeline) -> int:
     return 0
 
 
-def _reconcile(settings: Settings, where: str) -> int:
+def _reconcile(pipeline: Pipeline, settings: Settings, where: str) -> int:
     """`state reconcile`: what it found, what it kept and what now needs a re-run."""
-    done = reconcile(settings, utc_now())
+    done = reconcile(pipeline, settings, utc_now())
     made = "created" if done.created else "found"
     print(f"warehouse {Warehouse.from_settings(settings).display_url} ({made}): identity "
           f"{done.identity}")

@@ -20,6 +20,7 @@ import pytest
 
 from tests.conftest import HEADER, SAMPLE_RAW, Workspace, in_process_cli, run_cli
 from tokokita_etl.orders.pipeline import ORDERS
+from tokokita_etl.orders.schema import fact_rows, summary_rows
 from tokokita_etl.runner.sequence import run_for_date
 from tokokita_etl.runner.stores.files import StateStore
 from tokokita_etl.warehouse.database import Warehouse
@@ -43,7 +44,7 @@ def snapshot(ws: Workspace, day: date = D02) -> Snapshot:
                for p in sorted(folder.iterdir())}
     wh = Warehouse(ws.warehouse_url, "Asia/Jakarta")
     with wh.begin() as conn:
-        rows = (list(wh.fact_rows(conn, day)), list(wh.summary_rows(conn, day)))
+        rows = (list(fact_rows(wh, conn, day)), list(summary_rows(wh, conn, day)))
     return Snapshot(ws.state_file.read_bytes(), outputs, rows, [p.name for p in ws.manifests()])
 
 

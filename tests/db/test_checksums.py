@@ -12,15 +12,12 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from tokokita_etl.orders.checksums import fact_digest
 from tokokita_etl.orders.contract import FACT_COLUMNS
+from tokokita_etl.orders.schema import fact_pesanan, fact_rows, summary_harian
 from tokokita_etl.warehouse import checksums
-from tokokita_etl.warehouse.checksums import (
-    canonical_line,
-    fact_digest,
-    is_json_number,
-    rows_checksum,
-)
-from tokokita_etl.warehouse.database import Warehouse, fact_pesanan, summary_harian
+from tokokita_etl.warehouse.checksums import canonical_line, is_json_number, rows_checksum
+from tokokita_etl.warehouse.database import Warehouse
 
 DAY = date(2026, 11, 21)
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
@@ -48,7 +45,7 @@ def insert_facts(warehouse: Warehouse, rows: list[dict]) -> None:
 
 def digest_and_rows(warehouse: Warehouse, day: date = DAY):
     with warehouse.begin() as conn:
-        return fact_digest(warehouse, conn, day), list(warehouse.fact_rows(conn, day))
+        return fact_digest(warehouse, conn, day), list(fact_rows(warehouse, conn, day))
 
 
 # values JSON escapes (quote, backslash, control characters), non-ASCII text and order_ids

@@ -21,6 +21,7 @@ from tokokita_etl.orders.contract import (
 )
 from tokokita_etl.orders.extract import extract
 from tokokita_etl.orders.load import load
+from tokokita_etl.orders.schema import fact_rows, summary_rows
 from tokokita_etl.orders.transform import transform
 from tokokita_etl.warehouse.database import Warehouse
 
@@ -49,13 +50,13 @@ def facts(ws: Workspace, day: date) -> list[tuple]:
     """(order_id, kota, qty) of the fact rows of `day`."""
     warehouse = Warehouse(ws.warehouse_url, "Asia/Jakarta")
     with warehouse.begin() as conn:
-        return [(r[0], r[4], r[6]) for r in warehouse.fact_rows(conn, day)]
+        return [(r[0], r[4], r[6]) for r in fact_rows(warehouse, conn, day)]
 
 
 def summary(ws: Workspace, day: date) -> list[list]:
     warehouse = Warehouse(ws.warehouse_url, "Asia/Jakarta")
     with warehouse.begin() as conn:
-        return list(warehouse.summary_rows(conn, day))
+        return list(summary_rows(warehouse, conn, day))
 
 
 def karantina(ws: Workspace, day: date) -> list[tuple]:
@@ -184,5 +185,5 @@ def test_an_offset_with_seconds_reaches_the_warehouse_as_the_same_instant(worksp
     load_day(workspace, day)
     warehouse = Warehouse(workspace.warehouse_url, "Asia/Jakarta")
     with warehouse.begin() as conn:
-        stamps = [row[2] for row in warehouse.fact_rows(conn, day)]
+        stamps = [row[2] for row in fact_rows(warehouse, conn, day)]
     assert stamps == ["1920-06-01T10:00:00+07:07:12", "1920-06-01T10:07:12+07:07:12"]

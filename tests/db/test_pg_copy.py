@@ -186,7 +186,9 @@ def test_the_warehouse_names_the_table_when_a_fact_value_cannot_be_sent(pg_url):
     """bulk_insert into the warehouse's own tables goes in binary: a value its column's type
     cannot hold is a WarehouseError naming the table and column, and nothing is written."""
     from tokokita_etl.orders.contract import FACT_COLUMNS
+    from tokokita_etl.orders.pipeline import ORDERS
 
+    ORDERS.declare_tables()
     warehouse = Warehouse(pg_url, "Asia/Jakarta")
     warehouse.ensure_schema()
     row = {"order_id": "TK-1", "order_date": "2026-11-21", "order_ts": "2026-11-21 10:00",

@@ -18,6 +18,7 @@ from sqlalchemy import text
 
 from tests.conftest import HEADER, SAMPLE_DATES, Workspace, csv_text, read_csv_rows
 from tokokita_etl.orders.pipeline import ORDERS
+from tokokita_etl.orders.schema import fact_rows, summary_rows
 from tokokita_etl.runner.sequence import run_for_date
 from tokokita_etl.runner.stores.files import StateStore
 from tokokita_etl.warehouse.checksums import canonical_line
@@ -103,7 +104,7 @@ def day_param(ws: Workspace, day: date):
 def canonical(ws: Workspace, day: date) -> tuple[list, list]:
     wh = Warehouse(ws.warehouse_url, "Asia/Jakarta")
     with wh.begin() as conn:
-        return list(wh.fact_rows(conn, day)), list(wh.summary_rows(conn, day))
+        return list(fact_rows(wh, conn, day)), list(summary_rows(wh, conn, day))
 
 
 def test_reference_partition_2026_11_02_has_the_reference_figures(workspace):

@@ -19,6 +19,7 @@ from tests.conftest import (
     read_csv_rows,
 )
 from tokokita_etl.orders.pipeline import ORDERS
+from tokokita_etl.orders.schema import fact_rows, summary_rows
 from tokokita_etl.runner.policy import due_runs
 from tokokita_etl.runner.sequence import run_for_date
 from tokokita_etl.runner.stores.files import StateStore
@@ -38,7 +39,7 @@ def run(ws: Workspace, day: date, **kwargs):
 def canonical(ws: Workspace, day: date) -> tuple[list, list]:
     wh = Warehouse(ws.warehouse_url, "Asia/Jakarta")
     with wh.begin() as conn:
-        return list(wh.fact_rows(conn, day)), list(wh.summary_rows(conn, day))
+        return list(fact_rows(wh, conn, day)), list(summary_rows(wh, conn, day))
 
 
 def manifest(path) -> dict:

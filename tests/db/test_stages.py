@@ -13,6 +13,7 @@ from tests.conftest import SAMPLE_DATES, Workspace, in_process_cli
 from tokokita_etl.errors import EtlError
 from tokokita_etl.orders.contract import VALID_ROWS
 from tokokita_etl.orders.pipeline import ORDERS
+from tokokita_etl.orders.schema import fact_rows, summary_rows
 from tokokita_etl.runner.staging import (
     missing_inputs,
     read_stage,
@@ -28,7 +29,7 @@ D03 = SAMPLE_DATES[1]  # quarantined rows and duplicates: the interesting sample
 def warehouse_rows(ws: Workspace, day: date) -> tuple[list, list]:
     wh = Warehouse(ws.warehouse_url, "Asia/Jakarta")
     with wh.begin() as conn:
-        return list(wh.fact_rows(conn, day)), list(wh.summary_rows(conn, day))
+        return list(fact_rows(wh, conn, day)), list(summary_rows(wh, conn, day))
 
 
 def without_duration(result: dict) -> dict:

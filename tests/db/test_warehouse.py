@@ -14,14 +14,19 @@ from sqlalchemy import inspect, text
 
 from tokokita_etl.errors import ConfigError, WarehouseError
 from tokokita_etl.orders.contract import FACT_COLUMNS
+from tokokita_etl.orders.schema import (
+    fact_pesanan,
+    fact_rows,
+    fact_totals,
+    karantina,
+    summary_harian,
+    summary_rows,
+)
 from tokokita_etl.warehouse.database import (
     SQLITE_CACHE_KB,
     SQLITE_ROWS_PER_INSERT,
     Warehouse,
-    fact_pesanan,
-    karantina,
     read_ahead,
-    summary_harian,
 )
 
 DAY = date(2026, 11, 21)
@@ -144,7 +149,7 @@ def test_bulk_insert_and_fact_rows_round_trip_canonical_values_in_code_point_ord
         fact("TK-B", "1.00", day=date(2026, 11, 22)),
     ])
     with warehouse.begin() as conn:
-        rows = list(warehouse.fact_rows(conn, DAY))
+        rows = list(fact_rows(warehouse, conn, DAY))
     assert rows == [list(fact(oid, bruto)) for oid, bruto in
                     (("TK-Z", "0.05"), ("TK-a", "20.00"), ("TK-É", "10.50"))]
 
@@ -283,7 +288,7 @@ def test_summary_rows_are_canonical_in_kota_order(workspace):
             "INSERT INTO summary_harian VALUES (:d, :kota, :n, :q, :bruto, :bersih)"),
             [{"d": day, "kota": k, "n": 1, "q": 2, "bruto": money("3.10"), "bersih": money("3.00")}
              for k in ("medan", "Medan", "Ámbon")])
-        rows = list(warehouse.summary_rows(conn, DAY))
+        rows = list(summary_rows(warehouse, conn, DAY))
     assert rows == [["2026-11-21", k, 1, 2, "3.10", "3.00"] for k in ("Medan", "medan", "Ámbon")]
 
 
@@ -294,8 +299,8 @@ def test_fact_totals_are_exact_beyond_binary_floating_point(workspace):
     warehouse = loaded(Warehouse(workspace.warehouse_url, "Asia/Jakarta"),
                        [fact(f"TK-{i}", bruto) for i, bruto in enumerate(amounts)])
     with warehouse.begin() as conn:
-        rows, bruto, bersih, _ = warehouse.fact_totals(conn, DAY)
-        empty = warehouse.fact_totals(conn, date(2026, 11, 20))
+        rows, bruto, bersih, _ = fact_totals(warehouse, conn, DAY)
+        empty = fact_totals(warehouse, conn, date(2026, 11, 20))
     expected = sum((Decimal(a) for a in amounts), Decimal(0))
     assert (rows, bruto, bersih) == (6, expected, expected)
     assert str(bruto) == "30000000000000000.97"
@@ -310,7 +315,7 @@ def test_fact_totals_of_a_date_whose_bruto_passes_64_bit_integers_are_exact(work
     warehouse = loaded(Warehouse(workspace.warehouse_url, "Asia/Jakarta"),
                        [fact(f"TK-{i}", bruto) for i, bruto in enumerate(amounts)])
     with warehouse.begin(read_only=True) as conn:
-        rows, bruto, bersih, _ = warehouse.fact_totals(conn, DAY)
+        rows, bruto, bersih, _ = fact_totals(warehouse, conn, DAY)
     assert (rows, str(bruto), str(bersih)) == (924, "9229999999999999990.82",
                                                "9229999999999999990.82")
 
@@ -321,7 +326,7 @@ def test_fact_totals_sum_every_kota_and_count_the_rows_of_each(workspace):
                         fact("TK-3", "3.35", kota="medan"), fact("TK-4", "0.05"),
                         fact("TK-5", "9.00", day=date(2026, 11, 22))])
     with warehouse.begin(read_only=True) as conn:
-        totals = warehouse.fact_totals(conn, DAY)
+        totals = fact_totals(warehouse, conn, DAY)
     assert totals == (4, Decimal("6.70"), Decimal("6.70"),
                       {"Medan": 2, "Band\x1fung": 1, "medan": 1})
 
@@ -341,7 +346,7 @@ def test_sqlite_fact_totals_group_within_the_default_page_cache_then_restore_the
         statements: list[str] = []
         dbapi.set_trace_callback(statements.append)
         try:
-            totals = warehouse.fact_totals(conn, DAY)
+            totals = fact_totals(warehouse, conn, DAY)
         finally:
             dbapi.set_trace_callback(None)
         after = conn.exec_driver_sql("PRAGMA cache_size").scalar_one()
@@ -380,7 +385,7 @@ def test_a_failed_transaction_leaves_nothing_behind(workspace):
                               [fact_batch([fact("TK-2", "2.00")])])
         conn.execute(text("INSERT INTO fact_pesanan (order_id) VALUES ('TK-3')"))  # NOT NULL
     with warehouse.begin() as conn:
-        assert [r[0] for r in warehouse.fact_rows(conn, DAY)] == ["TK-1"]
+        assert [r[0] for r in fact_rows(warehouse, conn, DAY)] == ["TK-1"]
 
 
 def test_read_ahead_produces_the_next_item_while_the_caller_holds_the_current_one():

@@ -72,7 +72,7 @@ def marks(tmp_path_factory):
 
 
 def fact_checksum(stack: EphemeralStack, day: date) -> str:
-    from tokokita_etl.warehouse.checksums import fact_digest
+    from tokokita_etl.orders.checksums import fact_digest
     from tokokita_etl.warehouse.database import Warehouse
 
     warehouse = Warehouse.from_settings(stack.settings())

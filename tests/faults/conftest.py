@@ -30,8 +30,10 @@ from sqlalchemy import text
 
 from tests import pgserver
 from tests.db.conftest import backend, pg_url, workspace  # noqa: F401
+from tokokita_etl.orders.checksums import fact_digest
 from tokokita_etl.orders.contract import QUARANTINE_COLUMNS
-from tokokita_etl.warehouse.checksums import fact_digest, rows_checksum
+from tokokita_etl.orders.schema import summary_rows
+from tokokita_etl.warehouse.checksums import rows_checksum
 from tokokita_etl.warehouse.database import Warehouse
 
 LONG = os.environ.get("TOKOKITA_FAULTS") == "long"
@@ -64,7 +66,7 @@ def warehouse_rows(ws, day: date) -> dict[str, tuple[int, str]]:
     columns = ", ".join(QUARANTINE_COLUMNS)
     with warehouse.begin() as conn:
         fact = fact_digest(warehouse, conn, day)
-        summary = list(warehouse.summary_rows(conn, day))
+        summary = list(summary_rows(warehouse, conn, day))
         karantina = [[v if v is None or isinstance(v, int) else str(v) for v in row]
                      for row in conn.execute(text(
                          f"SELECT {columns} FROM karantina WHERE order_date = :d ORDER BY line"),

@@ -39,10 +39,10 @@ from devtools.samples import generate_partition
 from tests.conftest import Workspace, run_cli
 from tests.faults.conftest import LONG, forced_run_past_stage
 from tokokita_etl.errors import WarehouseError
+from tokokita_etl.orders.checksums import fact_digest
 from tokokita_etl.runner.policy import ErrorKind, classify
 from tokokita_etl.runner.stores.files import StateStore
 from tokokita_etl.runner.watermark import IN_PROGRESS
-from tokokita_etl.warehouse.checksums import fact_digest
 from tokokita_etl.warehouse.database import Warehouse
 
 DAY = date(2026, 11, 10)

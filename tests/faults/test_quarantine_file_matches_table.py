@@ -42,6 +42,7 @@ from tests.conftest import in_process_cli
 from tests.faults.conftest import LONG
 from tests.faults.test_fuzzed_partitions import _mutate
 from tokokita_etl.orders.contract import QUARANTINE_COLUMNS
+from tokokita_etl.orders.pipeline import ORDERS
 from tokokita_etl.warehouse.database import Warehouse
 
 FIRST_DAY = date(2026, 1, 1)
@@ -136,6 +137,7 @@ def test_quarantine_file_holds_the_rows_of_the_quarantine_table(
     the database or the CSV writer changed, a file left from an earlier run of the date."""
     ws = workspace
     rng = random.Random(f"{SEED}:{ws.warehouse_url.split(':')[0]}")
+    ORDERS.declare_tables()
     warehouse = Warehouse(ws.warehouse_url, "Asia/Jakarta")
     warehouse.ensure_schema()  # a date whose first run fails before load has an empty table
     call = in_process_cli(ws, monkeypatch, capsys, CLOCK)

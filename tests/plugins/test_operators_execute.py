@@ -79,6 +79,7 @@ def record(text: str, status: str, times: int = 1) -> None:
     first run made (an empty one: what the watermark's identity rule looks for)."""
     store = state_store(pipeline_settings(ORDERS))
     if status == SUCCESS:
+        ORDERS.declare_tables()
         Warehouse.from_settings(pipeline_settings(ORDERS)).ensure_schema()
     for _ in range(times):
         payload = {"error": "missing column qty", "failed_stage": "extract"} \

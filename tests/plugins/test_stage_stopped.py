@@ -22,16 +22,17 @@ from devtools.samples import generate_partition
 from tests.plugins.test_operators_execute import D02, SECOND, STAGES, context, entry, gate, stage
 from tokokita_airflow.runtime import pipeline_settings
 from tokokita_etl.orders.pipeline import ORDERS
+from tokokita_etl.orders.schema import fact_rows
 from tokokita_etl.runner.status import date_states
 from tokokita_etl.warehouse.database import Warehouse
 
 THIRD = "manual__2026-11-30T01:10:00+00:00"
 
 
-def fact_rows(day: str) -> list:
+def fact_rows_of(day: str) -> list:
     warehouse = Warehouse.from_settings(pipeline_settings(ORDERS))
     with warehouse.begin() as conn:
-        return list(warehouse.fact_rows(conn, date.fromisoformat(day)))
+        return list(fact_rows(warehouse, conn, date.fromisoformat(day)))
 
 
 def sigterm_once_written(database: Path) -> threading.Thread:
@@ -58,7 +59,7 @@ def test_a_stage_stopped_while_it_loads_rolls_back_and_counts_no_failure(project
     gate().execute(first)
     for name in STAGES:
         stage(name).execute(first)
-    before = fact_rows(D02)
+    before = fact_rows_of(D02)
     generate_partition(project.raw / f"pesanan_{D02}.csv", date.fromisoformat(D02), 200_000,
                        seed=5)
 
@@ -76,7 +77,7 @@ def test_a_stage_stopped_while_it_loads_rolls_back_and_counts_no_failure(project
     finally:
         signal.signal(signal.SIGTERM, previous)
 
-    assert fact_rows(D02) == before  # nothing merged
+    assert fact_rows_of(D02) == before  # nothing merged
     stopped = entry(D02)
     assert (stopped["attempt"], stopped["failures"]) == (1, 0)
     assert stopped["in_progress"]["stopped"].startswith("stage load stopped by Airflow")
@@ -95,7 +96,7 @@ def test_a_stage_stopped_while_it_loads_rolls_back_and_counts_no_failure(project
         stage(name).execute(again)
     after = entry(D02)
     assert (after["status"], after["attempt"], after["failures"]) == ("success", 2, 0)
-    assert len(fact_rows(D02)) == after["rows"]["fact"] > len(before)
+    assert len(fact_rows_of(D02)) == after["rows"]["fact"] > len(before)
     statuses = [m.read_text() for m in project.manifests(D02)]
     assert sum('"status": "stopped"' in text for text in statuses) == 1
 

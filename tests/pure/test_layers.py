@@ -38,7 +38,6 @@ ALLOWED = {
 #: crossings not yet removed (importer, imported module)
 KNOWN_CROSSINGS = {
     ("tokokita_etl.settings.values", "tokokita_etl.runner.notify"),  # the notifiers rule
-    ("tokokita_etl.warehouse.database", "tokokita_etl.orders.contract"),  # the orders tables
 }
 
 

@@ -24,7 +24,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from tokokita_etl.warehouse.database import fact_pesanan, karantina, summary_harian
+from tokokita_etl.orders.schema import fact_pesanan, karantina, summary_harian
 
 #: the warehouse tables a run writes, as the warehouse declares them
 FACT, SUMMARY, KARANTINA = (table.name for table in (fact_pesanan, summary_harian, karantina))

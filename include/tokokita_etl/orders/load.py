@@ -29,7 +29,8 @@ from tokokita_etl.orders.contract import (
     SUMMARY_COLUMNS,
     VALID_ROWS,
 )
-from tokokita_etl.warehouse.database import Warehouse, fact_pesanan, karantina
+from tokokita_etl.orders.schema import fact_pesanan, karantina
+from tokokita_etl.warehouse.database import Warehouse
 
 STAGE_FACT = "stage_fact"
 KEY_COLUMNS = ("order_id", "kota", "line")  # staged when a new date's copy met a conflict

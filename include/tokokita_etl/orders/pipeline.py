@@ -62,6 +62,14 @@ def stage_lineage(settings: Any, day: date, stage: str, result: Mapping[str, Any
     return datasets(settings, day, stage, result)
 
 
+def held_checksums(warehouse: Any, day: date) -> dict[str, str]:
+    """`orders.checksums.held_checksums` (imported when asked: SQLAlchemy, not at DAG
+    parse)."""
+    from tokokita_etl.orders.checksums import held_checksums as held
+
+    return held(warehouse, day)
+
+
 def done_line(entry: Mapping[str, Any]) -> str:
     """What a success did, in the command line's `[summary]` line."""
     from decimal import Decimal
@@ -91,4 +99,6 @@ ORDERS = Pipeline(
     done_line=done_line,
     command=RUN_COMMAND,  # the command line's default pipeline
     columns=("extracted", "fact", "karantina", "duplikat", "quarantine", "bruto", "bersih"),
+    schema="tokokita_etl.orders.schema",
+    held_checksums=held_checksums,
 )

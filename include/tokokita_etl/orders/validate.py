@@ -14,12 +14,14 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from tokokita_etl.errors import ValidationError
+from tokokita_etl.orders.checksums import fact_digest
 from tokokita_etl.orders.contract import SUMMARY_COLUMNS, VALID_ROWS
 from tokokita_etl.orders.gold import read_gold, staged_gold_path, write_gold
+from tokokita_etl.orders.schema import FactTotals, fact_totals, summary_rows
 from tokokita_etl.runner.policy import days_before
 from tokokita_etl.runner.watermark import Watermark
-from tokokita_etl.warehouse.checksums import fact_digest, rows_checksum
-from tokokita_etl.warehouse.database import FactTotals, Warehouse
+from tokokita_etl.warehouse.checksums import rows_checksum
+from tokokita_etl.warehouse.database import Warehouse
 
 
 def rupiah(amount: Decimal) -> str:
@@ -77,7 +79,7 @@ def _column(summary: list[list], name: str) -> list:
 
 def _fact_totals(warehouse: Warehouse, day: date) -> FactTotals:
     with warehouse.begin(read_only=True) as conn:
-        return warehouse.fact_totals(conn, day)
+        return fact_totals(warehouse, conn, day)
 
 
 def validate(warehouse: Warehouse, day: date, staging: Path, gold_dir: Path,
@@ -91,7 +93,7 @@ def validate(warehouse: Warehouse, day: date, staging: Path, gold_dir: Path,
         totals = pool.submit(_fact_totals, warehouse, day)
         with warehouse.begin() as conn:
             fact = fact_digest(warehouse, conn, day)
-            summary = list(warehouse.summary_rows(conn, day))
+            summary = list(summary_rows(warehouse, conn, day))
         fact_n, fact_bruto, fact_bersih, target = totals.result()
     fact_checksum = fact.checksum
     if fact.rows != fact_n:

@@ -104,6 +104,13 @@ class Pipeline:
     #: the command that runs its dates (named in the hints a person reads); default
     #: `tokokita-etl run --pipeline <name>`
     command: str = ""
+    #: the module that declares its warehouse tables on the warehouse's metadata, imported
+    #: before the warehouse's schema is created (it imports SQLAlchemy: never at DAG parse)
+    schema: str = ""
+    #: the checksums of a partition as the warehouse holds it now, keyed as its success
+    #: records them (`state reconcile` keeps a done date whose rows are still there); None:
+    #: it keeps nothing in the warehouse to compare
+    held_checksums: Callable[[Any, date], dict[str, str]] | None = None
 
     def __post_init__(self) -> None:
         if not (self.name.isidentifier() and self.name == self.name.lower()) \
@@ -120,6 +127,13 @@ class Pipeline:
             raise ConfigError(f"pipeline {self.name!r}: its first stage {names[0]!r} changes "
                               "a store; the first stage only reads and stages (a run that "
                               "fails there must leave every store as it was)")
+
+    def declare_tables(self) -> None:
+        """Import the module that declares its warehouse tables (`schema`), if any."""
+        if self.schema:
+            import importlib
+
+            importlib.import_module(self.schema)
 
     @property
     def run_command(self) -> str:

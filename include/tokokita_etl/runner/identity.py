@@ -28,6 +28,7 @@ from pathlib import Path
 from sqlalchemy import text
 
 from tokokita_etl.errors import StateError, WarehouseError
+from tokokita_etl.runner.declaration import Pipeline
 from tokokita_etl.runner.watermark import IN_PROGRESS, SUCCESS, Watermark
 from tokokita_etl.settings.model import Settings
 from tokokita_etl.warehouse.database import Warehouse
@@ -203,10 +204,12 @@ def verify(settings: Settings, watermark: Watermark, *, where: str) -> Present:
     return found
 
 
-def ensure(settings: Settings, found: Present) -> None:
-    """Create the warehouse (a first run) or give an existing one made before identities its
-    identity, once `verify` accepted it: what a run that proceeds does first."""
+def ensure(pipeline: Pipeline, settings: Settings, found: Present) -> None:
+    """Create the warehouse (a first run: with `pipeline`'s tables) or give an existing one
+    made before identities its identity, once `verify` accepted it: what a run that proceeds
+    does first."""
     if found.presence not in (Presence.MARKED, Presence.UNREACHABLE):
+        pipeline.declare_tables()
         Warehouse.from_settings(settings).ensure_schema(created_by=settings.pipeline)
 
 
@@ -222,16 +225,7 @@ class Reconciled:
     created: bool
 
 
-def _held_checksums(warehouse: Warehouse, day: date) -> dict[str, str]:
-    from tokokita_etl.warehouse.checksums import fact_digest, rows_checksum
-
-    with warehouse.begin(label="warehouse", read_only=True) as conn:
-        fact = fact_digest(warehouse, conn, day)
-        summary = list(warehouse.summary_rows(conn, day))
-    return {f"fact_{day}": fact.checksum, f"summary_{day}": rows_checksum(summary)}
-
-
-def reconcile(settings: Settings, now: datetime) -> Reconciled:
+def reconcile(pipeline: Pipeline, settings: Settings, now: datetime) -> Reconciled:
     """Make the watermark describe the present warehouse after a real loss.
 
     The warehouse is created when missing or empty (a new identity), or given an identity
@@ -250,6 +244,7 @@ def reconcile(settings: Settings, now: datetime) -> Reconciled:
         raise WarehouseError(f"warehouse {warehouse.display_url}: it does not answer; nothing "
                              "was reconciled", transient=True)
     created = found.presence in (Presence.MISSING, Presence.EMPTY)
+    pipeline.declare_tables()
     if found.presence is not Presence.MARKED:
         warehouse.ensure_schema(created_by=settings.pipeline)
         found = present(warehouse)
@@ -265,7 +260,8 @@ def reconcile(settings: Settings, now: datetime) -> Reconciled:
                 store.update_entry(day, lambda e: e.pop(WAREHOUSE, None))
             continue
         recorded_sums = entry.get("checksums") or {}
-        held = _held_checksums(warehouse, day) if not created else {}
+        held = pipeline.held_checksums(warehouse, day) \
+            if pipeline.held_checksums is not None and not created else {}
         if held and all(recorded_sums.get(key) == value for key, value in held.items()):
             store.update_entry(day, lambda e: e.update(named))
             kept.append(iso)

@@ -119,7 +119,7 @@ def gate(pipeline: Pipeline, settings: Settings, day: date, *, force: bool, rese
         reason = f"{reason}; {change}"
     reset_from = None
     if decision.action is Action.RUN:
-        ensure(settings, found)
+        ensure(pipeline, settings, found)
         reset_from = claim_to_change(pipeline, settings, day, owner or by,
                                      pipeline.stage_names[0], now, holder_finished,
                                      reset_by=by if reset_attempts else None)
@@ -158,7 +158,7 @@ def enter_stage(pipeline: Pipeline, settings: Settings, day: date, *, stage: str
         finish_refused(settings, day, BlockedError(decision.reason), status=BLOCKED,
                        started=now, now=now, trigger=owner)
     elif decision.action is Action.RUN:
-        ensure(settings, found)
+        ensure(pipeline, settings, found)
         claim_to_change(pipeline, settings, day, owner, stage, now, holder_finished)
     return decision
 

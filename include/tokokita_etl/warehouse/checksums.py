@@ -1,15 +1,15 @@
 """Checksums of a date's warehouse rows: SHA-256 over one canonical line per row.
 
-A row's canonical line is the JSON array of its canonical values (as `Warehouse.fact_rows` and
-`Warehouse.summary_rows` give them: timestamps as `datetime.isoformat()` in the pipeline's
+A row's canonical line is the JSON array of its canonical values (as
+`Warehouse.partition_rows` gives them: timestamps as `datetime.isoformat()` in the pipeline's
 zone, dates as ISO 8601, money with two decimals), written by `json.dumps` without spaces and
 with non-ASCII text kept, then a newline. Integer columns are JSON numbers, every other value
 is a JSON string. Rows come in the code-point order of their key within the date.
 
-`canonical_line` is the definition. The fact checksum (up to a million rows a date) is built
-by the database instead, to the same bytes: SQLite's `json_array` of the stored text,
-PostgreSQL's concatenation of each value's text; a row whose text needs a JSON escape is
-encoded by `canonical_line`.
+`canonical_line` is the definition. `table_digest` (for a table of up to a million rows a
+date, such as the orders' facts) has the database build the lines instead, to the same bytes:
+SQLite's `json_array` of the stored text, PostgreSQL's concatenation of each value's text; a
+row whose text needs a JSON escape is encoded by `canonical_line`.
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ from datetime import date
 from functools import cache
 from typing import NamedTuple
 
-from sqlalchemy import Column, Date, DateTime, Integer, Numeric, String
+from sqlalchemy import Column, Date, DateTime, Integer, Numeric, String, Table
 from sqlalchemy.engine import Connection
 from sqlalchemy.types import TypeEngine
 
-from tokokita_etl.warehouse.database import Warehouse, fact_pesanan
+from tokokita_etl.warehouse.database import Warehouse
 
 FETCH_ROWS = 50_000  # rows per fetch when digesting a date (SQLite)
 
@@ -49,19 +49,19 @@ def is_json_number(column: Column) -> bool:
     return isinstance(column.type, Integer)
 
 
-class FactDigest(NamedTuple):
-    """The fact checksum of a date and the rows it covered."""
+class Digest(NamedTuple):
+    """The checksum of a date's rows of a table and how many rows it covered."""
 
     checksum: str
     rows: int
 
 
-def fact_digest(warehouse: Warehouse, conn: Connection, day: date) -> FactDigest:
-    """`rows_checksum` of `warehouse.fact_rows(conn, day)` and how many rows it covered;
-    streamed through the raw DBAPI cursor."""
+def table_digest(warehouse: Warehouse, conn: Connection, table: Table, day: date) -> Digest:
+    """`rows_checksum` of `warehouse.partition_rows(conn, table, day)` and how many rows it
+    covered; streamed through the raw DBAPI cursor."""
     driver = conn.connection.driver_connection
     if warehouse.is_sqlite:
-        return _sqlite_fact_digest(warehouse, driver, day)
+        return _sqlite_digest(warehouse, driver, table, day)
     with driver.cursor() as setup:  # for this transaction only
         setup.execute("SELECT current_setting('enable_sort')")
         (enable_sort,) = setup.fetchone()
@@ -71,7 +71,7 @@ def fact_digest(warehouse: Warehouse, conn: Connection, day: date) -> FactDigest
         setup.execute("SELECT set_config('TimeZone', %s, true), "
                       "set_config('DateStyle', 'ISO, YMD', true), "
                       "set_config('enable_sort', 'off', true)", (warehouse.tz.key,))
-    digest = FactDigest(*_pg_fact_digest(warehouse, driver, day))
+    digest = Digest(*_pg_digest(warehouse, driver, table, day))
     with driver.cursor() as setup:
         # as it was for the transaction's next statements: with sorting off the planner
         # costs any sort as prohibitive, and the server JIT-compiled validate's sorted
@@ -80,17 +80,17 @@ def fact_digest(warehouse: Warehouse, conn: Connection, day: date) -> FactDigest
     return digest
 
 
-def _sqlite_fact_digest(warehouse: Warehouse, driver: sqlite3.Connection,
-                        day: date) -> FactDigest:
+def _sqlite_digest(warehouse: Warehouse, driver: sqlite3.Connection, table: Table,
+                   day: date) -> Digest:
     """SQLite writes each canonical line itself (`json_array` of the stored canonical text and
     integers)."""
     digest = hashlib.sha256()
     count = 0
     cursor = driver.cursor()
     cursor.arraysize = FETCH_ROWS
-    values = ", ".join(c.name for c in fact_pesanan.columns)
-    cursor.execute(f"SELECT json_array({values}) FROM fact_pesanan "
-                   f"WHERE order_date = ? ORDER BY {warehouse.key_order(fact_pesanan)}",
+    values = ", ".join(c.name for c in table.columns)
+    cursor.execute(f"SELECT json_array({values}) FROM {table.name} "
+                   f"WHERE {table.info['partition']} = ? ORDER BY {warehouse.key_order(table)}",
                    (day.isoformat(),))
     try:
         while rows := cursor.fetchmany(FETCH_ROWS):
@@ -106,7 +106,7 @@ def _sqlite_fact_digest(warehouse: Warehouse, driver: sqlite3.Connection,
             count += len(rows)
     finally:
         cursor.close()
-    return FactDigest(digest.hexdigest(), count)
+    return Digest(digest.hexdigest(), count)
 
 
 def _canonical_json(line: str) -> str:
@@ -114,7 +114,7 @@ def _canonical_json(line: str) -> str:
     return canonical_line(json.loads(line))[:-1]
 
 
-def _pg_fact_digest(warehouse: Warehouse, driver, day: date) -> tuple[str, int]:
+def _pg_digest(warehouse: Warehouse, driver, table: Table, day: date) -> tuple[str, int]:
     """PostgreSQL writes each canonical line itself and streams them with COPY (one line a
     row, hashed as it comes: 1M rows 2.7 -> 2.4 s against fetching them as text values). A
     row with a value JSON must escape comes as ESCAPED_ROW and its values' JSON, and is
@@ -122,7 +122,7 @@ def _pg_fact_digest(warehouse: Warehouse, driver, day: date) -> tuple[str, int]:
     digest = hashlib.sha256()
     count = 0
     with driver.cursor() as cursor, \
-            cursor.copy(f"COPY ({_pg_fact_sql(warehouse)}) TO STDOUT (ENCODING 'UTF8')",
+            cursor.copy(f"COPY ({_pg_rows_sql(warehouse, table)}) TO STDOUT (ENCODING 'UTF8')",
                         (day,)) as copy:
         for line in copy:
             if line[0] == ESCAPED_ROW:
@@ -151,18 +151,18 @@ def _pg_dialect():
     return postgresql.dialect()
 
 
-def _pg_fact_sql(warehouse: Warehouse) -> str:
-    """PostgreSQL: the fact rows of one date, each as its canonical line without the newline
+def _pg_rows_sql(warehouse: Warehouse, table: Table) -> str:
+    """PostgreSQL: the rows of `table` of one date, each as its canonical line without the newline
     or, where a value needs a JSON escape, as ESCAPED_ROW and the JSON array of its canonical
     values (which `canonical_line` writes again, with Python's escapes)."""
-    columns = list(fact_pesanan.columns)
+    columns = list(table.columns)
     kinds = {c.name: c.type.dialect_impl(_pg_dialect()) for c in columns}
     stamps = [c.name for c in columns if isinstance(kinds[c.name], DateTime)]
     texts = [c.name for c in columns if isinstance(kinds[c.name], String)]
     values = {c.name: _pg_value(c.name, kinds[c.name]) for c in columns}
     source = ("FROM (SELECT f.*" + "".join(f", f.{c}::text AS {c}_text" for c in stamps)
-              + " FROM fact_pesanan f WHERE f.order_date = %s) s")
-    order = f"ORDER BY {warehouse.key_order(fact_pesanan, qualifier='s.')}"
+              + f" FROM {table.name} f WHERE f.{table.info['partition']} = %s) s")
+    order = f"ORDER BY {warehouse.key_order(table, qualifier='s.')}"
     # the other columns' text is digits, dates and timestamps: never escaped in JSON, nor in
     # COPY's text format, which escapes a backslash and control characters
     needs_escape = f"({' || '.join(f's.{c}' for c in texts)}) ~ '[\\x01-\\x1f\"\\\\]'"
@@ -183,7 +183,7 @@ def _pg_value(name: str, kind: TypeEngine) -> str:
 
 def _pg_timestamp_text(stamp: str) -> str:
     """`datetime.isoformat()` of a timestamptz from its text `stamp`."""
-    # with the session's TimeZone the pipeline zone (set by fact_digest), the text is
+    # with the session's TimeZone the pipeline zone (set by table_digest), the text is
     # `2026-11-02 14:05:00+07`: `T` and `:00` make it `datetime.isoformat()`; other
     # shapes (fractions, which PostgreSQL trims, offsets with minutes) take the long way
     offset = f"substring({stamp} FROM '[+-][0-9:]+$')"

@@ -14,7 +14,7 @@ from datetime import UTC, date, datetime
 from decimal import Decimal
 from operator import itemgetter
 from pathlib import Path
-from typing import NamedTuple, TypeVar
+from typing import TypeVar
 from zoneinfo import ZoneInfo
 
 import pyarrow as pa
@@ -25,11 +25,9 @@ from sqlalchemy import (
     Column,
     Date,
     DateTime,
-    Index,
     Integer,
     MetaData,
     Numeric,
-    PrimaryKeyConstraint,
     String,
     Table,
     Text,
@@ -43,7 +41,6 @@ from sqlalchemy.pool import NullPool
 
 from tokokita_etl.errors import AccessDeniedError, ConfigError, WarehouseError
 from tokokita_etl.masking import mask_query_secrets
-from tokokita_etl.orders.contract import FACT_COLUMNS, REQUIRED_COLUMNS, SUMMARY_COLUMNS
 from tokokita_etl.settings.model import Settings, default
 
 SQLITE_CACHE_KB = 128 * 1024
@@ -63,48 +60,10 @@ SummaryMoney = Text().with_variant(Numeric(24, 2), "postgresql")
 Day = Text().with_variant(Date(), "postgresql")
 Timestamp = Text().with_variant(TIMESTAMP(timezone=True), "postgresql")
 
+#: every table of the warehouse: its identity (below) and the tables each pipeline's domain
+#: declares on it (`tokokita_etl.orders.schema`); a table's `info["partition"]` names the
+#: column holding its partition's date
 metadata = MetaData()
-fact_pesanan = Table(
-    "fact_pesanan", metadata,
-    Column("order_id", Text, primary_key=True),
-    Column("order_date", Day, nullable=False),
-    Column("order_ts", Timestamp, nullable=False),
-    Column("customer_id", Text, nullable=False),
-    Column("kota", Text, nullable=False),
-    Column("produk", Text, nullable=False),
-    Column("qty", Integer, nullable=False),
-    Column("harga_satuan", Money, nullable=False),
-    Column("diskon", Money, nullable=False),
-    Column("bruto", Money, nullable=False),
-    Column("bersih", Money, nullable=False),
-)
-# one date's rows in order_id code-point order straight from the index: `key_order` needs no
-# sort. One index per dialect (SQLite's BINARY collation is already code-point order; it has
-# no "C"): a `postgresql_ops` argument would make SQLAlchemy import its whole PostgreSQL
-# dialect package in every process, SQLite runs included
-Index("ix_fact_pesanan_date_order", fact_pesanan.c.order_date,
-      fact_pesanan.c.order_id.collate("C")).ddl_if(dialect="postgresql")
-Index("ix_fact_pesanan_date_order", fact_pesanan.c.order_date,
-      fact_pesanan.c.order_id).ddl_if(dialect="sqlite")
-summary_harian = Table(
-    "summary_harian", metadata,
-    Column("order_date", Day, nullable=False),
-    Column("kota", Text, nullable=False),
-    Column("jumlah_pesanan", BigInteger, nullable=False),
-    Column("total_qty", BigInteger, nullable=False),
-    Column("bruto", SummaryMoney, nullable=False),
-    Column("bersih", SummaryMoney, nullable=False),
-    PrimaryKeyConstraint("order_date", "kota"),
-)
-karantina = Table(
-    "karantina", metadata,
-    Column("order_date", Day, nullable=False),
-    Column("line", BigInteger, nullable=False),
-    Column("reason", Text, nullable=False),
-    *[Column(name, Text) for name in REQUIRED_COLUMNS],
-    Column("raw", Text),
-    PrimaryKeyConstraint("order_date", "line"),
-)
 
 #: the warehouse's identity: one row, written with the schema (`tokokita_etl.runner.identity`); the
 #: watermark records the id and revision of the warehouse its entries describe
@@ -211,15 +170,6 @@ def _row_major(batch: pa.RecordBatch, columns: list[str]) -> tuple[list, int]:
     for place, column in enumerate(columns):
         values[place::width] = _python_values(batch.column(column))
     return values, batch.num_rows
-
-
-class FactTotals(NamedTuple):
-    """What `Warehouse.fact_totals` counts and sums for one date."""
-
-    rows: int
-    bruto: Decimal
-    bersih: Decimal
-    per_kota: dict[str, int]
 
 
 class Warehouse:
@@ -346,7 +296,8 @@ class Warehouse:
                                  transient=transient) from None
 
     def ensure_schema(self, created_by: str = "tokokita-etl") -> None:
-        """Create the warehouse tables when missing, and its identity row (a random id,
+        """Create the warehouse tables when missing (its identity's and those declared so far:
+        a pipeline's `declare_tables()` first), and its identity row (a random id,
         `created_by`, when, revision 0) when it has none.
 
         On PostgreSQL the check-then-create runs under a transaction-scoped advisory lock:
@@ -399,11 +350,12 @@ class Warehouse:
         return "" if self.is_sqlite else ' COLLATE "C"'
 
     def key_order(self, table: Table, qualifier: str = "") -> str:
-        """ORDER BY terms for one date's rows of `table`: its key within the date, text in
-        code-point order (`qualifier`: a table alias and dot)."""
+        """ORDER BY terms for one date's rows of `table`: its key within the date (its
+        partition column left out), text in code-point order (`qualifier`: a table alias and
+        dot)."""
         return ", ".join(
             f"{qualifier}{column.name}{self.byte_order if isinstance(column.type, String) else ''}"
-            for column in table.primary_key.columns if column.name != "order_date")
+            for column in table.primary_key.columns if column.name != table.info.get("partition"))
 
     def from_stage(self, table: Table, name: str) -> str:
         """SQL that turns staged column `name` (text, BIGINT for integers) into the type of
@@ -537,18 +489,11 @@ class Warehouse:
             return f"{value:.2f}"
         return value
 
-    def fact_rows(self, conn: Connection, day: date) -> Iterator[list]:
-        """Canonical fact rows of `day` (what `checksums` digests), sorted by order_id in
-        code-point order."""
-        sql = (f"SELECT {', '.join(FACT_COLUMNS)} FROM fact_pesanan WHERE order_date = :d "
-               f"ORDER BY {self.key_order(fact_pesanan)}")
-        yield from self._canonical(conn, sql, day)
-
-    def summary_rows(self, conn: Connection, day: date) -> Iterator[list]:
-        """Canonical summary rows of `day` (what `checksums` digests), sorted by kota in
-        code-point order."""
-        sql = (f"SELECT {', '.join(SUMMARY_COLUMNS)} FROM summary_harian WHERE order_date = :d "
-               f"ORDER BY {self.key_order(summary_harian)}")
+    def partition_rows(self, conn: Connection, table: Table, day: date) -> Iterator[list]:
+        """Canonical rows of `table` for the partition date `day` (what the checksums
+        digest), every column in order, sorted by the table's key in code-point order."""
+        sql = (f"SELECT {', '.join(c.name for c in table.columns)} FROM {table.name} "
+               f"WHERE {table.info['partition']} = :d ORDER BY {self.key_order(table)}")
         yield from self._canonical(conn, sql, day)
 
     def _canonical(self, conn: Connection, sql: str, day: date) -> Iterator[list]:
@@ -560,7 +505,7 @@ class Warehouse:
                 yield [render(v) for v in row]
 
     @contextlib.contextmanager
-    def _small_sorter(self, conn: Connection) -> Iterator[None]:
+    def small_sorter(self, conn: Connection) -> Iterator[None]:
         """On SQLite, the default 2 MB page cache while inside: SQLite's sorter keeps records
         in memory up to the page cache's size before it writes a sorted run, and one run of
         the whole date's rows (the 128 MB `SQLITE_CACHE_KB`) sorted slower than many small
@@ -574,18 +519,3 @@ class Warehouse:
             yield
         finally:
             conn.exec_driver_sql(f"PRAGMA cache_size = {int(size)}")
-
-    def fact_totals(self, conn: Connection, day: date) -> FactTotals:
-        """Rows, bruto and bersih of the fact rows of `day` (summed exactly by the database,
-        per kota, then here) and the rows per kota."""
-        with self._small_sorter(conn):
-            groups = conn.execute(text(
-                f"SELECT kota, COUNT(*), {self.money_sum('bruto')}, {self.money_sum('bersih')} "
-                "FROM fact_pesanan WHERE order_date = :d GROUP BY kota"),
-                {"d": self.day_param(day)}).all()
-        return FactTotals(
-            rows=sum(int(n) for _, n, _, _ in groups),
-            bruto=sum((Decimal(str(bruto)) for _, _, bruto, _ in groups), Decimal(0)),
-            bersih=sum((Decimal(str(bersih)) for _, _, _, bersih in groups), Decimal(0)),
-            per_kota={kota: int(n) for kota, n, _, _ in groups})
-
