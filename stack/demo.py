@@ -50,7 +50,7 @@ def print_status(settings, days: list[date]) -> None:
     from tokokita_etl.runner.schedule import utc_now
     from tokokita_etl.runner.status import date_states, format_status
 
-    print(format_status(date_states(ORDERS, settings, utc_now(), dates=days)))
+    print(format_status(ORDERS, date_states(ORDERS, settings, utc_now(), dates=days)))
     print("\ngold files:")
     for path in sorted(settings.gold_dir.glob("summary_harian_*.csv")):
         print(f"  {path.relative_to(REPO) if path.is_relative_to(REPO) else path}")

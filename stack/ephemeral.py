@@ -58,10 +58,6 @@ OBJECT_STORE = default("object_storage_conn_id")
 USERNAME = "airflow"  # the compose file's default _AIRFLOW_WWW_USER_USERNAME / _PASSWORD
 PASSWORD = "airflow"  # noqa: S105
 
-#: filled by the e2e tests: wall times (s) and the stack's peak memory (bytes); printed at
-#: the end of the pytest run (tests/e2e/conftest.py)
-E2E_REPORT: dict[str, object] = {}
-
 #: throw-away stack only (NOT from docker-compose.yaml): no periodic re-parse of the
 #: unchanged DAG file while the stack runs (it costs CPU on a 2-core runner)
 FAST_ENV = {

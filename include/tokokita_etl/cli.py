@@ -140,7 +140,7 @@ def _settings(args: argparse.Namespace, pipeline: Pipeline) -> Settings:
 def cmd_run(args: argparse.Namespace, pipeline: Pipeline, now: Callable[[], datetime]) -> int:
     """`run --date D`."""
     settings = _settings(args, pipeline)
-    day = parse_run_date(args.date, now(), settings.timezone)
+    day = pipeline.grain.check(parse_run_date(args.date, now(), settings.timezone))
     as_json = args.log_format == "json"
 
     closed: set[str] = set()
@@ -199,7 +199,7 @@ def cmd_status(args: argparse.Namespace, pipeline: Pipeline,
     settings = _settings(args, pipeline)
     clock = parse_now(args.now, settings.timezone) if args.now else now()
     rows = status_rows(pipeline, settings, clock, args.days)
-    print(json.dumps(rows, indent=2) if args.json else format_status(rows))
+    print(json.dumps(rows, indent=2) if args.json else format_status(pipeline, rows))
     problem = warehouse_problem(settings)
     if problem is not None:  # the rows are the watermark's; no run proceeds until resolved
         print(f"error: {problem}", file=sys.stderr)

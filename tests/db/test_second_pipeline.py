@@ -59,6 +59,11 @@ def test_two_pipelines_run_side_by_side_with_their_own_watermarks(sqlite_workspa
     rows = json.loads(call("status", "--pipeline", "stock", "--json")[1])
     assert {r["date"]: r["state"] for r in rows if r["date"] in (D02, D03, D04)} == {
         D02: "done", D03: "due", D04: "waiting"}
+    # its table shows its own counts, not the orders' columns
+    text = call("status", "--pipeline", "stock", "--days", "4")[1].splitlines()
+    assert text[0].split() == ["date", "state", "attempt", "extracted", "note"]
+    assert [line.split()[:4] for line in text if line.startswith(D02)] == [
+        [D02, "done", "1", "2"]]
 
 
 def test_a_forced_run_or_a_blocked_date_of_one_pipeline_leaves_the_other_alone(

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from stack.ephemeral import E2E_REPORT
+from tests.e2e.e2e_report import E2E_REPORT
 
 E2E = Path(__file__).resolve().parent
 E2E_TIMEOUT_S = int(os.environ.get("TOKOKITA_E2E_TIMEOUT") or "600")

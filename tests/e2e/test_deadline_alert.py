@@ -32,8 +32,9 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from stack.ephemeral import DAG_ID, E2E_REPORT, EphemeralStack, db_url
+from stack.ephemeral import DAG_ID, EphemeralStack, db_url
 from stack.rest import wait_for
+from tests.e2e.e2e_report import E2E_REPORT
 from tests.ping_server import PingServer
 from tests.smtp_server import SmtpServer
 

@@ -35,7 +35,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from stack.ephemeral import DAG_ID, E2E_REPORT, EphemeralStack, fire_time, last_fired_day
+from stack.ephemeral import DAG_ID, EphemeralStack, fire_time, last_fired_day
+from tests.e2e.e2e_report import E2E_REPORT
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 

@@ -51,7 +51,6 @@ import pytest
 
 from stack.ephemeral import (
     DAG_ID,
-    E2E_REPORT,
     PASSWORD,
     USERNAME,
     WORKERS,
@@ -60,6 +59,7 @@ from stack.ephemeral import (
     last_fired_day,
     partition_day,
 )
+from tests.e2e.e2e_report import E2E_REPORT
 from tokokita_etl.orders.pipeline import ORDERS
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]

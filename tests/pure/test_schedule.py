@@ -15,7 +15,15 @@ from tests.conftest import HEADER, SAMPLE_DATES, SAMPLE_RAW
 from tokokita_etl.errors import ConfigError
 from tokokita_etl.orders.pipeline import ORDERS
 from tokokita_etl.runner.policy import decide, due_runs
-from tokokita_etl.runner.schedule import local_today, parse_now, parse_run_date
+from tokokita_etl.runner.schedule import (
+    DAILY,
+    WEEKLY,
+    fire_time_for_partition,
+    local_today,
+    parse_now,
+    parse_run_date,
+    partition_date_for_run,
+)
 from tokokita_etl.runner.stores.files import StateStore
 from tokokita_etl.runner.watermark import FAILED, SUCCESS, Watermark
 from tokokita_etl.settings.layout import partition_path
@@ -245,3 +253,40 @@ def test_force_on_a_succeeded_date_is_not_blocked_by_its_attempt_count():
     state = Watermark({"runs": {"2026-11-02": {"status": SUCCESS, "attempt": 3}}})
     assert decide(state, D02, max_attempts=3).action == "skip"
     assert decide(state, D02, max_attempts=3, force=True).action == "run"
+
+
+@given(st.dates(min_value=date(2000, 1, 3), max_value=date(2099, 12, 20)))
+def test_a_week_is_keyed_by_its_monday_and_holds_monday_to_sunday(day):
+    key = WEEKLY.start(day)
+    week = WEEKLY.dates(key)
+    assert key.weekday() == 0 and day in week and len(week) == 7
+    assert [d.weekday() for d in week] == list(range(7))
+    assert WEEKLY.check(key) == key
+    assert DAILY.start(day) == day and DAILY.dates(day) == (day,)
+
+
+@pytest.mark.parametrize(("grain", "fire", "key"), [
+    (DAILY, "2026-11-03 02:30", date(2026, 11, 2)),
+    (WEEKLY, "2026-11-09 04:00", date(2026, 11, 2)),   # a Monday: the week before
+    (WEEKLY, "2026-11-15 04:00", date(2026, 11, 2)),   # a Sunday: still the last whole week
+    (WEEKLY, "2026-11-16 00:30", date(2026, 11, 9)),
+])
+def test_a_fire_time_processes_the_last_whole_partition_before_its_own(grain, fire, key):
+    assert partition_date_for_run(at(fire).astimezone(UTC), ZONE, grain=grain) == key
+
+
+def test_a_weekly_partition_fires_on_the_monday_after_it_and_maps_back():
+    fire = fire_time_for_partition(date(2026, 11, 2), "0 4 * * 1", ZONE, WEEKLY)
+    assert fire == at("2026-11-09 04:00")
+    assert partition_date_for_run(fire, ZONE, grain=WEEKLY) == date(2026, 11, 2)
+    with pytest.raises(ConfigError, match=r"does not fire on 2026-11-10"):
+        fire_time_for_partition(date(2026, 11, 3), "0 4 * * 2", ZONE, WEEKLY)
+
+
+def test_a_date_that_keys_no_week_is_refused_naming_its_monday():
+    with pytest.raises(ConfigError, match=r"--date: 2026-11-04 is not the first date of a "
+                                          r"weekly partition \(a Monday\); its partition is "
+                                          r"2026-11-02"):
+        WEEKLY.check(date(2026, 11, 4))
+    with pytest.raises(ConfigError, match=r"partition_date: 2026-11-05 is not the first date"):
+        partition_date_for_run(at("2026-11-09 04:00"), ZONE, "2026-11-05", grain=WEEKLY)

@@ -100,7 +100,7 @@ def test_each_date_gets_its_state_from_watermark_raw_folder_claims_and_policy(tm
     assert rows[str(t[7])]["gold"] == ""  # a failed date does not show an old gold path
     assert rows[str(t[4])]["due"] is True
     assert rows[str(t[7])]["due"] is False  # its partition is gone: due_runs leaves it out
-    assert "fix the partition" in format_status(list(rows.values()))
+    assert "fix the partition" in format_status(ORDERS, list(rows.values()))
 
 
 def test_yesterday_without_a_file_is_waiting_until_the_wait_window_ends_then_missing(tmp_path):

@@ -27,7 +27,7 @@ from typing import Any
 from tokokita_etl.orders.schema import fact_pesanan, karantina, summary_harian
 
 #: the warehouse tables a run writes, as the warehouse declares them
-FACT, SUMMARY, KARANTINA = (table.name for table in (fact_pesanan, summary_harian, karantina))
+FACT, SUMMARY, QUARANTINE = (table.name for table in (fact_pesanan, summary_harian, karantina))
 
 
 @dataclass(frozen=True)
@@ -101,7 +101,7 @@ def stage_lineage(settings: Any, day: date, stage: str, result: Mapping[str, Any
     if stage == "load":
         return [file(raw)], [table(FACT, rows=result.get("fact")),
                              table(SUMMARY, rows=result.get("summary")),
-                             table(KARANTINA, rows=result.get("karantina")),
+                             table(QUARANTINE, rows=result.get("karantina")),
                              file(settings.quarantine_path(day), rows=result.get("karantina"))]
     if stage == "validate":
         checks = tuple(Check(c["name"], bool(c["ok"]), c["detail"])

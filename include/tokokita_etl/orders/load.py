@@ -34,7 +34,7 @@ from tokokita_etl.warehouse.database import Warehouse
 
 STAGE_FACT = "stage_fact"
 KEY_COLUMNS = ("order_id", "kota", "line")  # staged when a new date's copy met a conflict
-STAGE_KARANTINA = "stage_karantina"
+STAGE_QUARANTINE = "stage_quarantine"
 BATCH_ROWS = 65_536
 #: the fact columns a valid row has its own value of: every valid row's order_date is D (else
 #: it was wrong_date), written as a constant
@@ -108,13 +108,13 @@ def load(warehouse: Warehouse, day: date, staging: Path, quarantine_file: Path) 
         summary = len(summary_rows)
 
         conn.execute(text("DELETE FROM karantina WHERE order_date = :d"), {"d": d})
-        warehouse.create_stage_table(conn, STAGE_KARANTINA, QUARANTINE_COLUMNS)
-        warehouse.bulk_insert(conn, STAGE_KARANTINA, list(QUARANTINE_COLUMNS),
+        warehouse.create_stage_table(conn, STAGE_QUARANTINE, QUARANTINE_COLUMNS)
+        warehouse.bulk_insert(conn, STAGE_QUARANTINE, list(QUARANTINE_COLUMNS),
                               rejected.to_batches(max_chunksize=BATCH_ROWS))
-        karantina_values = ", ".join(warehouse.from_stage(karantina, c)
+        quarantine_values = ", ".join(warehouse.from_stage(karantina, c)
                                      for c in QUARANTINE_COLUMNS)
         conn.execute(text(f"INSERT INTO karantina ({', '.join(QUARANTINE_COLUMNS)}) "
-                          f"SELECT {karantina_values} FROM {STAGE_KARANTINA}"))
+                          f"SELECT {quarantine_values} FROM {STAGE_QUARANTINE}"))
         identity = warehouse.bump_revision(conn)
         qfile.write(quarantine_csv)
     return LoadResult(fact=fact, summary=summary, karantina=rejected.num_rows, removed=removed,

@@ -99,6 +99,8 @@ ORDERS = Pipeline(
     done_line=done_line,
     command=RUN_COMMAND,  # the command line's default pipeline
     columns=("extracted", "fact", "karantina", "duplikat", "quarantine", "bruto", "bersih"),
+    status_counts=(("extracted", 9), ("karantina", 9), ("duplikat", 8), ("fact", 8),
+                   ("summary", 7)),
     schema="tokokita_etl.orders.schema",
     held_checksums=held_checksums,
 )

@@ -16,6 +16,7 @@ from datetime import date
 from typing import Any
 
 from tokokita_etl.errors import ConfigError
+from tokokita_etl.runner.schedule import DAILY, Grain
 from tokokita_etl.settings.layout import join, partition_file_exists
 from tokokita_etl.settings.model import Settings
 from tokokita_etl.storage import Location
@@ -89,6 +90,8 @@ class Pipeline:
     outcome: Outcome
     #: where its raw partition files are (the sensor, the missing rule, the fingerprints)
     raw: RawFiles
+    #: how its dates make partitions and which partition a fire time processes
+    grain: Grain = DAILY
     tags: tuple[str, ...] = field(default=())
     #: its setting defaults, above the settings' class defaults (`cron`, `lookback_days`...)
     defaults: Mapping[str, Any] = field(default_factory=dict)
@@ -101,6 +104,9 @@ class Pipeline:
     #: the counts and amounts of its status rows the status page shows, in order (of
     #: `extracted`, `fact`, `karantina`, `duplikat`, `quarantine`, `bruto`, `bersih`)
     columns: tuple[str, ...] = ()
+    #: the counts of its success's `rows` the command line's `status` prints, in order, each
+    #: with its column's width
+    status_counts: tuple[tuple[str, int], ...] = (("extracted", 9),)
     #: the command that runs its dates (named in the hints a person reads); default
     #: `tokokita-etl run --pipeline <name>`
     command: str = ""

@@ -5,10 +5,43 @@ The decisions about a date (due, run, skip, blocked) are in `tokokita_etl.runner
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
 from tokokita_etl.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Grain:
+    """How a pipeline's dates make partitions. A partition is keyed by its first date: a
+    day's by the day, an ISO week's (Monday to Sunday) by its Monday."""
+
+    name: str
+    days: int
+
+    def start(self, day: date) -> date:
+        """The key of the partition holding `day`."""
+        return day - timedelta(days=day.weekday()) if self.days == 7 else day
+
+    def dates(self, key: date) -> tuple[date, ...]:
+        """The dates of the partition keyed `key`."""
+        return tuple(key + timedelta(days=n) for n in range(self.days))
+
+    def for_fire(self, local_fire_date: date) -> date:
+        """The partition a run firing on `local_fire_date` processes: the last whole one
+        before the fire date's own (D+1 -> D; a Monday -> the Monday before)."""
+        return self.start(local_fire_date) - timedelta(days=self.days)
+
+    def check(self, key: date, what: str = "--date") -> date:
+        """`key`, or a ConfigError naming `what` when it keys no partition of this grain."""
+        if key != self.start(key):
+            raise ConfigError(f"{what}: {key} is not the first date of a {self.name} "
+                              f"partition (a Monday); its partition is {self.start(key)}")
+        return key
+
+
+DAILY, WEEKLY = Grain("daily", 1), Grain("weekly", 7)
 
 
 def local_today(now: datetime, tz: str) -> date:
@@ -51,37 +84,42 @@ def parse_now(text: str, tz: str) -> datetime:
     return value
 
 
-def partition_date_for_run(anchor: datetime, tz: str,
-                           override: str | date | None = None) -> date:
-    """The partition a run processes: the day before its fire time's local date, unless given.
+def partition_date_for_run(anchor: datetime, tz: str, override: str | date | None = None,
+                           grain: Grain = DAILY) -> date:
+    """The partition a run processes: `grain.for_fire` of its fire time's local date (the day
+    before, for a daily grain), unless given.
 
     `anchor` is the run's scheduled fire time (its logical date) or, for a run without one,
-    the time it was queued; `override` is an explicit `YYYY-MM-DD` (manual runs).
+    the time it was queued; `override` is an explicit `YYYY-MM-DD` (manual runs), which must
+    key a partition of `grain`.
     """
     if override:
         if isinstance(override, date):
-            return override
+            return grain.check(override, "partition_date")
         try:
-            return date.fromisoformat(str(override).strip())
+            key = date.fromisoformat(str(override).strip())
         except ValueError:
             raise ConfigError(f"partition_date: expected YYYY-MM-DD, got {override!r}") from None
+        return grain.check(key, "partition_date")
     if anchor.tzinfo is None:
         raise ValueError("anchor must be time-zone aware")
-    return anchor.astimezone(ZoneInfo(tz)).date() - timedelta(days=1)
+    return grain.for_fire(anchor.astimezone(ZoneInfo(tz)).date())
 
 
-def fire_time_for_partition(day: date, cron: str, tz: str) -> datetime:
-    """The scheduled fire time of the run that processes `day`: the first tick on D+1.
+def fire_time_for_partition(key: date, cron: str, tz: str, grain: Grain = DAILY) -> datetime:
+    """The scheduled fire time of the run that processes the partition keyed `key`: the
+    first tick on the day after its last date (D+1 for a day, the next Monday for a week).
 
     The inverse of `partition_date_for_run` for scheduled runs (`30 2 * * *`: D+1 02:30 in `tz`).
     """
     from tokokita_etl.cron import next_runs
 
-    start = datetime.combine(day + timedelta(days=1), time(0, 0), ZoneInfo(tz))
+    after = key + timedelta(days=grain.days)
+    start = datetime.combine(after, time(0, 0), ZoneInfo(tz))
     runs = next_runs(cron, start - timedelta(microseconds=1), 1, tz)
-    if not runs or partition_date_for_run(runs[0], tz) != day:
-        raise ConfigError(f"cron {cron!r} does not fire on {day + timedelta(days=1)} in {tz}, "
-                          f"so no scheduled run processes {day}")
+    if not runs or partition_date_for_run(runs[0], tz, grain=grain) != key:
+        raise ConfigError(f"cron {cron!r} does not fire on {after} in {tz}, "
+                          f"so no scheduled run processes {key}")
     return runs[0]
 
 

@@ -121,7 +121,7 @@ def date_states(pipeline: Pipeline, settings: Settings, now: datetime, days: int
     for day in wanted:
         entry = state.entry(day)
         counts = entry.get("rows") if isinstance(entry.get("rows"), dict) else {}
-        extracted, karantina = _number(counts.get("extracted")), _number(counts.get("karantina"))
+        extracted, quarantined = _number(counts.get("extracted")), _number(counts.get("karantina"))
         present = pipeline.raw.exists(settings, day)
         row: dict[str, Any] = {
             "date": day.isoformat(), "state": "", "label": "", "reason": "", "unblock": "",
@@ -130,7 +130,7 @@ def date_states(pipeline: Pipeline, settings: Settings, now: datetime, days: int
             "failures": failures_since_success(entry), "max_attempts": settings.max_attempts,
             "blocked": is_blocked(state, day, settings.max_attempts),
             "rows": counts,
-            "quarantine_share": (karantina / extracted) if extracted and karantina is not None
+            "quarantine_share": (quarantined / extracted) if extracted and quarantined is not None
             else None,
             "bruto": entry.get("bruto"), "bersih": entry.get("bersih"),
             "duration_s": None, "error": entry.get("error", ""),
@@ -214,7 +214,7 @@ def _state_of(pipeline: Pipeline, settings: Settings, state, day: date, now: dat
         return {"state": DateState.NOT_PROCESSED, "label": "not processed",
                 "reason": "the partition is there; no run has processed it yet"}
     try:
-        fire = fire_time_for_partition(day, settings.cron, settings.timezone)
+        fire = fire_time_for_partition(day, settings.cron, settings.timezone, pipeline.grain)
     except EtlError:
         fire = None
     scheduled = fire is not None and (settings.catchup_end is None or fire <= settings.catchup_end)
@@ -272,10 +272,12 @@ def _count(value: Any) -> str:
     return "-" if value is None else str(value)
 
 
-def format_status(rows: list[dict[str, Any]]) -> str:
-    """The status table as text, with a note per date (why, what to do, warnings)."""
-    header = f"{'date':<10}  {'state':<16} {'attempt':>7}  {'extracted':>9} {'karantina':>9} " \
-             f"{'duplikat':>8} {'fact':>8} {'summary':>7}  note"
+def format_status(pipeline: Pipeline, rows: list[dict[str, Any]]) -> str:
+    """The status table of `pipeline` as text, its `status_counts` as columns, with a note
+    per date (why, what to do, warnings)."""
+    counts = pipeline.status_counts
+    header = f"{'date':<10}  {'state':<16} {'attempt':>7}  " \
+             + " ".join(f"{key:>{width}}" for key, width in counts) + "  note"
     lines = [header]
     for r in rows:
         n = r["rows"]
@@ -289,8 +291,7 @@ def format_status(rows: list[dict[str, Any]]) -> str:
             notes.append(f"last error ({r['failed_stage'] or '?'}): {r['error']}")
         notes.extend(f"warning: {w}" for w in r["warnings"])
         line = (f"{r['date']:<10}  {r['label']:<16} {r['attempt']:>7}  "
-                f"{_count(n.get('extracted')):>9} {_count(n.get('karantina')):>9} "
-                f"{_count(n.get('duplikat')):>8} {_count(n.get('fact')):>8} "
-                f"{_count(n.get('summary')):>7}  {'; '.join(notes)}")
+                + " ".join(f"{_count(n.get(key)):>{width}}" for key, width in counts)
+                + f"  {'; '.join(notes)}")
         lines.append(line.rstrip())
     return "\n".join(lines)
