@@ -20,6 +20,7 @@ from tokokita_etl.pipelines import DEFAULT, PIPELINES, by_name, settings_of
 from tokokita_etl.runner.claims import settled_watermark
 from tokokita_etl.runner.declaration import Pipeline
 from tokokita_etl.runner.identity import reconcile, verify
+from tokokita_etl.runner.inputs import raw_changed_of
 from tokokita_etl.runner.policy import due_runs
 from tokokita_etl.runner.schedule import parse_now, parse_run_date, utc_now
 from tokokita_etl.runner.sequence import run_for_date
@@ -184,7 +185,8 @@ def cmd_due(args: argparse.Namespace, pipeline: Pipeline) -> int:
     state = settled_watermark(settings, clock)
     verify(settings, state, where=state_store(settings).location)  # no date is due on another
     dates = due_runs(state, clock, pipeline.raw.present(settings),
-                     settings.lookback_days, settings.max_attempts, tz=settings.timezone)
+                     settings.lookback_days, settings.max_attempts, tz=settings.timezone,
+                     raw_changed=raw_changed_of(pipeline, settings, state))
     if args.json:
         print(json.dumps([d.isoformat() for d in dates]))
     else:

@@ -1,7 +1,8 @@
 """A success records the fingerprint of the raw bytes it processed, and a done date whose raw
 file changed since is shown as such (`on_raw_change=flag`) without becoming due: in `status`,
-in the skip line of its next run. A touched file with the same bytes is no change; `off`
-does not look. Real runs of the command line on real files (and a real S3-compatible server
+in the skip line of its next run; with `reprocess` it is due inside the lookback and a plain
+run reprocesses it. A touched file with the same bytes is no change, a file gone is never
+due; `off` does not look. Real runs of the command line on real files (and a real S3-compatible server
 for objects)."""
 
 from __future__ import annotations
@@ -169,3 +170,65 @@ def test_an_object_partition_records_its_etag_and_a_replaced_object_is_flagged(p
                             + b"LATE-1,2026-11-02T23:00:00+07:00,C9,Bandung,Teh,2,5000,0\n")
         upload(changed, url)
         assert "raw changed since processed" in status_line(ws, **env)
+
+
+LATE_ROW = b"LATE-1,2026-11-02T23:00:00+07:00,C9,Bandung,Teh,2,5000,0\n"
+
+
+def due_dates(ws: Workspace, now: str = NOW, **env: str) -> list[str]:
+    done = run_cli(["due", "--now", now], cwd=ws.root, env=ws.env(**env))
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split()
+
+
+def test_with_reprocess_a_changed_raw_file_is_due_and_a_plain_run_reprocesses_it(
+        sqlite_workspace):
+    ws = sqlite_workspace
+    original = (SAMPLE_RAW / "pesanan_2026-11-02.csv").read_bytes()
+    path = ws.write_partition(DAY, original)
+    run(ws)
+    first_gold = ws.gold_file(DAY).read_bytes()
+    path.write_bytes(original + LATE_ROW)
+    change = f"raw changed since processed ({len(original)} -> {len(original) + len(LATE_ROW)} bytes)"
+    line = status_line(ws, TOKOKITA_ON_RAW_CHANGE="reprocess")
+    assert line.split()[1:3] == ["due", "(raw"] and change in line
+    assert "on_raw_change=reprocess" in line
+    assert due_dates(ws, TOKOKITA_ON_RAW_CHANGE="reprocess") == [DAY.isoformat()]
+
+    done = run(ws, TOKOKITA_ON_RAW_CHANGE="reprocess")
+    assert f"[gate] {change}: reprocessing {DAY}, which already succeeded (attempt 1)" \
+        in done.stdout
+    entry = entry_of(ws)
+    assert (entry["status"], entry["attempt"], entry["rows"]["fact"]) == ("success", 2, 9)
+    assert entry["raw"]["size"] == len(original) + len(LATE_ROW)
+    assert ws.gold_file(DAY).read_bytes() != first_gold
+    # processed: neither due nor flagged any more, and the next plain run skips
+    assert due_dates(ws, TOKOKITA_ON_RAW_CHANGE="reprocess") == []
+    line = status_line(ws, TOKOKITA_ON_RAW_CHANGE="reprocess")
+    assert line.split()[1] == "done" and "changed" not in line
+    assert "[skip]" in run(ws, TOKOKITA_ON_RAW_CHANGE="reprocess").stdout
+    assert entry_of(ws)["attempt"] == 2
+
+
+def test_with_reprocess_a_touched_or_gone_raw_file_is_not_due(sqlite_workspace):
+    ws = sqlite_workspace
+    path = ws.write_partition(DAY, (SAMPLE_RAW / "pesanan_2026-11-02.csv").read_bytes())
+    run(ws)
+    later = path.stat().st_mtime_ns + 5_000_000_000
+    os.utime(path, ns=(later, later))
+    assert due_dates(ws, TOKOKITA_ON_RAW_CHANGE="reprocess") == []
+    path.unlink()
+    assert due_dates(ws, TOKOKITA_ON_RAW_CHANGE="reprocess") == []
+    line = status_line(ws, TOKOKITA_ON_RAW_CHANGE="reprocess")
+    assert "done (changed)" in line and "its results stay" in line
+    assert entry_of(ws)["attempt"] == 1
+
+
+def test_with_reprocess_a_changed_date_older_than_the_lookback_is_not_due(sqlite_workspace):
+    ws = sqlite_workspace
+    original = (SAMPLE_RAW / "pesanan_2026-11-02.csv").read_bytes()
+    path = ws.write_partition(DAY, original)
+    run(ws)
+    path.write_bytes(original + LATE_ROW)
+    assert due_dates(ws, "2026-11-20T10:00:00+07:00", TOKOKITA_ON_RAW_CHANGE="reprocess") == []
+    assert due_dates(ws, TOKOKITA_ON_RAW_CHANGE="reprocess") == [DAY.isoformat()]

@@ -205,6 +205,29 @@ def test_decide_skips_a_success_unless_forced_and_blocks_at_max_attempts():
     assert decide(state, date(2026, 11, 6), max_attempts=3).action == "run"
 
 
+def test_a_done_date_whose_raw_changed_runs_like_a_forced_one_and_only_a_done_date():
+    state = Watermark({"runs": {"2026-11-02": {"status": SUCCESS, "attempt": 1},
+                                "2026-11-03": {"status": FAILED, "attempt": 3}}})
+    why = "raw changed since processed (10 -> 12 bytes)"
+    decision = decide(state, D02, max_attempts=3, raw_changed=why)
+    assert decision.action == "run"
+    assert decision.reason == f"{why}: reprocessing {D02}, which already succeeded (attempt 1)"
+    # a blocked date stays blocked: the reason to reprocess a done date unblocks nothing
+    assert decide(state, D03, max_attempts=3, raw_changed=why).action == "blocked"
+
+
+def test_due_runs_lists_a_done_date_only_when_its_raw_changed_inside_the_lookback(tmp_path):
+    state = Watermark({"runs": {d.isoformat(): {"status": SUCCESS, "attempt": 1}
+                                for d in (D02, D03)}})
+    raw = make_raw(tmp_path, D02, D03)
+    changed = {D03: "raw changed since processed (10 -> 12 bytes)"}
+    now = at("2026-11-05 10:00")
+    assert due(state, now, raw) == []
+    assert due(state, now, raw, raw_changed=lambda d: changed.get(d, "")) == [D03]
+    assert due(state, at("2026-11-20 10:00"), raw,
+               raw_changed=lambda d: changed.get(d, "")) == []
+
+
 # -- naming run dates -------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("now", "word", "expected"), [

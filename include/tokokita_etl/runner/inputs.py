@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -23,6 +23,7 @@ from tokokita_etl.storage import Location, filesystem, is_url, object_info
 
 if TYPE_CHECKING:
     from tokokita_etl.runner.declaration import Pipeline
+    from tokokita_etl.runner.watermark import Watermark
 
 #: the watermark field of a success that holds the raw fingerprint
 RAW = "raw"
@@ -124,3 +125,23 @@ def changed_since_processed(pipeline: Pipeline, settings: Settings, entry: Mappi
     if settings.on_raw_change == "off":
         return None
     return raw_change(entry, pipeline.raw.path(settings, day))
+
+
+def reprocess_reason(pipeline: Pipeline, settings: Settings, entry: Mapping[str, Any],
+                     day: date) -> str:
+    """Why a done date is to be reprocessed for its raw file (`policy.decide`'s
+    `raw_changed`): with `on_raw_change: reprocess`, a raw file that changed since its
+    success; "" otherwise (a file gone is never reprocessed: its results stay)."""
+    if settings.on_raw_change != "reprocess":
+        return ""
+    change = changed_since_processed(pipeline, settings, entry, day)
+    return str(change) if change is not None and not change.gone else ""
+
+
+def raw_changed_of(pipeline: Pipeline, settings: Settings,
+                   state: Watermark) -> Callable[[date], str] | None:
+    """`reprocess_reason` of a date of `state`, as `policy.due_runs` asks it; None unless
+    `on_raw_change` is `reprocess` (nothing is looked at)."""
+    if settings.on_raw_change != "reprocess":
+        return None
+    return lambda day: reprocess_reason(pipeline, settings, state.entry(day), day)

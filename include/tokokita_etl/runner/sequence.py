@@ -34,7 +34,7 @@ from tokokita_etl.runner.claims import (
 )
 from tokokita_etl.runner.declaration import Pipeline
 from tokokita_etl.runner.identity import ensure, verify
-from tokokita_etl.runner.inputs import changed_since_processed
+from tokokita_etl.runner.inputs import changed_since_processed, reprocess_reason
 from tokokita_etl.runner.liveness import cli_holder_finished, cli_owner
 from tokokita_etl.runner.notify import ping, start_line, summary_line
 from tokokita_etl.runner.outcomes import (
@@ -50,7 +50,7 @@ from tokokita_etl.runner.policy import Action, Decision, gate_decision, stage_de
 from tokokita_etl.runner.schedule import utc_now
 from tokokita_etl.runner.staging import WARNING_PREFIX, run_stage
 from tokokita_etl.runner.stores import state_store
-from tokokita_etl.runner.watermark import STOPPED, STOPPED_CLEARS, HolderCheck
+from tokokita_etl.runner.watermark import STOPPED, STOPPED_CLEARS, HolderCheck, Watermark
 from tokokita_etl.settings.model import Settings
 from tokokita_etl.warehouse.database import Warehouse
 
@@ -90,6 +90,14 @@ class GateResult:
     refused: RunOutcome | None = None
     #: another live run holds the date: the rules were not applied (`open_run`)
     held: bool = False
+    #: why a done date is reprocessed for its changed raw file (`on_raw_change: reprocess`)
+    raw_changed: str = ""
+
+
+def _raw_changed(pipeline: Pipeline, settings: Settings, state: Watermark, day: date) -> str:
+    """`inputs.reprocess_reason` of a done date (no look at any other)."""
+    return reprocess_reason(pipeline, settings, state.entry(day), day) \
+        if state.has_success(day) else ""
 
 
 def gate(pipeline: Pipeline, settings: Settings, day: date, *, force: bool, reset_attempts: bool,
@@ -108,11 +116,13 @@ def gate(pipeline: Pipeline, settings: Settings, day: date, *, force: bool, rese
     holder_finished = _asked_once(holder_finished)  # the intent's and the claim's holder
     reconciled = reconcile_intent(pipeline, settings, day, now, holder_finished, owner or by)
     state = store.read()
+    raw_changed = "" if force or cleared else _raw_changed(pipeline, settings, state, day)
     decision = gate_decision(state, day, run_type=run_type, now=now,
                              lookback_days=settings.lookback_days,
                              max_attempts=settings.max_attempts, force=force,
                              reset_attempts=reset_attempts, cleared=cleared,
-                             tz=settings.timezone, command=pipeline.run_command)
+                             raw_changed=raw_changed, tz=settings.timezone,
+                             command=pipeline.run_command)
     reason = decision.reason
     if decision.action is Action.SKIP and state.has_success(day) and (
             change := changed_since_processed(pipeline, settings, state.entry(day), day)):
@@ -124,7 +134,8 @@ def gate(pipeline: Pipeline, settings: Settings, day: date, *, force: bool, rese
                                      pipeline.stage_names[0], now, holder_finished,
                                      reset_by=by if reset_attempts else None)
     return GateResult(decision.action, reason, store.read().attempts(day), reset_from,
-                      reconciled)
+                      reconciled,
+                      raw_changed=raw_changed if decision.action is Action.RUN else "")
 
 
 def enter_stage(pipeline: Pipeline, settings: Settings, day: date, *, stage: str, owner: str,
@@ -152,8 +163,11 @@ def enter_stage(pipeline: Pipeline, settings: Settings, day: date, *, stage: str
                                      "run or trigger the date to run it")
     holder_finished = _asked_once(holder_finished)
     reconcile_intent(pipeline, settings, day, now, holder_finished, owner)
-    decision = stage_decision(store.read(), day, max_attempts=settings.max_attempts,
-                              force=force, cleared=cleared, command=pipeline.run_command)
+    state = store.read()
+    decision = stage_decision(state, day, max_attempts=settings.max_attempts,
+                              force=force, cleared=cleared,
+                              raw_changed=_raw_changed(pipeline, settings, state, day),
+                              command=pipeline.run_command)
     if decision.action is Action.BLOCKED:
         finish_refused(settings, day, BlockedError(decision.reason), status=BLOCKED,
                        started=now, now=now, trigger=owner)
@@ -241,7 +255,7 @@ def run_for_date(pipeline: Pipeline, settings: Settings, day: date, *, force: bo
             log(f"[skip] {opened.message}")
         elif opened.action is Action.BLOCKED:
             log(f"[blocked] {opened.message}")
-        elif force:
+        elif force or opened.raw_changed:
             log(f"[gate] {opened.message}")
     if opened.refused is not None:
         outcome = opened.refused

@@ -15,7 +15,7 @@ from typing import Any
 from tokokita_etl.errors import EtlError
 from tokokita_etl.runner.claims import interrupted_stage, read_claim, settled_watermark
 from tokokita_etl.runner.declaration import Pipeline
-from tokokita_etl.runner.inputs import changed_since_processed
+from tokokita_etl.runner.inputs import changed_since_processed, raw_changed_of
 from tokokita_etl.runner.liveness import cli_holder_finished
 from tokokita_etl.runner.policy import (
     Action,
@@ -115,7 +115,8 @@ def date_states(pipeline: Pipeline, settings: Settings, now: datetime, days: int
     wanted = sorted(set(window(settings, now, days) if dates is None else dates) |
                     (known if dates is None else set()))
     due = set(due_runs(state, now, pipeline.raw.present(settings), settings.lookback_days,
-                       settings.max_attempts, tz=settings.timezone))
+                       settings.max_attempts, tz=settings.timezone,
+                       raw_changed=raw_changed_of(pipeline, settings, state)))
     wait_window = timedelta(hours=settings.wait_window_hours)
     rows = []
     for day in wanted:
@@ -187,6 +188,12 @@ def _state_of(pipeline: Pipeline, settings: Settings, state, day: date, now: dat
     if state.has_success(day):
         done = f"succeeded (attempt {state.attempts(day)})"
         if change := changed_since_processed(pipeline, settings, entry, day):
+            if due and not change.gone:  # on_raw_change: reprocess
+                return {"state": DateState.DUE, "label": "due (raw changed)",
+                        "raw_change": str(change),
+                        "reason": f"{done}; {change}: on_raw_change=reprocess, so a plain "
+                                  f"run of the date reprocesses it ({pipeline.run_command} "
+                                  f"--date {day}, or a trigger of partition key {day})"}
             then = "its results stay" if change.gone else \
                 "a forced run (Clear in Airflow) reprocesses it"
             return {"state": DateState.DONE, "label": "done (changed)",

@@ -142,8 +142,9 @@ class Settings(BaseSettings):
     #: `warn`, or `fail`: a low-volume or zero-row run fails validation
     volume_check: Annotated[str, text_rule(choices=("warn", "fail"))] = "warn"
     #: a done date whose raw file changed since its success: `flag` shows it (status, the
-    #: status page, the gate's skip line); `off` does not look
-    on_raw_change: Annotated[str, text_rule(choices=("flag", "off"))] = "flag"
+    #: status page, the gate's skip line); `reprocess` also makes it due and a plain run
+    #: reprocesses it; `off` does not look
+    on_raw_change: Annotated[str, text_rule(choices=("flag", "reprocess", "off"))] = "flag"
     #: an http(s) URL to ping after each run; empty: none
     ping_url: HttpUrl = ""
     #: the scheduled run for D must have succeeded by this local time (HH:MM, in `timezone`)
