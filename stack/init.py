@@ -194,11 +194,13 @@ def prepare_warehouse(env: Mapping[str, str]) -> str | None:
             if not exists:
                 conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(url.database)))
                 say(f"created warehouse database {url.database!r}")
-    from tokokita_etl.pipelines import every
+    from tokokita_etl.pipelines import PIPELINES
     from tokokita_etl.settings.model import default
     from tokokita_etl.warehouse.database import Warehouse
 
-    for pipeline in every(env.get("TOKOKITA_DECLARATIONS", "")).values():
+    # the package's own pipelines' tables; a declared pipeline's module may be importable
+    # only by the Airflow services (its first run creates its tables)
+    for pipeline in PIPELINES.values():
         pipeline.declare_tables()
     warehouse = Warehouse(url_text, env.get("TOKOKITA_TIMEZONE") or default("timezone"))
     warehouse.ensure_schema()

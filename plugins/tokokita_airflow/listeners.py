@@ -11,7 +11,10 @@ the run ended in success (a stage cleared alone, a stage marked success), that r
 no failure of the partition (`claims.stop_ended_run`).
 
 Every run carries D as its partition key from its creation (`DailyPartitionTimetable`, and
-the trigger's partition key), so nothing is set on a starting run.
+the trigger's partition key), but for the runs the sweep DAG makes (`tokokita_airflow.sweep`):
+Airflow's task SDK triggers a run without a partition key, so when such a run starts, the
+scheduler (which calls this listener inside its own transaction) gives it the key and
+partition date of the date its configuration names.
 """
 
 from __future__ import annotations
@@ -72,6 +75,30 @@ def release_ended_run(dag_run: Any, *, succeeded: bool = False) -> None:
     except EtlError as exc:
         log.warning("%s ended; its claim on %s stays until the next run of the date takes it "
                     "over: %s", owner, day, exc)
+
+
+@hookimpl
+def on_dag_run_running(dag_run: Any, msg: str) -> None:
+    """Give a starting run of the sweep (`runner.propagation.SWEEP_RUN_PREFIX`) the partition
+    key its configuration names, and that key's partition date."""
+    from airflow.exceptions import InvalidPartitionKeyError
+
+    from tokokita_airflow.timetable import DailyPartitionTimetable
+    from tokokita_etl.runner.propagation import SWEEP_RUN_PREFIX
+
+    if dag_run.partition_key or not str(dag_run.run_id).startswith(SWEEP_RUN_PREFIX):
+        return
+    timetable = getattr(getattr(dag_run, "dag", None), "timetable", None)
+    key = (dag_run.conf or {}).get("partition_date")
+    if not isinstance(timetable, DailyPartitionTimetable) or not isinstance(key, str):
+        return
+    try:
+        dag_run.partition_date = timetable.resolve_partition_date(key)
+    except InvalidPartitionKeyError:  # its tasks refuse the run, naming the date
+        return
+    dag_run.partition_key = key
+    log.info("Run %s of %s processes partition %s: set as its partition key",
+             dag_run.run_id, dag_run.dag_id, key)
 
 
 @hookimpl

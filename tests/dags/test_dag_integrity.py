@@ -179,3 +179,42 @@ print(json.dumps(out))
     orders = dags["tokokita_orders_daily"]
     assert (orders["cron"], orders["pipelines"], orders["wait_h"]) == ("45 1 * * *", ["orders"], 6.0)
     assert orders["tasks"][2:] == ["extract", "transform", "load", "validate", "publish_gold"]
+
+
+def test_the_sweep_dag_exists_only_while_a_pipeline_reprocesses_changed_raw_files(tmp_path):
+    """With `on_raw_change: reprocess` (the orders' own setting, or another pipeline's),
+    `dags/tokokita_sweep.py` builds the sweep DAG on `sweep_cron`, in the shared zone, without
+    catch-up; with `flag` there is none."""
+    probe = f"""
+import json, sys
+sys.path[:0] = [{str(REPO / 'plugins')!r}, {str(REPO / 'include')!r}, {str(REPO / 'tests')!r}]
+from airflow.dag_processing.dagbag import DagBag
+bag = DagBag({str(REPO / 'dags' / 'tokokita_sweep.py')!r})
+out = {{"errors": sorted(bag.import_errors)}}
+for dag in bag.dags.values():
+    out[dag.dag_id] = {{
+        "cron": dag.timetable.serialize()["expression"],
+        "zone": dag.timetable.serialize()["timezone"], "catchup": dag.catchup,
+        "tasks": [t.task_id for t in dag.topological_sort()],
+        "max_active_runs": dag.max_active_runs}}
+print(json.dumps(out))
+"""
+    base = {**AIRFLOW_ENV, "PATH": "/usr/bin:/bin", "TOKOKITA_HOME": str(tmp_path)}
+
+    def sweep_dags(**env: str) -> dict:
+        out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                             check=True, env={**base, **env})
+        found = json.loads(out.stdout.strip().splitlines()[-1])
+        assert found.pop("errors") == []
+        return found
+
+    assert sweep_dags() == {}
+    assert sweep_dags(TOKOKITA_ON_RAW_CHANGE="flag") == {}
+    expected = {"tokokita_sweep": {
+        "cron": "15 * * * *", "zone": "Asia/Jakarta", "catchup": False,
+        "tasks": ["find_changed_partitions", "trigger_runs"], "max_active_runs": 1}}
+    assert sweep_dags(TOKOKITA_ON_RAW_CHANGE="reprocess") == expected
+    assert sweep_dags(TOKOKITA_DECLARATIONS="stock_pipeline:STOCK",
+                      TOKOKITA_STOCK__ON_RAW_CHANGE="reprocess",
+                      TOKOKITA_SWEEP_CRON="*/5 * * * *") == {
+        "tokokita_sweep": {**expected["tokokita_sweep"], "cron": "*/5 * * * *"}}

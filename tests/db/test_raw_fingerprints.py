@@ -232,3 +232,40 @@ def test_with_reprocess_a_changed_date_older_than_the_lookback_is_not_due(sqlite
     path.write_bytes(original + LATE_ROW)
     assert due_dates(ws, "2026-11-20T10:00:00+07:00", TOKOKITA_ON_RAW_CHANGE="reprocess") == []
     assert due_dates(ws, TOKOKITA_ON_RAW_CHANGE="reprocess") == [DAY.isoformat()]
+
+
+def test_the_sweep_names_each_changed_done_date_once_per_change_and_none_it_leaves(
+        sqlite_workspace):
+    """`runner.propagation.sweep`: what the Airflow sweep DAG triggers. The same change asked
+    twice names the same run; a change of a date a run holds is left to it; once reprocessed
+    nothing is named; with `flag` nothing is."""
+    from datetime import datetime
+
+    from tokokita_etl.orders.pipeline import ORDERS
+    from tokokita_etl.runner.claims import claim_date, release_date
+    from tokokita_etl.runner.propagation import sweep
+
+    ws = sqlite_workspace
+    original = (SAMPLE_RAW / "pesanan_2026-11-02.csv").read_bytes()
+    path = ws.write_partition(DAY, original)
+    run(ws)
+    now = datetime.fromisoformat(NOW)
+    reprocess = ws.settings(on_raw_change="reprocess")
+    assert sweep(ORDERS, reprocess, now) == []
+    path.write_bytes(original + LATE_ROW)
+    [need] = sweep(ORDERS, reprocess, now)
+    assert (need.pipeline, need.dag_id, need.key) == ("orders", "tokokita_orders_daily", DAY)
+    assert need.reason == (f"raw changed since processed ({len(original)} -> "
+                           f"{len(original) + len(LATE_ROW)} bytes)")
+    assert need.run_id.startswith(f"sweep__{DAY}__") and sweep(ORDERS, reprocess, now) == [need]
+    assert sweep(ORDERS, ws.settings(), now) == []  # flag: shown, not swept
+
+    claim_date(reprocess, DAY, "airflow:tokokita_orders_daily:sweep__x", now, lambda _o: False)
+    assert sweep(ORDERS, reprocess, now) == []
+    release_date(reprocess, DAY, "airflow:tokokita_orders_daily:sweep__x")
+
+    path.write_bytes(original + LATE_ROW + LATE_ROW.replace(b"LATE-1", b"LATE-2"))
+    [again] = sweep(ORDERS, reprocess, now)
+    assert again.run_id != need.run_id  # another change: another run
+    run(ws, TOKOKITA_ON_RAW_CHANGE="reprocess")
+    assert sweep(ORDERS, reprocess, now) == []

@@ -1,14 +1,15 @@
 """A second pipeline beside the orders on a running Airflow: the stock pipeline of the tests
 (`tests/stock_pipeline.py`, two stages, `stok_D.csv`, `0 3 * * *`), named by
 `TOKOKITA_DECLARATIONS` and given its catch-up window in config/pipeline.yaml's `pipelines:`
-section, as a user would declare it.
+section, as a user would declare it. The orders reprocess a done date whose raw file changed
+(`on_raw_change: reprocess`), so the sweep DAG runs too (every minute here).
 
 Dates relative to today T in Jakarta; both catch-ups fire for T-6 and T-5.
 
 | date | orders            | stock                                                       |
 |------|-------------------|-------------------------------------------------------------|
 | T-6  | done; forced again | done, untouched by the orders' forced run                  |
-| T-5  | done, untouched   | done; its run cleared: reprocessed                          |
+| T-5  | done; its raw file corrected: the sweep reprocesses it | done; its run cleared: reprocessed |
 | T-4  | done (a trigger)  | a bad row: failed three times, blocked; fixed and unblocked on the status page |
 
 Screenshots are written to docs/screenshots/ only with TOKOKITA_SAVE_SCREENSHOTS=1.
@@ -33,6 +34,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 
 JKT = "Asia/Jakarta"
 STOCK_DAG = STOCK.dag_id
+SWEEP_DAG = "tokokita_sweep"
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 GOOD = "sku,qty\nB-2,3\nA-1,4\nB-2,1\n"
 BAD = "sku,qty\nA-1,many\n"
@@ -52,6 +54,8 @@ def two_pipelines(tmp_path_factory):
     stack = EphemeralStack(tmp_path_factory.mktemp("two-pipelines"), start_date=t(5),
                            end_date=fire_time(today - timedelta(days=5)).isoformat())
     stack.target.extra_env["TOKOKITA_DECLARATIONS"] = "stock_pipeline:STOCK"
+    stack.target.extra_env["TOKOKITA_ON_RAW_CHANGE"] = "reprocess"  # the orders' own
+    stack.target.extra_env["TOKOKITA_SWEEP_CRON"] = "* * * * *"
     try:
         stack.prepare()
         config = stack.home / "config"
@@ -208,3 +212,48 @@ def test_the_status_page_shows_both_pipelines_and_unblocks_the_stocks_date(two_p
     entry = stack.watermark(STOCK)[t(4)]
     assert (entry["status"], entry["failures"], entry["resets"][-1]["previous_failures"]) == (
         "success", 0, 3)
+
+
+def test_a_corrected_raw_file_of_a_done_date_is_reprocessed_by_the_sweep_alone(two_pipelines):
+    """`on_raw_change: reprocess` (the orders'): a corrected raw file of a done date is
+    reprocessed without a person: the sweep DAG triggers one run of the orders DAG that shows
+    the date as its partition key and why in its note; the stock's watermark is untouched,
+    and the sweeps after it make no second run of the same change."""
+    stack = two_pipelines
+    stack.api.wait_dag(SWEEP_DAG, timeout=60)
+    orders_before, stock_before = stack.watermark(), stack.watermark(STOCK)
+    gold = stack.data / "gold" / f"summary_harian_{t(5)}.csv"
+    gold_before = gold.read_bytes()
+    raw = stack.data / "raw" / f"pesanan_{t(5)}.csv"
+    text = raw.read_text(encoding="utf-8")
+    raw.write_text(text + ("" if text.endswith("\n") else "\n")
+                   + f"LATE-1,{t(5)}T23:00:00+07:00,C9,Bandung,Teh,2,5000,0\n",
+                   encoding="utf-8")
+    corrected = datetime.now(UTC)
+
+    def swept() -> list[dict] | None:
+        runs = [r for r in stack.api.dag_runs(DAG_ID) if r["dag_run_id"].startswith("sweep__")]
+        return runs if runs and all(r["state"] in ("success", "failed") for r in runs) else None
+
+    [run] = wait_for(swept, 300, 2, "the sweep's run of the corrected date")
+    assert (run["state"], run["partition_key"], run["run_type"]) == (
+        "success", t(5), "operator_triggered"), run
+    assert run["dag_run_id"].startswith(f"sweep__{t(5)}__")
+    assert f"sweep: {t(5)} raw changed since processed" in run["note"]
+    entry = stack.watermark()[t(5)]
+    assert entry["attempt"] == orders_before[t(5)]["attempt"] + 1
+    assert entry["rows"]["fact"] == orders_before[t(5)]["rows"]["fact"] + 1
+    assert gold.read_bytes() != gold_before
+    assert stack.watermark(STOCK) == stock_before
+    assert {d: e for d, e in stack.watermark().items() if d != t(5)} == {
+        d: e for d, e in orders_before.items() if d != t(5)}
+
+    def later_sweeps() -> list[dict] | None:
+        runs = [r for r in stack.api.dag_runs(SWEEP_DAG)
+                if r["state"] == "success" and r["start_date"]
+                and datetime.fromisoformat(r["start_date"]) > corrected + timedelta(minutes=1)]
+        return runs if len(runs) >= 2 else None
+
+    wait_for(later_sweeps, 240, 5, "two more sweeps")
+    assert [r["dag_run_id"] for r in stack.api.dag_runs(DAG_ID)
+            if r["dag_run_id"].startswith("sweep__")] == [run["dag_run_id"]]

@@ -29,10 +29,38 @@ def ended_run(*, partition_key=None, dag=TOKOKITA, run_id="manual__x"):
                            partition_key=partition_key)
 
 
-def test_the_listener_sets_nothing_on_a_starting_run():
-    """Every run carries its partition key from its creation (the timetable, the trigger's
-    partition key): the listener that set it when a run started is gone."""
-    assert not hasattr(listeners, "on_dag_run_running")
+def starting_run(*, run_id: str, conf: dict, partition_key=None, dag=TOKOKITA):
+    run = ended_run(partition_key=partition_key, dag=dag, run_id=run_id)
+    run.conf, run.partition_date = conf, None
+    return run
+
+
+def test_a_starting_run_of_the_sweep_gets_the_partition_key_its_configuration_names():
+    """Airflow's task SDK triggers a run without a partition key: a run the sweep made gets
+    its date's key and partition date (D's local midnight, as the timetable gives) when it
+    starts."""
+    run = starting_run(run_id="sweep__2026-11-02__0123456789abcdef",
+                       conf={"partition_date": "2026-11-02"})
+    listeners.on_dag_run_running(dag_run=run, msg="started")
+    assert run.partition_key == "2026-11-02"
+    assert run.partition_date == datetime(2026, 11, 1, 17, 0, tzinfo=UTC)
+    assert run_partition(run) == date(2026, 11, 2)
+
+
+@pytest.mark.parametrize(("run_id", "conf", "key", "dag"), [
+    ("manual__x", {"partition_date": "2026-11-02"}, None, TOKOKITA),  # a person's run
+    ("sweep__2026-11-02__0", {"partition_date": "2026-11-02"}, "2026-11-03", TOKOKITA),
+    ("sweep__2026-11-02__0", {"partition_date": "02/11/2026"}, None, TOKOKITA),
+    ("sweep__2026-11-02__0", {}, None, TOKOKITA),
+    ("sweep__2026-11-02__0", {"partition_date": "2026-11-02"}, None,
+     SimpleNamespace(timetable=object())),  # another DAG
+], ids=["manual-run", "has-a-key", "bad-date", "no-date", "another-dag"])
+def test_the_listener_sets_nothing_on_any_other_starting_run(run_id, conf, key, dag):
+    """Every other run carries its partition key from its creation (the timetable, the
+    trigger's partition key), or is refused by its tasks, naming the key to use."""
+    run = starting_run(run_id=run_id, conf=conf, partition_key=key, dag=dag)
+    listeners.on_dag_run_running(dag_run=run, msg="started")
+    assert (run.partition_key, run.partition_date) == (key, None)
 
 
 def test_a_run_processes_its_partition_key_or_yesterday_of_when_it_was_queued():

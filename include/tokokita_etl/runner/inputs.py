@@ -67,6 +67,8 @@ class RawChange:
     gone: bool
     recorded_size: int
     size: int | None = None
+    #: the SHA-256 of the file as it is now (a changed file)
+    sha256: str = ""
 
     def __str__(self) -> str:
         if self.gone:
@@ -99,7 +101,8 @@ def raw_change(entry: Mapping[str, Any], location: Location) -> RawChange | None
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         return RawChange(gone=True, recorded_size=size)
     return None if digest == recorded["sha256"] else RawChange(gone=False, recorded_size=size,
-                                                                   size=stat.st_size)
+                                                                   size=stat.st_size,
+                                                                   sha256=digest)
 
 
 def _object_change(recorded: Mapping[str, Any], size: int, url: str) -> RawChange | None:
@@ -116,7 +119,7 @@ def _object_change(recorded: Mapping[str, Any], size: int, url: str) -> RawChang
     except FileNotFoundError:
         return RawChange(gone=True, recorded_size=size)
     return None if digest == recorded["sha256"] else RawChange(gone=False, recorded_size=size,
-                                                                   size=now_size)
+                                                                   size=now_size, sha256=digest)
 
 
 def changed_since_processed(pipeline: Pipeline, settings: Settings, entry: Mapping[str, Any],
@@ -127,15 +130,22 @@ def changed_since_processed(pipeline: Pipeline, settings: Settings, entry: Mappi
     return raw_change(entry, pipeline.raw.path(settings, day))
 
 
+def change_to_reprocess(pipeline: Pipeline, settings: Settings, entry: Mapping[str, Any],
+                        day: date) -> RawChange | None:
+    """With `on_raw_change: reprocess`, the change of a done date's raw file since its
+    success; None otherwise (a file gone is never reprocessed: its results stay)."""
+    if settings.on_raw_change != "reprocess":
+        return None
+    change = changed_since_processed(pipeline, settings, entry, day)
+    return change if change is not None and not change.gone else None
+
+
 def reprocess_reason(pipeline: Pipeline, settings: Settings, entry: Mapping[str, Any],
                      day: date) -> str:
     """Why a done date is to be reprocessed for its raw file (`policy.decide`'s
-    `raw_changed`): with `on_raw_change: reprocess`, a raw file that changed since its
-    success; "" otherwise (a file gone is never reprocessed: its results stay)."""
-    if settings.on_raw_change != "reprocess":
-        return ""
-    change = changed_since_processed(pipeline, settings, entry, day)
-    return str(change) if change is not None and not change.gone else ""
+    `raw_changed`, from `change_to_reprocess`), or ""."""
+    change = change_to_reprocess(pipeline, settings, entry, day)
+    return "" if change is None else str(change)
 
 
 def raw_changed_of(pipeline: Pipeline, settings: Settings,

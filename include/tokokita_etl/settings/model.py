@@ -133,6 +133,8 @@ class Settings(BaseSettings):
     wait_window_hours: Hours = 6
     #: how long a run's claim on a date holds before another run may take the date over
     claim_ttl_hours: Hours = 6
+    #: when the sweep DAG looks for partitions due again for a changed input (in `timezone`)
+    sweep_cron: Annotated[str, text_rule(problem=cron_problem)] = "15 * * * *"
     #: the DAG's catch-up window: an ISO 8601 date (its midnight) or date-time, in `timezone`
     #: unless it has an offset
     start_date: CatchupDate = date(2026, 11, 1)
@@ -292,7 +294,7 @@ SETTINGS = Settings.model_fields
 SHARED_SETTINGS = (
     "timezone", "warehouse_url", "state_url", "raw_dir", "gold_dir", "quarantine_dir",
     "state_dir", "staging_dir", "work_dir", "warehouse_conn_id", "state_conn_id",
-    "object_storage_conn_id", "notifiers", "declarations", "db_connect_timeout_s",
+    "object_storage_conn_id", "notifiers", "declarations", "sweep_cron", "db_connect_timeout_s",
     "db_statement_timeout_s", "db_answer_timeout_s", "db_lock_timeout_s",
 )
 #: the setting that names the orders' watermark; another pipeline's watermark is its name

@@ -1,0 +1,63 @@
+"""Changes that propagate: the partitions due for a reason no scheduled run takes.
+
+A pipeline's timetable makes one run per partition, when its fire time comes. A partition that
+becomes due again later, a done date whose raw file changed (`on_raw_change: reprocess`), has
+no run coming: the sweep (`sweep`) lists each such partition with its reason, and the Airflow
+sweep DAG triggers one run of it. A need is named by what it rests on (`Propagation.digest`:
+the new file's hash and the date's recorded outcomes), so asking again before its run has
+finished names the same run, and the same need never makes two.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import date, datetime
+
+from tokokita_etl.runner.claims import read_claim, settled_watermark
+from tokokita_etl.runner.declaration import Pipeline
+from tokokita_etl.runner.inputs import change_to_reprocess
+from tokokita_etl.runner.policy import days_before
+from tokokita_etl.runner.schedule import local_today
+from tokokita_etl.settings.model import Settings
+
+#: the run id prefix of the runs the sweep makes
+SWEEP_RUN_PREFIX = "sweep__"
+
+
+@dataclass(frozen=True)
+class Propagation:
+    """One partition of a pipeline to run again, and why."""
+
+    pipeline: str
+    dag_id: str
+    key: date
+    reason: str
+    #: what the reason rests on: the same need has the same digest
+    digest: str
+
+    @property
+    def run_id(self) -> str:
+        """The id of the one run this need makes."""
+        return f"{SWEEP_RUN_PREFIX}{self.key.isoformat()}__{self.digest[:16]}"
+
+
+def sweep(pipeline: Pipeline, settings: Settings, now: datetime) -> list[Propagation]:
+    """The partitions of `pipeline` inside `lookback_days` at `now` that are due again for a
+    changed input (a done date whose raw file changed, with `on_raw_change: reprocess`),
+    oldest first; a partition a run holds (its claim) is left to that run."""
+    if settings.on_raw_change != "reprocess":
+        return []
+    state = settled_watermark(settings, now)
+    found = []
+    for day in days_before(local_today(now, settings.timezone), settings.lookback_days):
+        if not state.has_success(day):
+            continue
+        change = change_to_reprocess(pipeline, settings, state.entry(day), day)
+        if change is None or read_claim(settings, day) is not None:
+            continue
+        # a done date is never blocked (`policy.decide`): the run this makes reprocesses it
+        digest = hashlib.sha256(f"{change.sha256}:{state.attempts(day)}".encode())
+        found.append(Propagation(pipeline.name, pipeline.dag_id, day, str(change),
+                                 digest.hexdigest()))
+    return found
