@@ -52,16 +52,17 @@ e2e: setup
 	$(BIN)/python -m pytest tests/e2e $(PYTEST_ARGS)
 
 # the whole suite in two parts: every test that starts no Airflow stack and no browser (the
-# `make check` tests and the fault suite) on two workers, then the running stacks, the browser
-# and the real containers in one process (each starts servers of its own, about 1.5 GB a stack,
-# which two at once on 2 cores would slow past their time limits); with PYTEST_ARGS a part
+# `make check` tests and the fault suite), then the running stacks, the browser and the real
+# containers; each part on two workers, a test module at a time each (a stack module starts
+# servers of its own, about 1.5 GB a stack: two at once fit in 4 GB); with PYTEST_ARGS a part
 # that selects no test passes (pytest's exit 5)
 STACK_MARKERS := e2e or browser
 test: setup $(CHROMIUM)
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -n $(CHECK_WORKERS) --dist loadfile -m "not ($(STACK_MARKERS))" \
 	  $(PYTEST_ARGS) $(if $(PYTEST_ARGS),|| [ $$? -eq 5 ])
-	$(BIN)/python -m pytest -m "$(STACK_MARKERS)" $(PYTEST_ARGS) $(if $(PYTEST_ARGS),|| [ $$? -eq 5 ])
+	$(BIN)/python -m pytest -n $(CHECK_WORKERS) --dist loadfile -m "$(STACK_MARKERS)" \
+	  $(PYTEST_ARGS) $(if $(PYTEST_ARGS),|| [ $$? -eq 5 ])
 
 # the fast loop: lint and every test that starts no Airflow stack and no browser, and not the
 # fault suite, on two pytest-xdist workers, a test module at a time each (each worker has an
