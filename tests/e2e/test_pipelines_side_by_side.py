@@ -18,9 +18,11 @@ Screenshots are written to docs/screenshots/ only with TOKOKITA_SAVE_SCREENSHOTS
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
+from urllib.parse import quote
 from zoneinfo import ZoneInfo
 
 import httpx
@@ -253,6 +255,26 @@ def test_a_corrected_raw_file_of_a_done_date_is_reprocessed_by_the_sweep_alone(t
                 if r["state"] == "success" and r["start_date"]
                 and datetime.fromisoformat(r["start_date"]) > corrected + timedelta(minutes=1)]
         return runs if len(runs) >= 2 else None
+
+    # as a person finds it: the run's page shows the date as its partition key and why
+    from playwright.sync_api import expect
+
+    from tests.browser import chromium
+
+    token = AirflowApi(stack.target.api_url, USERNAME, PASSWORD).login()
+    with chromium() as browser:
+        context = browser.new_context(viewport={"width": 1500, "height": 1000})
+        context.add_cookies([{"name": "_token", "value": token, "url": stack.target.api_url}])
+        page = context.new_page()
+        page.goto(f"{stack.target.api_url}/dags/{DAG_ID}/runs/{quote(run['dag_run_id'], safe='')}")
+        header = page.get_by_test_id("stat")
+        expect(header.filter(has=page.get_by_role("heading", name="Partition Key"))
+               ).to_have_text(re.compile(rf"^Partition Key\s*{t(5)}$"), timeout=60_000)
+        expect(page.get_by_text("raw changed since processed").first).to_be_visible()
+        if os.environ.get("TOKOKITA_SAVE_SCREENSHOTS") == "1":
+            SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=SCREENSHOTS / "sweep-run-of-a-corrected-date.png")
+        context.close()
 
     wait_for(later_sweeps, 240, 5, "two more sweeps")
     assert [r["dag_run_id"] for r in stack.api.dag_runs(DAG_ID)
