@@ -191,9 +191,10 @@ def _state_of(pipeline: Pipeline, settings: Settings, state, day: date, now: dat
             if due and not change.gone:  # on_raw_change: reprocess
                 return {"state": DateState.DUE, "label": "due (raw changed)",
                         "raw_change": str(change),
-                        "reason": f"{done}; {change}: on_raw_change=reprocess, so a plain "
-                                  f"run of the date reprocesses it ({pipeline.run_command} "
-                                  f"--date {day}, or a trigger of partition key {day})"}
+                        "reason": f"{done}; {change}: on_raw_change=reprocess: on Airflow "
+                                  "the sweep DAG runs it again; a plain run of the date "
+                                  f"reprocesses it too ({pipeline.run_command} --date {day}, "
+                                  f"or a trigger of partition key {day})"}
             then = "its results stay" if change.gone else \
                 "a forced run (Clear in Airflow) reprocesses it"
             return {"state": DateState.DONE, "label": "done (changed)",
