@@ -32,6 +32,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -39,7 +40,7 @@ from zoneinfo import ZoneInfo
 import httpx
 import pytest
 
-from stack.ephemeral import DAG_ID, EphemeralStack, fire_time, partition_day
+from stack.ephemeral import DAG_ID, EphemeralStack, db_url, fire_time, partition_day
 from stack.local import StackError
 from stack.rest import ApiError, wait_for
 from tests import pgserver
@@ -295,14 +296,19 @@ def restart_state_database(stack: EphemeralStack, days: list[date],
                            cluster: StateCluster) -> str:
     """Stop the state cluster hard as soon as a gate is queued or running, start it 2 s later
     (with its crash recovery, about 8 s without a state database)."""
-    def gate_due():
-        # one request a look: a gate is queued and running for a second or two, and a look
-        # asking each run in turn missed every gate of the backfill on a loaded machine
-        found = stack.api.get(f"/dags/{DAG_ID}/dagRuns/~/taskInstances",
-                              task_id="check_watermark", state=["queued", "running"])
-        return next(((ti["dag_run_id"], ti["state"]) for ti in found["task_instances"]), None)
+    import psycopg
 
-    run_id, state = wait_for(lambda: answering(gate_due), FAULT_WAIT_S, 0.1, "a gate to start")
+    # the scheduler's own table, read at 20 looks a second on one connection, from before
+    # the backfill is created (`_arm`): a gate is queued and running for a second or two
+    conninfo = db_url(stack.metadata_db).replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(conninfo, autocommit=True, connect_timeout=10) as conn:
+        def gate_due():
+            return conn.execute(
+                "SELECT run_id, state FROM task_instance WHERE dag_id = %s AND "
+                "task_id = 'check_watermark' AND state IN ('queued', 'running') LIMIT 1",
+                (DAG_ID,)).fetchone()
+
+        run_id, state = wait_for(gate_due, FAULT_WAIT_S, 0.05, "a gate to start")
     cluster.stop_immediately()
     time.sleep(2)
     cluster.start()
@@ -311,6 +317,20 @@ def restart_state_database(stack: EphemeralStack, days: list[date],
 
 
 # -- the cases ------------------------------------------------------------------------------
+
+
+def _arm(case: str, stack: EphemeralStack, days: list[date],
+         cluster: StateCluster) -> Future[str] | None:
+    """A fault that must be watching before the backfill's runs exist: the state database's,
+    in a gate (on a loaded machine every gate of the backfill was over before `airflow
+    backfill create` had exited)."""
+    if case != "state_database_restarted_in_the_gate":
+        return None
+    pool = ThreadPoolExecutor(max_workers=1)
+    try:
+        return pool.submit(restart_state_database, stack, days, cluster)
+    finally:
+        pool.shutdown(wait=False)
 
 
 def _inject(case: str, stack: EphemeralStack, days: list[date], cluster: StateCluster) -> str:
@@ -326,8 +346,6 @@ def _inject(case: str, stack: EphemeralStack, days: list[date], cluster: StateCl
         return restart_service(stack, days, "airflow-apiserver", "load")
     if case == "object_store_stopped_in_publish_gold":
         return stop_object_store(stack, days)
-    if case == "state_database_restarted_in_the_gate":
-        return restart_state_database(stack, days, cluster)
     raise KeyError(case)
 
 
@@ -345,8 +363,9 @@ def test_the_catch_up_survives_the_fault_equal_to_due_runs_nothing_lost_nothing_
     reference = reference_gold(tmp_path / "reference", partitions)
 
     started = time.monotonic()
+    armed = _arm(case, stack, days, state_cluster)
     backfill(stack, days)
-    fault = _inject(case, stack, days, state_cluster)
+    fault = armed.result() if armed else _inject(case, stack, days, state_cluster)
     runs = wait_finished(stack, days)
     failed = {day: states(stack, run) for day, run in runs.items() if run["state"] != "success"}
     assert not failed, f"{fault}; runs not recovered by Airflow's retries: {failed}\n" + \
