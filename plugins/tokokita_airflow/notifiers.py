@@ -1,6 +1,6 @@
 """The alerts through Airflow's notifier interface (`airflow.sdk.BaseNotifier`).
 
-A run's events (`tokokita_etl.runner.notify.NOTIFIER_EVENTS`: start, success, failure, recovered,
+A run's events (`tokokita_etl.settings.values.NOTIFIER_EVENTS`: start, success, failure, recovered,
 deadline) go to the notifiers of the `notifiers` setting, each a `BaseNotifier` class named by
 its import path with its arguments (`SmtpNotifier` of the SMTP provider installed with
 Airflow, `SlackNotifier` of the Slack provider, a team's own), plus a `PingNotifier` for
@@ -51,7 +51,7 @@ class PingNotifier(BaseNotifier):
 
 
 def build_notifier(spec: Mapping[str, Any]) -> BaseNotifier:
-    """The notifier of one entry of `notifiers` (`notify.parse_notifiers`); ValueError naming
+    """The notifier of one entry of `notifiers` (`settings.values.parse_notifiers`); ValueError naming
     the class when it cannot be imported, is no `BaseNotifier` or refuses its kwargs."""
     path = spec["class"]
     module_name, _, name = path.rpartition(".")
@@ -69,7 +69,8 @@ def build_notifier(spec: Mapping[str, Any]) -> BaseNotifier:
 
 def configured(settings: Any, event: str) -> list[tuple[str, Callable[[], BaseNotifier]]]:
     """(name, factory) of every notifier `event` goes to: `ping_url`'s, then `notifiers`'."""
-    from tokokita_etl.runner.notify import PING_EVENTS, parse_notifiers
+    from tokokita_etl.runner.notify import PING_EVENTS
+    from tokokita_etl.settings.values import parse_notifiers
 
     chosen: list[tuple[str, Callable[[], BaseNotifier]]] = []
     ping_url = getattr(settings, "ping_url", "")

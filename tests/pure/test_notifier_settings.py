@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from tokokita_etl.errors import ConfigError
-from tokokita_etl.runner.notify import DEFAULT_NOTIFIER_EVENTS, parse_notifiers
 from tokokita_etl.settings.sources import load_settings
+from tokokita_etl.settings.values import DEFAULT_NOTIFIER_EVENTS, parse_notifiers
 
 SMTP = "airflow.providers.smtp.notifications.smtp.SmtpNotifier"
 

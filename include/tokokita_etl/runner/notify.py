@@ -16,7 +16,7 @@ One place decides both, for the command line and for Airflow alike:
   notifiers): it logs the missed deadline and POSTs it as JSON to `deadline_webhook_url`.
 
 - the alerts (`NOTIFIER_EVENTS`) go to the notifiers of the `notifiers` setting
-  (`parse_notifiers`): on Airflow each is a `BaseNotifier` class named by its import path
+  (`settings.values.parse_notifiers`): on Airflow each is a `BaseNotifier` class named by its import path
   with its arguments, called with the task's context and a `tokokita_alert` entry
   (`alert_context`); `ping_url` is one of them (`tokokita_airflow.notifiers.PingNotifier`).
   `recovered_from` decides whether a success is a recovery (the date's previous outcome,
@@ -37,6 +37,7 @@ from urllib.parse import urlsplit, urlunsplit
 from zoneinfo import ZoneInfo
 
 from tokokita_etl.masking import mask_url
+from tokokita_etl.settings.values import NOTIFIER_EVENTS
 
 logger = logging.getLogger(__name__)
 
@@ -136,56 +137,10 @@ def ping(ping_url: str, kind: str, body: str = "", *, warn: Warn | None = None,
 
 # -- notifiers ---------------------------------------------------------------------------
 
-#: what a notifier can be told: a run started processing its date, succeeded, failed for
-#: good (or was blocked), succeeded a date whose previous outcome was a failure, or a
-#: scheduled run missed its deadline
-NOTIFIER_EVENTS = ("start", "success", "failure", "recovered", "deadline")
-#: the events a configured notifier gets unless its `on` says otherwise
-DEFAULT_NOTIFIER_EVENTS = ("failure", "recovered", "deadline")
 #: the events `ping_url` is pinged for (healthchecks' start, success and fail)
 PING_EVENTS = {"start": "start", "success": "success", "failure": "fail"}
 #: manifest statuses that are a date's outcome (a skipped or missing run is none)
 _OUTCOMES = {"success": "success", "failed": "failure", "blocked": "failure"}
-
-
-def parse_notifiers(text: str) -> list[dict[str, Any]]:
-    """The `notifiers` setting: a JSON list of `{"class": "package.module.Class", "kwargs":
-    {...}, "on": [events]}` (`kwargs` and `on` optional; `on` defaults to
-    `DEFAULT_NOTIFIER_EVENTS`), each normalised to all three keys. ValueError names the entry
-    and field that is wrong. Nothing is imported: the classes are resolved when alerting."""
-    if not text.strip():
-        return []
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"is not JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); "
-                         'expected a list like [{"class": "package.module.Notifier", '
-                         '"kwargs": {}}]') from None
-    if not isinstance(data, list):
-        raise ValueError(f"must be a JSON list of notifiers, got {type(data).__name__}")
-    specs = []
-    for index, item in enumerate(data):
-        where = f"notifier [{index}]"
-        if not isinstance(item, dict):
-            raise ValueError(f"{where} must be an object, got {json.dumps(item)}")
-        if unknown := sorted(set(item) - {"class", "kwargs", "on"}):
-            raise ValueError(f"{where} has unknown field(s) {', '.join(unknown)}; fields: "
-                             "class, kwargs, on")
-        path = item.get("class")
-        if not isinstance(path, str) or "." not in path or not all(
-                part.isidentifier() for part in path.split(".")):
-            raise ValueError(f"{where} class must be an import path like "
-                             f"package.module.Notifier, got {json.dumps(path)}")
-        kwargs = item.get("kwargs", {})
-        if not isinstance(kwargs, dict):
-            raise ValueError(f"{where} kwargs must be an object, got {json.dumps(kwargs)}")
-        events = item.get("on", list(DEFAULT_NOTIFIER_EVENTS))
-        if not isinstance(events, list) or not events or any(
-                event not in NOTIFIER_EVENTS for event in events):
-            raise ValueError(f"{where} on must be a non-empty list of "
-                             f"{', '.join(NOTIFIER_EVENTS)}, got {json.dumps(events)}")
-        specs.append({"class": path, "kwargs": kwargs, "on": list(events)})
-    return specs
 
 
 def recovered_from(manifests: Iterable[Mapping[str, Any]], trigger: str

@@ -155,7 +155,7 @@ class Settings(BaseSettings):
     #: an http(s) URL the deadline alert POSTs JSON to; empty: the alert is only logged
     deadline_webhook_url: HttpUrl = ""
     #: Airflow notifiers for the alerts, as JSON: a list of {"class": import path of a
-    #: BaseNotifier, "kwargs": {...}, "on": [events]} (`notify.parse_notifiers`); empty: none
+    #: BaseNotifier, "kwargs": {...}, "on": [events]} (`values.parse_notifiers`); empty: none
     #: besides `ping_url` and `deadline_webhook_url`
     notifiers: Annotated[str, text_rule(empty=True, problem=notifiers_problem)] = ""
     #: more pipelines for the runner beside the package's own, as `module:NAME` entries

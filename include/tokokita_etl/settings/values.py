@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -166,9 +167,55 @@ def _url_problem(url: str) -> str | None:
     return f"expected an http:// or https:// URL, got {url!r}"
 
 
-def notifiers_problem(text: str) -> str | None:
-    from tokokita_etl.runner.notify import parse_notifiers
+#: what a notifier can be told: a run started processing its date, succeeded, failed for
+#: good (or was blocked), succeeded a date whose previous outcome was a failure, or a
+#: scheduled run missed its deadline
+NOTIFIER_EVENTS = ("start", "success", "failure", "recovered", "deadline")
+#: the events a configured notifier gets unless its `on` says otherwise
+DEFAULT_NOTIFIER_EVENTS = ("failure", "recovered", "deadline")
 
+
+def parse_notifiers(text: str) -> list[dict[str, Any]]:
+    """The `notifiers` setting: a JSON list of `{"class": "package.module.Class", "kwargs":
+    {...}, "on": [events]}` (`kwargs` and `on` optional; `on` defaults to
+    `DEFAULT_NOTIFIER_EVENTS`), each normalised to all three keys. ValueError names the entry
+    and field that is wrong. Nothing is imported: the classes are resolved when alerting."""
+    if not text.strip():
+        return []
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"is not JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); "
+                         'expected a list like [{"class": "package.module.Notifier", '
+                         '"kwargs": {}}]') from None
+    if not isinstance(data, list):
+        raise ValueError(f"must be a JSON list of notifiers, got {type(data).__name__}")
+    specs = []
+    for index, item in enumerate(data):
+        where = f"notifier [{index}]"
+        if not isinstance(item, dict):
+            raise ValueError(f"{where} must be an object, got {json.dumps(item)}")
+        if unknown := sorted(set(item) - {"class", "kwargs", "on"}):
+            raise ValueError(f"{where} has unknown field(s) {', '.join(unknown)}; fields: "
+                             "class, kwargs, on")
+        path = item.get("class")
+        if not isinstance(path, str) or "." not in path or not all(
+                part.isidentifier() for part in path.split(".")):
+            raise ValueError(f"{where} class must be an import path like "
+                             f"package.module.Notifier, got {json.dumps(path)}")
+        kwargs = item.get("kwargs", {})
+        if not isinstance(kwargs, dict):
+            raise ValueError(f"{where} kwargs must be an object, got {json.dumps(kwargs)}")
+        events = item.get("on", list(DEFAULT_NOTIFIER_EVENTS))
+        if not isinstance(events, list) or not events or any(
+                event not in NOTIFIER_EVENTS for event in events):
+            raise ValueError(f"{where} on must be a non-empty list of "
+                             f"{', '.join(NOTIFIER_EVENTS)}, got {json.dumps(events)}")
+        specs.append({"class": path, "kwargs": kwargs, "on": list(events)})
+    return specs
+
+
+def notifiers_problem(text: str) -> str | None:
     try:
         parse_notifiers(text)
     except ValueError as exc:
