@@ -164,9 +164,9 @@ def enter_stage(pipeline: Pipeline, settings: Settings, day: date, *, stage: str
     holder_finished = _asked_once(holder_finished)
     reconcile_intent(pipeline, settings, day, now, holder_finished, owner)
     state = store.read()
+    raw_changed = "" if force or cleared else _raw_changed(pipeline, settings, state, day)
     decision = stage_decision(state, day, max_attempts=settings.max_attempts,
-                              force=force, cleared=cleared,
-                              raw_changed=_raw_changed(pipeline, settings, state, day),
+                              force=force, cleared=cleared, raw_changed=raw_changed,
                               command=pipeline.run_command)
     if decision.action is Action.BLOCKED:
         finish_refused(settings, day, BlockedError(decision.reason), status=BLOCKED,
