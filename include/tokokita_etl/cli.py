@@ -20,12 +20,15 @@ from tokokita_etl.pipelines import DEFAULT, PIPELINES, by_name, settings_of
 from tokokita_etl.runner.claims import settled_watermark
 from tokokita_etl.runner.declaration import Pipeline
 from tokokita_etl.runner.identity import reconcile, verify
-from tokokita_etl.runner.inputs import raw_changed_of
-from tokokita_etl.runner.policy import due_runs
 from tokokita_etl.runner.schedule import parse_now, parse_run_date, utc_now
 from tokokita_etl.runner.sequence import run_for_date
 from tokokita_etl.runner.staging import WARNING_PREFIX
-from tokokita_etl.runner.status import format_status, status_rows, warehouse_problem
+from tokokita_etl.runner.status import (
+    due_partitions,
+    format_status,
+    status_rows,
+    warehouse_problem,
+)
 from tokokita_etl.runner.stores import state_store
 from tokokita_etl.runner.watermark import check_document
 from tokokita_etl.settings.model import Settings, default
@@ -184,9 +187,7 @@ def cmd_due(args: argparse.Namespace, pipeline: Pipeline) -> int:
     clock = parse_now(args.now, settings.timezone)
     state = settled_watermark(settings, clock)
     verify(settings, state, where=state_store(settings).location)  # no date is due on another
-    dates = due_runs(state, clock, pipeline.raw.present(settings),
-                     settings.lookback_days, settings.max_attempts, tz=settings.timezone,
-                     raw_changed=raw_changed_of(pipeline, settings, state))
+    dates = due_partitions(pipeline, settings, state, clock)
     if args.json:
         print(json.dumps([d.isoformat() for d in dates]))
     else:

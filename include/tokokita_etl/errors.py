@@ -46,6 +46,11 @@ class MissingPartitionError(EtlError):
     """The raw partition file does not exist or is empty; nothing was attempted (exit 1)."""
 
 
+class InputsNotSettledError(MissingPartitionError):
+    """A partition built from another pipeline's results whose upstream dates are not all
+    settled: nothing is attempted; it is built once they are."""
+
+
 class DataError(EtlError):
     """The partition as a whole is unusable (missing column, undecodable, no header)."""
 

@@ -9,11 +9,13 @@ from functools import cache
 from tokokita_etl.errors import ConfigError
 from tokokita_etl.orders.pipeline import ORDERS
 from tokokita_etl.runner.declaration import Pipeline
+from tokokita_etl.weekly.pipeline import WEEKLY_CITY_REPORT
 
 #: the pipeline a command runs when `--pipeline` is not given
 DEFAULT = ORDERS.name
 #: the package's own pipelines
-PIPELINES: dict[str, Pipeline] = {pipeline.name: pipeline for pipeline in (ORDERS,)}
+PIPELINES: dict[str, Pipeline] = {pipeline.name: pipeline
+                                  for pipeline in (ORDERS, WEEKLY_CITY_REPORT)}
 
 
 @cache
@@ -61,10 +63,20 @@ def by_dag_id(dag_id: str, declarations: str = "") -> Pipeline | None:
 
 def settings_of(pipeline: Pipeline, **sources):
     """The settings of `pipeline` (`settings.sources.load_settings` with `sources`): the
-    orders' at the top level of each source, another's from its own section."""
+    orders' at the top level of each source, another's from its own section. A pipeline built
+    from another's results carries that one's settings (`Settings.upstream`), from the same
+    sources but for the flags of its own settings."""
+    from tokokita_etl.settings.model import SHARED_SETTINGS
     from tokokita_etl.settings.sources import load_settings
 
     if pipeline.name == DEFAULT:
-        return load_settings(**sources)
-    return load_settings(**sources, pipeline=pipeline.name,
-                         pipeline_defaults=pipeline.defaults)
+        settings = load_settings(**sources)
+    else:
+        settings = load_settings(**sources, pipeline=pipeline.name,
+                                 pipeline_defaults=pipeline.defaults)
+    if pipeline.upstream is not None:
+        flags = {name: value for name, value in (sources.get("overrides") or {}).items()
+                 if name in SHARED_SETTINGS}
+        settings = settings.with_upstream(settings_of(pipeline.upstream.pipeline,
+                                                      **{**sources, "overrides": flags}))
+    return settings

@@ -37,7 +37,10 @@ def pipeline_settings(pipeline: Pipeline) -> Settings:
     unusable connection fails the task at once (`connections.ConnectionProblem`)."""
     from tokokita_airflow.connections import resolve
 
-    return resolve(configured_settings(pipeline), root=project_root())
+    settings = resolve(configured_settings(pipeline), root=project_root())
+    if pipeline.upstream is not None:  # its upstream's warehouse and state, from theirs
+        settings = settings.with_upstream(pipeline_settings(pipeline.upstream.pipeline))
+    return settings
 
 
 def shared_settings() -> Settings:

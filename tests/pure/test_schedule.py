@@ -209,11 +209,11 @@ def test_a_done_date_whose_raw_changed_runs_like_a_forced_one_and_only_a_done_da
     state = Watermark({"runs": {"2026-11-02": {"status": SUCCESS, "attempt": 1},
                                 "2026-11-03": {"status": FAILED, "attempt": 3}}})
     why = "raw changed since processed (10 -> 12 bytes)"
-    decision = decide(state, D02, max_attempts=3, raw_changed=why)
+    decision = decide(state, D02, max_attempts=3, inputs_changed=why)
     assert decision.action == "run"
     assert decision.reason == f"{why}: reprocessing {D02}, which already succeeded (attempt 1)"
     # a blocked date stays blocked: the reason to reprocess a done date unblocks nothing
-    assert decide(state, D03, max_attempts=3, raw_changed=why).action == "blocked"
+    assert decide(state, D03, max_attempts=3, inputs_changed=why).action == "blocked"
 
 
 def test_due_runs_lists_a_done_date_only_when_its_raw_changed_inside_the_lookback(tmp_path):
@@ -223,9 +223,9 @@ def test_due_runs_lists_a_done_date_only_when_its_raw_changed_inside_the_lookbac
     changed = {D03: "raw changed since processed (10 -> 12 bytes)"}
     now = at("2026-11-05 10:00")
     assert due(state, now, raw) == []
-    assert due(state, now, raw, raw_changed=lambda d: changed.get(d, "")) == [D03]
+    assert due(state, now, raw, inputs_changed=lambda d: changed.get(d, "")) == [D03]
     assert due(state, at("2026-11-20 10:00"), raw,
-               raw_changed=lambda d: changed.get(d, "")) == []
+               inputs_changed=lambda d: changed.get(d, "")) == []
 
 
 # -- naming run dates -------------------------------------------------------------------------

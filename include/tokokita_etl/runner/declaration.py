@@ -64,6 +64,17 @@ class RawFiles:
 
 
 @dataclass(frozen=True)
+class Upstream:
+    """A pipeline's input: the settled partitions of another pipeline (`pipeline`), a
+    partition of this one being made of the upstream dates it spans. `checksum(day)` names
+    the checksum of an upstream success this pipeline is built from (`summary_<day>`): when
+    it changes, the partition is due again."""
+
+    pipeline: Pipeline
+    checksum: Callable[[date], str]
+
+
+@dataclass(frozen=True)
 class Stage:
     """One stage: its name (the Airflow task id), what it runs and the lines it prints.
 
@@ -88,8 +99,9 @@ class Pipeline:
     description: str
     stages: tuple[Stage, ...]
     outcome: Outcome
-    #: where its raw partition files are (the sensor, the missing rule, the fingerprints)
-    raw: RawFiles
+    #: where its raw partition files are (the sensor, the missing rule, the fingerprints);
+    #: None: its input is `upstream`
+    raw: RawFiles | None = None
     #: how its dates make partitions and which partition a fire time processes
     grain: Grain = DAILY
     tags: tuple[str, ...] = field(default=())
@@ -117,6 +129,8 @@ class Pipeline:
     #: records them (`state reconcile` keeps a done date whose rows are still there); None:
     #: it keeps nothing in the warehouse to compare
     held_checksums: Callable[[Any, date], dict[str, str]] | None = None
+    #: its input when it is built from another pipeline's results (None: from `raw`)
+    upstream: Upstream | None = None
 
     def __post_init__(self) -> None:
         if not (self.name.isidentifier() and self.name == self.name.lower()) \
@@ -129,6 +143,12 @@ class Pipeline:
             raise ConfigError(f"pipeline {self.name!r}: no stages")
         if len(set(names)) != len(names):
             raise ConfigError(f"pipeline {self.name!r}: stage names repeat: {', '.join(names)}")
+        if (self.raw is None) == (self.upstream is None):
+            raise ConfigError(f"pipeline {self.name!r}: declare one input, raw files (`raw`) "
+                              "or another pipeline's results (`upstream`)")
+        if self.upstream is not None and self.upstream.pipeline.grain.days != 1:
+            raise ConfigError(f"pipeline {self.name!r}: its upstream "
+                              f"{self.upstream.pipeline.name!r} must have daily partitions")
         if self.stages[0].changes_stores:
             raise ConfigError(f"pipeline {self.name!r}: its first stage {names[0]!r} changes "
                               "a store; the first stage only reads and stages (a run that "

@@ -124,8 +124,9 @@ def _object_change(recorded: Mapping[str, Any], size: int, url: str) -> RawChang
 
 def changed_since_processed(pipeline: Pipeline, settings: Settings, entry: Mapping[str, Any],
                             day: date) -> RawChange | None:
-    """`raw_change` of a date's raw file, unless `on_raw_change` is `off`."""
-    if settings.on_raw_change == "off":
+    """`raw_change` of a date's raw file, unless `on_raw_change` is `off` (or the pipeline
+    reads no raw files)."""
+    if settings.on_raw_change == "off" or pipeline.raw is None:
         return None
     return raw_change(entry, pipeline.raw.path(settings, day))
 
@@ -143,7 +144,7 @@ def change_to_reprocess(pipeline: Pipeline, settings: Settings, entry: Mapping[s
 def reprocess_reason(pipeline: Pipeline, settings: Settings, entry: Mapping[str, Any],
                      day: date) -> str:
     """Why a done date is to be reprocessed for its raw file (`policy.decide`'s
-    `raw_changed`, from `change_to_reprocess`), or ""."""
+    `inputs_changed`, from `change_to_reprocess`), or ""."""
     change = change_to_reprocess(pipeline, settings, entry, day)
     return "" if change is None else str(change)
 
@@ -152,6 +153,6 @@ def raw_changed_of(pipeline: Pipeline, settings: Settings,
                    state: Watermark) -> Callable[[date], str] | None:
     """`reprocess_reason` of a date of `state`, as `policy.due_runs` asks it; None unless
     `on_raw_change` is `reprocess` (nothing is looked at)."""
-    if settings.on_raw_change != "reprocess":
+    if settings.on_raw_change != "reprocess" or pipeline.raw is None:
         return None
     return lambda day: reprocess_reason(pipeline, settings, state.entry(day), day)

@@ -13,6 +13,7 @@ from tokokita_etl.errors import (
     EXIT_FAILED,
     EXIT_OK,
     BlockedError,
+    InputsNotSettledError,
     MissingPartitionError,
     RunStoppedError,
 )
@@ -27,6 +28,8 @@ from tokokita_etl.settings.model import Settings
 #: a run status in manifests; the watermark only ever holds success or failed (`STOPPED`: a
 #: run stopped from outside, such as a person's mark in Airflow)
 SKIPPED, BLOCKED, MISSING = "skipped", "blocked", "missing"
+#: the manifest status of a run refused because its upstream dates are not settled
+WAITING = "waiting"
 
 
 # -- outcomes and manifests --------------------------------------------------------------------
@@ -132,6 +135,7 @@ def finish_failure(pipeline: Pipeline, settings: Settings, day: date, error: Bas
         # gate records the date as interrupted (the warehouse may hold part of its work)
         attempt = store.read().attempts(day)
         status = BLOCKED if isinstance(error, BlockedError) else (
+            WAITING if isinstance(error, InputsNotSettledError) else
             MISSING if isinstance(error, MissingPartitionError) else (
                 STOPPED if isinstance(error, RunStoppedError) else FAILED))
     exit_code = getattr(error, "exit_code", EXIT_FAILED)

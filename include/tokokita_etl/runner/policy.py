@@ -28,7 +28,7 @@ from tokokita_etl.errors import (
     ValidationError,
     WarehouseError,
 )
-from tokokita_etl.runner.schedule import local_today
+from tokokita_etl.runner.schedule import DAILY, Grain, local_today
 from tokokita_etl.runner.watermark import failures_since_success
 
 if TYPE_CHECKING:
@@ -114,7 +114,7 @@ def blocked_message(state: Watermark, day: date, max_attempts: int,
 
 
 def decide(state: Watermark, day: date, *, max_attempts: int, force: bool = False,
-           reset_attempts: bool = False, cleared: bool = False, raw_changed: str = "",
+           reset_attempts: bool = False, cleared: bool = False, inputs_changed: str = "",
            command: str = RUN_COMMAND) -> Decision:
     """Apply the watermark rules to one date: skip if done, block at max attempts, else run.
 
@@ -122,19 +122,21 @@ def decide(state: Watermark, day: date, *, max_attempts: int, force: bool = Fals
     date's last success (`failures_since_success`), so a forced re-run of a done date is a
     deliberate act that is never blocked and never brings the date closer to blocked. A run
     a person cleared (`cleared`: Airflow's re-run gesture) reprocesses a done date as `force`
-    does; on any other date it follows the same rules as a new run. `raw_changed`: why a
-    done date's raw file is to be reprocessed (`on_raw_change: reprocess`, from
-    `inputs.reprocess_reason`), which reprocesses it as `force` does. `command` runs the
+    does; on any other date it follows the same rules as a new run. `inputs_changed`: why a
+    done partition's inputs are to be processed again (its raw file changed under
+    `on_raw_change: reprocess`, `inputs.reprocess_reason`; an upstream result it was built
+    from changed, `upstream.UpstreamInputs.change_reason`), which reprocesses it as `force`
+    does. `command` runs the
     pipeline's dates on the command line (named in a blocked date's message).
     """
     succeeded = state.has_success(day)
-    if succeeded and not (force or cleared or raw_changed):
+    if succeeded and not (force or cleared or inputs_changed):
         return Decision(Action.SKIP, f"{day} already succeeded (use force to reprocess)")
     if not reset_attempts and is_blocked(state, day, max_attempts):
         return Decision(Action.BLOCKED, blocked_message(state, day, max_attempts, command))
     failures = failures_since_success(state.entry(day))
     if succeeded:
-        why = "force" if force else "clear" if cleared else raw_changed
+        why = "force" if force else "clear" if cleared else inputs_changed
         return Decision(Action.RUN, f"{why}: reprocessing {day}, which already succeeded "
                                     f"(attempt {state.attempts(day)})")
     why = f"{failures} of {max_attempts} attempts used (failures since the last success)"
@@ -155,17 +157,30 @@ def days_before(day: date, days: int) -> list[date]:
     return [first + timedelta(days=n) for n in range((day - first).days)]
 
 
+def past_partitions(now: datetime, lookback_days: int, tz: str,
+                    grain: Grain = DAILY) -> list[date]:
+    """The keys of the partitions inside the lookback window whose every date is past
+    (before today in `tz`), oldest first: each date for a daily grain, each Monday starting
+    a whole past week for a weekly one."""
+    today = local_today(now, tz)
+    return [day for day in days_before(today, lookback_days)
+            if grain.start(day) == day and day + timedelta(days=grain.days) <= today]
+
+
 def due_runs(state: Watermark, now: datetime, present: Callable[[date], bool],
              lookback_days: int, max_attempts: int, *, tz: str,
-             raw_changed: Callable[[date], str] | None = None) -> list[date]:
-    """Past dates inside the lookback window with a partition (`present`, such as
-    its raw files: `RawFiles.present`) that `decide` would run, told by `raw_changed` why a
-    done date is to be reprocessed (`inputs.reprocess_reason`; none: no done date is)."""
-    return [day for day in days_before(local_today(now, tz), lookback_days)
+             inputs_changed: Callable[[date], str] | None = None,
+             grain: Grain = DAILY) -> list[date]:
+    """Past partitions inside the lookback window (`past_partitions`) whose inputs are there
+    (`present`: its raw file, `RawFiles.present`; its upstream dates settled) that `decide`
+    would run, told by `inputs_changed` why a done one is to be processed again
+    (`inputs.reprocess_reason`, `UpstreamInputs.change_reason`; none: no done one is)."""
+    return [day for day in past_partitions(now, lookback_days, tz, grain)
             if present(day)
             and decide(state, day, max_attempts=max_attempts,
-                       raw_changed=raw_changed(day) if raw_changed and state.has_success(day)
-                       else "").action is Action.RUN]
+                       inputs_changed=inputs_changed(day)
+                       if inputs_changed and state.has_success(day) else "").action
+            is Action.RUN]
 
 
 def outside_lookback(day: date, now: datetime, lookback_days: int, tz: str) -> bool:
@@ -175,7 +190,7 @@ def outside_lookback(day: date, now: datetime, lookback_days: int, tz: str) -> b
 
 def gate_decision(state: Watermark, day: date, *, run_type: str, now: datetime,
                   lookback_days: int, max_attempts: int, tz: str, force: bool = False,
-                  reset_attempts: bool = False, cleared: bool = False, raw_changed: str = "",
+                  reset_attempts: bool = False, cleared: bool = False, inputs_changed: str = "",
                   command: str = RUN_COMMAND) -> Decision:
     """The gate's rule for one run: the lookback applies to the scheduler's own runs (a
     cleared one is a person's request), then `decide`."""
@@ -184,12 +199,12 @@ def gate_decision(state: Watermark, day: date, *, run_type: str, now: datetime,
                                      "scheduled catch-up does not process it (use a backfill "
                                      "or a manual trigger)")
     return decide(state, day, max_attempts=max_attempts, force=force,
-                  reset_attempts=reset_attempts, cleared=cleared, raw_changed=raw_changed,
+                  reset_attempts=reset_attempts, cleared=cleared, inputs_changed=inputs_changed,
                   command=command)
 
 
 def stage_decision(state: Watermark, day: date, *, max_attempts: int, force: bool = False,
-                   cleared: bool = False, raw_changed: str = "",
+                   cleared: bool = False, inputs_changed: str = "",
                    command: str = RUN_COMMAND) -> Decision:
     """Whether one stage task of a run of `day` runs now.
 
@@ -198,7 +213,7 @@ def stage_decision(state: Watermark, day: date, *, max_attempts: int, force: boo
     re-run gesture), a blocked date fails at once without an attempt.
     """
     return decide(state, day, max_attempts=max_attempts, force=force, cleared=cleared,
-                  raw_changed=raw_changed, command=command)
+                  inputs_changed=inputs_changed, command=command)
 
 
 def run_conf_problem(run_type: str, conf: dict | None, partition_key: str | None) -> str | None:

@@ -24,8 +24,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, datetime
+from typing import TYPE_CHECKING
 
-from tokokita_etl.errors import BlockedError, ConcurrentRunError, EtlError
+from tokokita_etl.errors import (
+    BlockedError,
+    ConcurrentRunError,
+    EtlError,
+    InputsNotSettledError,
+)
 from tokokita_etl.runner.claims import (
     check_writable,
     claim_to_change,
@@ -40,6 +46,7 @@ from tokokita_etl.runner.notify import ping, start_line, summary_line
 from tokokita_etl.runner.outcomes import (
     BLOCKED,
     SKIPPED,
+    WAITING,
     RunOutcome,
     finish_failure,
     finish_refused,
@@ -49,8 +56,12 @@ from tokokita_etl.runner.outcomes import (
 from tokokita_etl.runner.policy import Action, Decision, gate_decision, stage_decision
 from tokokita_etl.runner.schedule import utc_now
 from tokokita_etl.runner.staging import WARNING_PREFIX, run_stage
+from tokokita_etl.runner.status import upstream_inputs
 from tokokita_etl.runner.stores import state_store
 from tokokita_etl.runner.watermark import STOPPED, STOPPED_CLEARS, HolderCheck, Watermark
+
+if TYPE_CHECKING:
+    from tokokita_etl.runner.upstream import UpstreamInputs
 from tokokita_etl.settings.model import Settings
 from tokokita_etl.warehouse.database import Warehouse
 
@@ -90,14 +101,23 @@ class GateResult:
     refused: RunOutcome | None = None
     #: another live run holds the date: the rules were not applied (`open_run`)
     held: bool = False
-    #: why a done date is reprocessed for its changed raw file (`on_raw_change: reprocess`)
-    raw_changed: str = ""
+    #: why a done partition is processed again for its changed inputs (its raw file under
+    #: `on_raw_change: reprocess`, an upstream result it was built from)
+    inputs_changed: str = ""
+    #: its upstream dates are not all settled: nothing was decided (`open_run`: `waiting`)
+    waiting: bool = False
 
 
-def _raw_changed(pipeline: Pipeline, settings: Settings, state: Watermark, day: date) -> str:
-    """`inputs.reprocess_reason` of a done date (no look at any other)."""
-    return reprocess_reason(pipeline, settings, state.entry(day), day) \
-        if state.has_success(day) else ""
+def _inputs_changed(pipeline: Pipeline, settings: Settings, state: Watermark, day: date,
+                    inputs: UpstreamInputs | None) -> str:
+    """Why a done partition is to be processed again: its raw file changed
+    (`inputs.reprocess_reason`), or an upstream result it was built from
+    (`UpstreamInputs.change_reason`); no look at a partition that is not done."""
+    if not state.has_success(day):
+        return ""
+    if inputs is not None:
+        return inputs.change_reason(day, state.entry(day))
+    return reprocess_reason(pipeline, settings, state.entry(day), day)
 
 
 def gate(pipeline: Pipeline, settings: Settings, day: date, *, force: bool, reset_attempts: bool,
@@ -116,12 +136,17 @@ def gate(pipeline: Pipeline, settings: Settings, day: date, *, force: bool, rese
     holder_finished = _asked_once(holder_finished)  # the intent's and the claim's holder
     reconciled = reconcile_intent(pipeline, settings, day, now, holder_finished, owner or by)
     state = store.read()
-    raw_changed = "" if force or cleared else _raw_changed(pipeline, settings, state, day)
+    inputs = upstream_inputs(pipeline, settings, now, [day])
+    if inputs is not None and not inputs.settled(day):
+        return GateResult(Action.SKIP, inputs.waiting_message(day), state.attempts(day),
+                          reconciled=reconciled, waiting=True)
+    inputs_changed = "" if force or cleared else \
+        _inputs_changed(pipeline, settings, state, day, inputs)
     decision = gate_decision(state, day, run_type=run_type, now=now,
                              lookback_days=settings.lookback_days,
                              max_attempts=settings.max_attempts, force=force,
                              reset_attempts=reset_attempts, cleared=cleared,
-                             raw_changed=raw_changed, tz=settings.timezone,
+                             inputs_changed=inputs_changed, tz=settings.timezone,
                              command=pipeline.run_command)
     reason = decision.reason
     if decision.action is Action.SKIP and state.has_success(day) and (
@@ -135,7 +160,7 @@ def gate(pipeline: Pipeline, settings: Settings, day: date, *, force: bool, rese
                                      reset_by=by if reset_attempts else None)
     return GateResult(decision.action, reason, store.read().attempts(day), reset_from,
                       reconciled,
-                      raw_changed=raw_changed if decision.action is Action.RUN else "")
+                      inputs_changed=inputs_changed if decision.action is Action.RUN else "")
 
 
 def enter_stage(pipeline: Pipeline, settings: Settings, day: date, *, stage: str, owner: str,
@@ -164,9 +189,13 @@ def enter_stage(pipeline: Pipeline, settings: Settings, day: date, *, stage: str
     holder_finished = _asked_once(holder_finished)
     reconcile_intent(pipeline, settings, day, now, holder_finished, owner)
     state = store.read()
-    raw_changed = "" if force or cleared else _raw_changed(pipeline, settings, state, day)
+    inputs = upstream_inputs(pipeline, settings, now, [day])
+    if inputs is not None and not inputs.settled(day):
+        return Decision(Action.SKIP, inputs.waiting_message(day))
+    inputs_changed = "" if force or cleared else \
+        _inputs_changed(pipeline, settings, state, day, inputs)
     decision = stage_decision(state, day, max_attempts=settings.max_attempts,
-                              force=force, cleared=cleared, raw_changed=raw_changed,
+                              force=force, cleared=cleared, inputs_changed=inputs_changed,
                               command=pipeline.run_command)
     if decision.action is Action.BLOCKED:
         finish_refused(settings, day, BlockedError(decision.reason), status=BLOCKED,
@@ -193,7 +222,11 @@ def open_run(pipeline: Pipeline, settings: Settings, day: date, *, force: bool,
         outcome = finish_refused(settings, day, exc, status=SKIPPED, started=now, now=clock(),
                                  trigger=trigger)
         return GateResult(Action.SKIP, str(exc), outcome.attempt, refused=outcome, held=True)
-    if result.action is Action.SKIP:
+    if result.waiting:
+        result.refused = finish_refused(settings, day, InputsNotSettledError(result.message),
+                                        status=WAITING, started=now, now=clock(),
+                                        trigger=trigger)
+    elif result.action is Action.SKIP:
         result.refused = finish_skip(settings, day, started=now, now=clock(), trigger=trigger,
                                      message=result.message)
     elif result.action is Action.BLOCKED:
@@ -251,11 +284,13 @@ def run_for_date(pipeline: Pipeline, settings: Settings, day: date, *, force: bo
         if opened.reset_from is not None:
             log(f"[gate] failures of {day} reset from {opened.reset_from} to 0 "
                 f"(attempt {opened.attempt} kept)")
-        if opened.action is Action.SKIP:
+        if opened.waiting:
+            log(f"[waiting] {opened.message}")
+        elif opened.action is Action.SKIP:
             log(f"[skip] {opened.message}")
         elif opened.action is Action.BLOCKED:
             log(f"[blocked] {opened.message}")
-        elif force or opened.raw_changed:
+        elif force or opened.inputs_changed:
             log(f"[gate] {opened.message}")
     if opened.refused is not None:
         outcome = opened.refused

@@ -25,11 +25,12 @@ from tokokita_etl.runner.policy import (
     failures_since_success,
     is_blocked,
     outside_lookback,
+    past_partitions,
     still_waiting,
     unblock_hint,
     wait_deadline,
 )
-from tokokita_etl.runner.schedule import fire_time_for_partition, local_today
+from tokokita_etl.runner.schedule import DAILY, Grain, fire_time_for_partition, local_today
 from tokokita_etl.runner.stores import state_store
 from tokokita_etl.runner.watermark import FAILED, STOPPED, SUCCESS
 from tokokita_etl.settings.layout import catchup_bound
@@ -74,13 +75,48 @@ class DateState(StrEnum):
 HISTORY_DAYS = 30
 
 
-def window(settings: Settings, now: datetime, days: int | None = None) -> list[date]:
-    """The default dates, oldest first: the lookback plus the last 30 days, up to yesterday
-    (in the pipeline zone), never before the catch-up's `start_date`."""
+def window(settings: Settings, now: datetime, days: int | None = None,
+           grain: Grain = DAILY) -> list[date]:
+    """The default partitions, oldest first: those of the lookback plus the last 30 days
+    whose dates are all before today (in the pipeline zone), never before the catch-up's
+    `start_date`: each date, or each Monday of a whole week (`grain`)."""
     today = local_today(now, settings.timezone)
     count = settings.lookback_days + HISTORY_DAYS if days is None else max(days, 0)
     first = max(days_back(today, count), settings.start_date)
-    return [first + timedelta(days=n) for n in range((today - first).days)]
+    return [day for day in (first + timedelta(days=n) for n in range((today - first).days))
+            if grain.start(day) == day and day + timedelta(days=grain.days) <= today]
+
+
+def upstream_inputs(pipeline: Pipeline, settings: Settings, now: datetime,
+                    keys: list[date]):
+    """`upstream.UpstreamInputs` of `keys` for a pipeline built from another's results, else
+    None."""
+    if pipeline.upstream is None:
+        return None
+    from tokokita_etl.runner.upstream import UpstreamInputs  # (it reads the upstream's rows)
+
+    return UpstreamInputs(pipeline, settings, now, keys)
+
+
+def due_partitions(pipeline: Pipeline, settings: Settings, state, now: datetime,
+                   inputs=None) -> list[date]:
+    """`policy.due_runs` of `pipeline` at `now`: the partitions whose inputs are there (raw
+    file present; upstream dates settled) that its rules would run, a done one again when
+    its inputs changed. `inputs`: the upstream's, when already read for these partitions."""
+    if pipeline.upstream is not None:
+        if inputs is None:
+            inputs = upstream_inputs(pipeline, settings, now, past_partitions(
+                now, settings.lookback_days, settings.timezone, pipeline.grain))
+        # a week before `start_date` has no scheduled run to mirror: never due by itself
+        return due_runs(state, now, lambda key: key >= settings.start_date and
+                        inputs.settled(key), settings.lookback_days,
+                        settings.max_attempts, tz=settings.timezone,
+                        inputs_changed=lambda key: inputs.change_reason(key, state.entry(key)),
+                        grain=pipeline.grain)
+    return due_runs(state, now, pipeline.raw.present(settings), settings.lookback_days,
+                    settings.max_attempts, tz=settings.timezone,
+                    inputs_changed=raw_changed_of(pipeline, settings, state),
+                    grain=pipeline.grain)
 
 
 def _last_manifest(settings: Settings, day: date) -> dict[str, Any]:
@@ -112,18 +148,19 @@ def date_states(pipeline: Pipeline, settings: Settings, now: datetime, days: int
     """
     state = settled_watermark(settings, now)
     known = {date.fromisoformat(d) for d in state.runs}
-    wanted = sorted(set(window(settings, now, days) if dates is None else dates) |
-                    (known if dates is None else set()))
-    due = set(due_runs(state, now, pipeline.raw.present(settings), settings.lookback_days,
-                       settings.max_attempts, tz=settings.timezone,
-                       raw_changed=raw_changed_of(pipeline, settings, state)))
+    wanted = sorted(set(window(settings, now, days, pipeline.grain) if dates is None
+                        else dates) | (known if dates is None else set()))
+    inputs = upstream_inputs(pipeline, settings, now, sorted(set(wanted) | set(
+        past_partitions(now, settings.lookback_days, settings.timezone, pipeline.grain))))
+    due = set(due_partitions(pipeline, settings, state, now, inputs))
     wait_window = timedelta(hours=settings.wait_window_hours)
     rows = []
     for day in wanted:
         entry = state.entry(day)
         counts = entry.get("rows") if isinstance(entry.get("rows"), dict) else {}
         extracted, quarantined = _number(counts.get("extracted")), _number(counts.get("karantina"))
-        present = pipeline.raw.exists(settings, day)
+        present = inputs.settled(day) if inputs is not None \
+            else pipeline.raw.exists(settings, day)
         row: dict[str, Any] = {
             "date": day.isoformat(), "state": "", "label": "", "reason": "", "unblock": "",
             "holder": "", "due": day in due, "partition": present,
@@ -138,19 +175,20 @@ def date_states(pipeline: Pipeline, settings: Settings, now: datetime, days: int
             "failed_stage": entry.get("failed_stage", ""),
             "gold": entry.get("gold", "") if state.has_success(day) else "",
             "updated_at": entry.get("updated_at", ""), "warnings": entry.get("warnings", []),
-            "raw_change": "",
+            "raw_change": "", "inputs_change": "",
         }
         manifest = _last_manifest(settings, day) if entry else {}
         if isinstance(manifest.get("duration_ms"), int | float) and manifest.get("duration_ms"):
             row["duration_s"] = round(manifest["duration_ms"] / 1000, 1)
         row.update(_state_of(pipeline, settings, state, day, now, present=present,
-                             due=day in due, wait_window=wait_window))
+                             due=day in due, wait_window=wait_window, inputs=inputs))
         rows.append(row)
     return rows
 
 
 def _state_of(pipeline: Pipeline, settings: Settings, state, day: date, now: datetime, *,
-              present: bool, due: bool, wait_window: timedelta) -> dict[str, Any]:
+              present: bool, due: bool, wait_window: timedelta, inputs=None
+              ) -> dict[str, Any]:
     """state, label, reason, holder and unblock of one date (see `date_states`)."""
     try:
         claim = read_claim(settings, day)
@@ -185,6 +223,8 @@ def _state_of(pipeline: Pipeline, settings: Settings, state, day: date, now: dat
         return {"state": DateState.NEEDS_RERUN, "label": "needs re-run",
                 "reason": f"{display_text(settings, entry.get('error', ''))}; no failure is "
                           f"counted ({used} used); {later}"}
+    if state.has_success(day) and inputs is not None:
+        return _done_from_upstream(pipeline, inputs, entry, day, state.attempts(day), due)
     if state.has_success(day):
         done = f"succeeded (attempt {state.attempts(day)})"
         if change := changed_since_processed(pipeline, settings, entry, day):
@@ -214,13 +254,17 @@ def _state_of(pipeline: Pipeline, settings: Settings, state, day: date, now: dat
     if due:
         return {"state": DateState.DUE, "label": "due",
                 "reason": f"the partition is there: {_who_runs_it(settings, now)}"}
+    if inputs is not None and not present:
+        return {"state": DateState.WAITING, "label": "waiting for inputs",
+                "reason": inputs.waiting_message(day)}
     if present:
         if outside_lookback(day, now, settings.lookback_days, settings.timezone):
             return {"state": DateState.NOT_PROCESSED, "label": "not processed",
                     "reason": f"older than lookback_days={settings.lookback_days}: only a "
                               "backfill or a manual run processes it"}
         return {"state": DateState.NOT_PROCESSED, "label": "not processed",
-                "reason": "the partition is there; no run has processed it yet"}
+                "reason": "its inputs are settled; no run has built it yet" if inputs
+                is not None else "the partition is there; no run has processed it yet"}
     try:
         fire = fire_time_for_partition(day, settings.cron, settings.timezone, pipeline.grain)
     except EtlError:
@@ -233,6 +277,26 @@ def _state_of(pipeline: Pipeline, settings: Settings, state, day: date, now: dat
                 "reason": f"no partition yet; its scheduled run waits for it until {until}"}
     return {"state": DateState.MISSING, "label": "missing",
             "reason": "no partition file (or an empty one): nothing is attempted"}
+
+
+def _done_from_upstream(pipeline: Pipeline, inputs, entry: dict[str, Any], day: date,
+                        attempt: int, due: bool) -> dict[str, Any]:
+    """The state of a done partition built from another pipeline's results: due again when
+    one of them changed, with which dates reprocessed to the same results, and which dates
+    hold it now (a rebuild waits for them)."""
+    done = f"succeeded (attempt {attempt})"
+    changed, unchanged = inputs.compare(day, entry)
+    notes = [*changed, *unchanged]
+    if not inputs.settled(day):
+        notes.append(f"a rebuild waits for {inputs.holding(day)}")
+    if due and changed:
+        return {"state": DateState.DUE, "label": "due (changed)",
+                "inputs_change": "; ".join(changed),
+                "reason": f"{done}; {'; '.join(notes)}: on Airflow the sweep DAG builds it "
+                          f"again; a plain run does too ({pipeline.run_command} --date {day})"}
+    return {"state": DateState.DONE, "label": "done",
+            "inputs_change": "; ".join(notes),
+            "reason": "; ".join([done, *notes])}
 
 
 def warehouse_problem(settings: Settings) -> str | None:
@@ -293,7 +357,7 @@ def format_status(pipeline: Pipeline, rows: list[dict[str, Any]]) -> str:
         if r["state"] == "blocked":
             notes.append(f"to unblock: {r['unblock']}")
         elif r["state"] in ("running", "waiting", "missing", "not processed", "needs re-run") \
-                or r.get("raw_change"):
+                or r.get("raw_change") or r.get("inputs_change"):
             notes.append(r["reason"])
         if r["error"] and r["state"] in ("failed", "blocked"):
             notes.append(f"last error ({r['failed_stage'] or '?'}): {r['error']}")

@@ -175,6 +175,8 @@ class Settings(BaseSettings):
 
     #: setting name -> where its value came from (absent: the default)
     _origins: dict[str, str] = PrivateAttr(default_factory=dict)
+    #: the settings of the pipeline whose results this one is built from (`with_upstream`)
+    _upstream: Settings | None = PrivateAttr(default=None)
 
     @classmethod
     def settings_customise_sources(cls, settings_cls, init_settings, env_settings,
@@ -212,7 +214,23 @@ class Settings(BaseSettings):
         with loading(Load(layers=(), origins=origins)):
             copy = validated(lambda: type(self).model_validate({**self.__dict__, **changes}))
         copy._origins = origins
+        copy._upstream = self._upstream
         return copy
+
+    def with_upstream(self, upstream: Settings) -> Settings:
+        """A copy that carries `upstream`: the settings of the pipeline whose results this
+        pipeline is built from (its watermark, zone and wait window)."""
+        copy = self.model_copy()
+        copy._upstream = upstream
+        return copy
+
+    @property
+    def upstream(self) -> Settings:
+        """The upstream pipeline's settings (`with_upstream`); ConfigError when none."""
+        if self._upstream is None:
+            raise ConfigError(f"the settings of pipeline {self.pipeline!r} carry no upstream "
+                              "pipeline's settings")
+        return self._upstream
 
     def source(self, name: str) -> str:
         """Where the value of setting `name` came from: `default`, the YAML file's path, the
