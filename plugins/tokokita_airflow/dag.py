@@ -1,6 +1,7 @@
 """`pipeline_dag`: the DAG of a declared pipeline, built from its declaration and settings.
 
-Every pipeline's DAG has the same shape: `wait_for_raw_partition` (the raw file of D),
+Every pipeline's DAG has the same shape: `wait_for_raw_partition` (the raw file of D; for a
+pipeline built from another's results, `wait_for_inputs`: its upstream dates settled),
 `check_watermark` (the gate), then one task per stage, in the declaration's order; the last
 stage records the success and updates the pipeline's asset. Its schedule, zone, catch-up
 window, wait window and deadline are the pipeline's settings (`runtime.configured_settings`),
@@ -20,6 +21,8 @@ if TYPE_CHECKING:
 
 #: the task that waits for the raw file, and the gate
 WAIT_TASK, GATE_TASK = "wait_for_raw_partition", "check_watermark"
+#: the task that waits for the upstream dates of a pipeline built from another's results
+WAIT_INPUTS_TASK = "wait_for_inputs"
 #: what every pipeline's tasks retry with (only transient errors: `WatermarkRetryPolicy`):
 #: 1, 2, 4 ... minutes
 DEFAULT_ARGS: dict[str, Any] = {
@@ -41,7 +44,7 @@ def pipeline_dag(pipeline: Pipeline, *, doc_md: str | None = None,
     from tokokita_airflow.notifiers import deadline_alert
     from tokokita_airflow.operators import EtlStageOperator, WatermarkGateOperator
     from tokokita_airflow.runtime import configured_settings
-    from tokokita_airflow.sensors import RawPartitionSensor
+    from tokokita_airflow.sensors import RawPartitionSensor, UpstreamSettledSensor
     from tokokita_airflow.timetable import DailyPartitionTimetable
     from tokokita_etl.runner import notify
 
@@ -74,7 +77,8 @@ def pipeline_dag(pipeline: Pipeline, *, doc_md: str | None = None,
         # creation; the catch-up's end is the timetable's, not the DAG's: a manual run after
         # it has tasks
         schedule=DailyPartitionTimetable(settings.cron, timezone=settings.timezone,
-                                         last_fire=settings.catchup_end),
+                                         last_fire=settings.catchup_end,
+                                         grain=pipeline.grain.name),
         start_date=settings.catchup_start,
         catchup=True,
         # a backfill of a paused DAG never starts: the DAG is active from its first parse
@@ -96,8 +100,12 @@ def pipeline_dag(pipeline: Pipeline, *, doc_md: str | None = None,
                                                 "(recorded in the watermark)"),
         },
     ) as dag:
-        wait = RawPartitionSensor(task_id=WAIT_TASK, pipeline=pipeline,
-                                  wait_window=settings.wait_window)
+        if pipeline.upstream is not None:
+            wait = UpstreamSettledSensor(task_id=WAIT_INPUTS_TASK, pipeline=pipeline,
+                                         wait_window=settings.wait_window)
+        else:
+            wait = RawPartitionSensor(task_id=WAIT_TASK, pipeline=pipeline,
+                                      wait_window=settings.wait_window)
         gate = WatermarkGateOperator(task_id=GATE_TASK, pipeline=pipeline)
         last = pipeline.stage_names[-1]
         stages = [

@@ -40,7 +40,7 @@ def run_partition(dag_run: Any) -> date | None:
     if not isinstance(timetable, DailyPartitionTimetable):
         return None
     try:
-        return partition_date_of(dag_run, tz=timetable.zone_name)
+        return partition_date_of(dag_run, tz=timetable.zone_name, grain=timetable.grain)
     except ConfigError:
         return None
 

@@ -68,7 +68,7 @@ class WatermarkGateOperator(BaseOperator):
 
         pipeline = self.pipeline
         settings = pipeline_settings(pipeline)
-        day = partition_date(context, settings)
+        day = partition_date(context, settings, self.pipeline.grain)
         now = datetime.now(UTC)
         owner = run_owner(context)
         force = run_flag(context, "force")
@@ -146,7 +146,8 @@ def _release_claim(context: Context) -> None:
     task = context["task"]
     log = task.log
     pipeline = task.pipeline
-    day, owner = partition_date(context, configured_settings(pipeline)), run_owner(context)
+    day, owner = partition_date(context, configured_settings(pipeline), pipeline.grain), \
+        run_owner(context)
     if getattr(task, "_stopped", False):  # a person's gesture, recorded as such: no alert
         from tokokita_etl.runner.claims import release_date, stop_ended_run
 
@@ -228,7 +229,7 @@ class EtlStageOperator(BaseOperator):
 
         pipeline = self.pipeline
         settings = pipeline_settings(pipeline)
-        day = partition_date(context, settings)
+        day = partition_date(context, settings, self.pipeline.grain)
         self._lineage = (settings, day, None)
         owner = run_owner(context)
         now = datetime.now(UTC)

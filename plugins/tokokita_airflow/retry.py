@@ -37,8 +37,9 @@ class WatermarkRetryPolicy(RetryPolicy):
         from tokokita_etl.runner.policy import Action, retry_decision
         from tokokita_etl.runner.stores import state_store
 
-        settings = pipeline_settings(self.pipeline or context["task"].pipeline)
-        day = partition_date(context, settings)
+        pipeline = self.pipeline or context["task"].pipeline
+        settings = pipeline_settings(pipeline)
+        day = partition_date(context, settings, pipeline.grain)
         decision = retry_decision(exception, state_store(settings).read(), day,
                                   settings.max_attempts)
         if decision.action is Action.RUN:

@@ -71,15 +71,17 @@ def run_anchor(context: Context) -> datetime:
     return dag_run.logical_date or dag_run.run_after
 
 
-def partition_date_of(dag_run: Any, tz: str) -> date:
+def partition_date_of(dag_run: Any, tz: str, grain: Any = None) -> date:
     """Partition date D of a DAG run: its partition key (every run of the DAG carries one from
     its creation: the timetable's for scheduled and backfill runs, the trigger's for a manual
     run), else, for a manual run triggered without one, the day before it was queued in `tz`
-    (the pipeline's time zone)."""
-    from tokokita_etl.runner.schedule import partition_date_for_run
+    (the pipeline's time zone); a key must start a partition of the pipeline's `grain`
+    (default daily)."""
+    from tokokita_etl.runner.schedule import DAILY, partition_date_for_run
 
     anchor = dag_run.logical_date or dag_run.run_after
-    return partition_date_for_run(anchor, tz, getattr(dag_run, "partition_key", None))
+    return partition_date_for_run(anchor, tz, getattr(dag_run, "partition_key", None),
+                                  grain or DAILY)
 
 
 def refuse_run_conf(context: Context) -> None:
@@ -96,11 +98,11 @@ def refuse_run_conf(context: Context) -> None:
         raise AirflowFailException(problem)
 
 
-def partition_date(context: Context, settings: Settings) -> date:
+def partition_date(context: Context, settings: Settings, grain: Any = None) -> date:
     """Partition date D of the running task's DAG run (`refuse_run_conf` first), in the time
     zone of the pipeline's `settings`."""
     refuse_run_conf(context)
-    return partition_date_of(context["dag_run"], settings.timezone)
+    return partition_date_of(context["dag_run"], settings.timezone, grain)
 
 
 def run_cleared(context: Context) -> bool:

@@ -87,7 +87,7 @@ class RawPartitionSensor(BaseSensorOperator):
 
         deadline = self.wait_deadline(context)
         settings = self._settings()
-        filepath = str(self._path(settings, partition_date(context, settings)))
+        filepath = str(self._path(settings, partition_date(context, settings, self.pipeline.grain)))
         self.defer(
             trigger=RawPartitionTrigger(
                 filepath=filepath, deadline=deadline.isoformat(), poll_interval=self.poke_interval,
@@ -140,7 +140,7 @@ class RawPartitionSensor(BaseSensorOperator):
         from tokokita_etl.settings.layout import partition_file_exists
 
         settings = self._settings()
-        day = partition_date(context, settings)
+        day = partition_date(context, settings, self.pipeline.grain)
         path = self._path(settings, day)
         if partition_file_exists(path):
             self.log.info("Partition %s is present: %s", day, path)
@@ -160,4 +160,72 @@ class RawPartitionSensor(BaseSensorOperator):
             raise AirflowSkipException(message)
         self.log.info("Partition %s not there yet (%s); waiting until %s", day, path,
                       deadline.isoformat())
+        return False
+
+
+class UpstreamSettledSensor(BaseSensorOperator):
+    """Succeed when every upstream date of the run's partition is settled (done, or missing
+    after its wait window: `runner.upstream`); keep waiting, in reschedule mode, for at most
+    `wait_window` from the first poke.
+
+    Each poke logs the dates that hold the partition. At the end of the window the sensor
+    records the run as `waiting` (its manifest names those dates) and ends *skipped*; once the
+    dates settle, the sweep DAG builds the partition (`runner.propagation.sweep`). The window
+    counts from the first poke, not the fire time, so that the runs of a catch-up wait for the
+    upstream's own catch-up.
+
+    :param pipeline: the declared pipeline built from another's results (`Pipeline.upstream`).
+    :param wait_window: how long the run waits for its upstream dates.
+    """
+
+    ui_color = "#e8f4fd"
+
+    def __init__(self, *, pipeline: Pipeline, wait_window: timedelta = DEFAULT_WAIT_WINDOW,
+                 **kwargs) -> None:
+        kwargs.setdefault("mode", "reschedule")
+        # a poke reads two watermarks: cheap, and a week follows its days' catch-up closely
+        kwargs.setdefault("poke_interval", 60)
+        super().__init__(**kwargs)
+        if pipeline.upstream is None:
+            raise ValueError(f"pipeline {pipeline.name!r} is not built from another "
+                             "pipeline's results: wait for its raw files (RawPartitionSensor)")
+        self.pipeline = pipeline
+        self.wait_window = wait_window
+
+    def execute(self, context: Context) -> Any:
+        """Refuse a run whose configuration or partition key names no partition of the
+        pipeline (a key that is no Monday, for weeks) at once, without retries; then poke."""
+        from airflow.sdk.exceptions import AirflowFailException
+
+        from tokokita_etl.errors import ConfigError
+
+        try:
+            partition_date(context, configured_settings(self.pipeline), self.pipeline.grain)
+        except ConfigError as exc:
+            raise AirflowFailException(str(exc)) from None
+        return super().execute(context)
+
+    def poke(self, context: Context) -> bool:
+        """Whether the partition's upstream dates are settled; skip once the window is over."""
+        from tokokita_airflow.runtime import pipeline_settings
+        from tokokita_etl.runner.sequence import give_up_waiting
+        from tokokita_etl.runner.status import upstream_inputs
+
+        settings = pipeline_settings(self.pipeline)
+        key = partition_date(context, settings, self.pipeline.grain)
+        now = datetime.now(UTC)
+        inputs = upstream_inputs(self.pipeline, settings, now, [key])
+        if inputs.settled(key):
+            self.log.info("The upstream dates of %s are settled: %s", key,
+                          ", ".join(f"{d.day} ({d.label})" for d in inputs.of(key)))
+            return True
+        first = context["ti"].get_first_reschedule_date(context) or now
+        deadline = first + self.wait_window
+        if now >= deadline:
+            message = give_up_waiting(self.pipeline, settings, key, inputs, started=first,
+                                      now=now, trigger=run_type(context))
+            self.log.warning("Skipped: %s; the wait window ended at %s (the sweep builds it "
+                             "once they settle)", message, deadline.isoformat())
+            raise AirflowSkipException(message)
+        self.log.info("%s; waiting until %s", inputs.waiting_message(key), deadline.isoformat())
         return False

@@ -1,16 +1,18 @@
 """`sweep_dag`: the DAG that runs again the partitions whose inputs changed after their run.
 
 A pipeline's timetable makes one run per partition; a done date whose raw file changed since
-(`on_raw_change: reprocess`) has none coming. On `sweep_cron` (hourly by default), the task
+(`on_raw_change: reprocess`), a week whose days' results changed since it was built, or whose
+run gave up waiting for its days, has none coming. On `sweep_cron` (hourly by default), the task
 `find_changed_partitions` asks the runner (`runner.propagation.sweep`) for every pipeline's
 such partitions, and `trigger_runs` (Airflow's `TriggerDagRunOperator`, one mapped task
 instance a partition) makes one run of the pipeline's DAG for each: its run id names the
 partition and what the need rests on (`sweep__<D>__<digest>`, so the same need never makes a
 second run), its note says why, its configuration names the date; the listener gives it
-that date as its partition key when it starts. The run's gate and stages reprocess the date
-because its raw file changed, exactly as `tokokita-etl run --date D` does.
+that date as its partition key when it starts. The run's gate and stages process the partition
+again because its inputs changed, exactly as `tokokita-etl run --date D` does.
 
-The DAG exists only while some pipeline has `on_raw_change: reprocess`.
+The DAG exists while some pipeline is built from another's results (the weekly city report)
+or has `on_raw_change: reprocess`.
 """
 
 from __future__ import annotations
@@ -25,11 +27,13 @@ FIND_TASK, TRIGGER_TASK = "find_changed_partitions", "trigger_runs"
 
 
 def sweeping_pipelines() -> list[Any]:
-    """The pipelines whose changed inputs the sweep looks for (`on_raw_change: reprocess`)."""
+    """The pipelines whose changed inputs the sweep looks for: those built from another's
+    results, and those with `on_raw_change: reprocess`."""
     from tokokita_airflow.runtime import configured_settings, every_pipeline
 
     return [pipeline for pipeline in every_pipeline().values()
-            if configured_settings(pipeline).on_raw_change == "reprocess"]
+            if pipeline.upstream is not None
+            or configured_settings(pipeline).on_raw_change == "reprocess"]
 
 
 def changed_partitions() -> list[dict[str, Any]]:
@@ -47,7 +51,7 @@ def changed_partitions() -> list[dict[str, Any]]:
 
 
 def sweep_dag(*, doc_md: str | None = None) -> DAG | None:
-    """The sweep DAG, or None when no pipeline has `on_raw_change: reprocess`."""
+    """The sweep DAG, or None when no pipeline needs it (`sweeping_pipelines`)."""
     if not sweeping_pipelines():
         return None
     from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator

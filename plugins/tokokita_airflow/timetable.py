@@ -1,4 +1,5 @@
-"""`DailyPartitionTimetable`: Airflow's `CronPartitionTimetable`, one partition per local day.
+"""`DailyPartitionTimetable`: Airflow's `CronPartitionTimetable`, one partition per local day
+(or, with `grain="weekly"`, per ISO week keyed by its Monday).
 
 The run that fires on D+1 (`30 2 * * *` in the pipeline's zone: D+1 02:30) processes D, so
 Airflow's `CronPartitionTimetable(cron, timezone=..., run_offset=-1, key_format="%Y-%m-%d")`
@@ -49,14 +50,21 @@ class DailyPartitionTimetable(CronPartitionTimetable):
     """
 
     def __init__(self, cron: str, *, timezone: Any,
-                 last_fire: datetime.datetime | None = None) -> None:
+                 last_fire: datetime.datetime | None = None, grain: str = "daily") -> None:
+        from tokokita_etl.runner.schedule import DAILY, WEEKLY
+
         super().__init__(cron, timezone=timezone, run_offset=-1, key_format=KEY_FORMAT)
         self.last_fire = last_fire
+        grains = {DAILY.name: DAILY, WEEKLY.name: WEEKLY}
+        if grain not in grains:
+            raise ValueError(f"grain {grain!r}: expected one of {', '.join(grains)}")
+        self.grain = grains[grain]
 
     @property
     def summary(self) -> str:
         """As the cron timetable shows itself, with the partition it processes."""
-        return f"{self._expression} (processes the day before)"
+        return f"{self._expression} (processes the {'day' if self.grain.days == 1 else 'week'} " \
+               "before)"
 
     @property
     def zone_name(self) -> str:
@@ -69,16 +77,18 @@ class DailyPartitionTimetable(CronPartitionTimetable):
                                          self._timezone))
 
     def _get_partition_date(self, *, run_date: Any) -> DateTime:
-        """D of the run firing at `run_date`: the local day before its fire date, at midnight."""
+        """The partition of the run firing at `run_date`, at its first local midnight: the
+        day before its fire date (a week: the whole week before, keyed by its Monday)."""
         fire_day = coerce_datetime(run_date).in_timezone(self._timezone).date()
-        return self._midnight(fire_day - datetime.timedelta(days=1))
+        return self._midnight(self.grain.for_fire(fire_day))
 
     def fire_time(self, day: datetime.date) -> DateTime:
-        """When the run that processes `day` fires: the first tick on D+1 (D+1 00:00 when the
-        cron does not fire that day)."""
-        next_midnight = self._midnight(day + datetime.timedelta(days=1))
+        """When the run that processes the partition `day` fires: the first tick after it
+        (D+1 00:00, the next Monday 00:00, when the cron does not fire in the partition that
+        follows)."""
+        next_midnight = self._midnight(day + datetime.timedelta(days=self.grain.days))
         fire = self._align_to_next(next_midnight)
-        if fire.in_timezone(self._timezone).date() != day + datetime.timedelta(days=1):
+        if self.grain.for_fire(fire.in_timezone(self._timezone).date()) != day:
             return next_midnight
         return fire
 
@@ -92,6 +102,8 @@ class DailyPartitionTimetable(CronPartitionTimetable):
         day = first.date()
         if self._midnight(day) < first:
             day += datetime.timedelta(days=1)
+        if self.grain.start(day) != day:  # the first whole partition in the range
+            day = self.grain.start(day) + datetime.timedelta(days=self.grain.days)
         now = utcnow()
         while self._midnight(day) <= last:
             fire = self.fire_time(day)
@@ -99,7 +111,7 @@ class DailyPartitionTimetable(CronPartitionTimetable):
                 return
             yield DagRunInfo(run_after=fire, data_interval=None,
                              partition_date=self._midnight(day), partition_key=day.isoformat())
-            day += datetime.timedelta(days=1)
+            day += datetime.timedelta(days=self.grain.days)
 
     def next_dagrun_info_v2(self, *, last_dagrun_info: DagRunInfo | None,
                             restriction: TimeRestriction) -> DagRunInfo | None:
@@ -114,6 +126,8 @@ class DailyPartitionTimetable(CronPartitionTimetable):
         """Airflow's fields and `last_fire`."""
         data = super().serialize()
         data["last_fire"] = self.last_fire.isoformat() if self.last_fire else None
+        if self.grain.days != 1:  # a daily timetable serializes as before grains
+            data["grain"] = self.grain.name
         return data
 
     @classmethod
@@ -123,7 +137,8 @@ class DailyPartitionTimetable(CronPartitionTimetable):
 
         last_fire = data.get("last_fire")
         return cls(data["expression"], timezone=parse_timezone(data["timezone"]),
-                   last_fire=datetime.datetime.fromisoformat(last_fire) if last_fire else None)
+                   last_fire=datetime.datetime.fromisoformat(last_fire) if last_fire else None,
+                   grain=data.get("grain", "daily"))
 
 
 class PartitionDateTimetable(DailyPartitionTimetable):

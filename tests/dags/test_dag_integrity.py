@@ -26,7 +26,29 @@ def dagbag():
 
 def test_every_dag_file_imports_without_errors(dagbag):
     assert dagbag.import_errors == {}
-    assert set(dagbag.dag_ids) == {"tokokita_orders_daily"}
+    assert set(dagbag.dag_ids) == {"tokokita_orders_daily", "tokokita_weekly_city_report",
+                                   "tokokita_sweep"}
+
+
+def test_the_weekly_dag_runs_one_week_a_run_keyed_by_its_monday_after_its_days_settle(dagbag):
+    from tokokita_airflow.sensors import UpstreamSettledSensor
+
+    dag = dagbag.dags["tokokita_weekly_city_report"]
+    fields = dag.timetable.serialize()
+    assert (fields["expression"], fields["timezone"], fields["grain"]) == (
+        "0 4 * * 1", "Asia/Jakarta", "weekly")
+    assert "grain" not in dagbag.dags["tokokita_orders_daily"].timetable.serialize()
+    assert dag.timetable.summary == "0 4 * * 1 (processes the week before)"
+    order = ["wait_for_inputs", "check_watermark", "collect", "load", "validate",
+             "publish_gold"]
+    assert [t.task_id for t in dag.topological_sort()] == order
+    wait = dag.get_task("wait_for_inputs")
+    assert isinstance(wait, UpstreamSettledSensor)
+    assert (wait.mode, wait.poke_interval, wait.wait_window) == (
+        "reschedule", 60, timedelta(hours=24))
+    assert dag.catchup is True and set(dag.tags) == {"tokokita", "report", "weekly"}
+    assert {t.pipeline.name for t in dag.tasks} == {"weekly_city_report"}
+    assert [o.name for o in dag.get_task("publish_gold").outlets] == ["tokokita_summary_mingguan"]
 
 
 def test_daily_dag_schedule_zone_catchup_owner_retries_and_tags(dagbag):
@@ -156,11 +178,13 @@ from airflow.dag_processing.dagbag import DagBag
 bag = DagBag({str(REPO / 'dags')!r})
 out = {{"errors": sorted(bag.import_errors)}}
 for dag in bag.dags.values():
+    if dag.dag_id == "tokokita_sweep":
+        continue
     out[dag.dag_id] = {{
         "cron": dag.timetable.serialize()["expression"], "tags": sorted(dag.tags),
         "tasks": [t.task_id for t in dag.topological_sort()],
         "pipelines": sorted({{t.pipeline.name for t in dag.tasks}}),
-        "wait_h": dag.get_task("wait_for_raw_partition").wait_window.total_seconds() / 3600,
+        "wait_h": dag.topological_sort()[0].wait_window.total_seconds() / 3600,
         "retries": sorted({{t.retries for t in dag.tasks}}), "params": sorted(dag.params),
         "doc": dag.doc_md.splitlines()[0]}}
 print(json.dumps(out))
@@ -181,10 +205,9 @@ print(json.dumps(out))
     assert orders["tasks"][2:] == ["extract", "transform", "load", "validate", "publish_gold"]
 
 
-def test_the_sweep_dag_exists_only_while_a_pipeline_reprocesses_changed_raw_files(tmp_path):
-    """With `on_raw_change: reprocess` (the orders' own setting, or another pipeline's),
-    `dags/tokokita_sweep.py` builds the sweep DAG on `sweep_cron`, in the shared zone, without
-    catch-up; with `flag` there is none."""
+def test_the_sweep_dag_runs_on_sweep_cron_in_the_shared_zone_without_catch_up(tmp_path):
+    """`dags/tokokita_sweep.py` builds the sweep DAG (the weekly city report, built from the
+    orders' results, always needs it) on `sweep_cron`, in the shared zone, without catch-up."""
     probe = f"""
 import json, sys
 sys.path[:0] = [{str(REPO / 'plugins')!r}, {str(REPO / 'include')!r}, {str(REPO / 'tests')!r}]
@@ -208,11 +231,10 @@ print(json.dumps(out))
         assert found.pop("errors") == []
         return found
 
-    assert sweep_dags() == {}
-    assert sweep_dags(TOKOKITA_ON_RAW_CHANGE="flag") == {}
     expected = {"tokokita_sweep": {
         "cron": "15 * * * *", "zone": "Asia/Jakarta", "catchup": False,
         "tasks": ["find_changed_partitions", "trigger_runs"], "max_active_runs": 1}}
+    assert sweep_dags() == expected
     assert sweep_dags(TOKOKITA_ON_RAW_CHANGE="reprocess") == expected
     assert sweep_dags(TOKOKITA_DECLARATIONS="stock_pipeline:STOCK",
                       TOKOKITA_STOCK__ON_RAW_CHANGE="reprocess",

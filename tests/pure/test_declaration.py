@@ -12,7 +12,8 @@ from tokokita_etl import cli
 from tokokita_etl.errors import ConfigError
 from tokokita_etl.orders.pipeline import ORDERS, success_fields
 from tokokita_etl.pipelines import DEFAULT, PIPELINES, by_dag_id, by_name
-from tokokita_etl.runner.declaration import Pipeline, RawFiles, Stage
+from tokokita_etl.runner.declaration import Pipeline, RawFiles, Stage, Upstream
+from tokokita_etl.weekly.pipeline import WEEKLY_CITY_REPORT
 
 STOCK_FILES = RawFiles("raw_dir", lambda day: f"stok_{day.isoformat()}.csv")
 
@@ -36,7 +37,28 @@ def test_the_orders_pipeline_is_one_declaration_of_its_five_stages():
         "orders", "tokokita_orders_daily", success_fields)
     assert (DEFAULT, by_name("orders"), by_dag_id("tokokita_orders_daily")) == ("orders", ORDERS,
                                                                                  ORDERS)
-    assert PIPELINES == {"orders": ORDERS} and by_dag_id("another_dag") is None
+    assert PIPELINES == {"orders": ORDERS, "weekly_city_report": WEEKLY_CITY_REPORT}
+    assert by_dag_id("another_dag") is None
+
+
+def test_the_weekly_city_report_is_built_from_the_orders_daily_summaries_by_week():
+    weekly = by_name("weekly_city_report")
+    assert weekly is WEEKLY_CITY_REPORT and by_dag_id("tokokita_weekly_city_report") is weekly
+    assert weekly.stage_names == ("collect", "load", "validate", "publish_gold")
+    assert weekly.raw is None and weekly.upstream.pipeline is ORDERS
+    assert weekly.upstream.checksum(date(2026, 11, 11)) == "summary_2026-11-11"
+    assert weekly.grain.name == "weekly" and weekly.defaults["cron"] == "0 4 * * 1"
+
+
+def test_a_pipeline_declares_exactly_one_input_and_an_upstream_with_daily_partitions():
+    with pytest.raises(ConfigError, match="declare one input"):
+        Pipeline("bad", "bad_dag", "", (stage("a"),), outcome=dict)
+    with pytest.raises(ConfigError, match="declare one input"):
+        Pipeline("bad", "bad_dag", "", (stage("a"),), outcome=dict, raw=STOCK_FILES,
+                 upstream=Upstream(ORDERS, checksum=str))
+    with pytest.raises(ConfigError, match="its upstream 'weekly_city_report' must have daily"):
+        Pipeline("bad", "bad_dag", "", (stage("a"),), outcome=dict,
+                 upstream=Upstream(WEEKLY_CITY_REPORT, checksum=str))
 
 
 def test_a_run_that_ends_before_the_first_stage_that_changes_a_store_left_every_store_alone():
@@ -64,7 +86,7 @@ def test_an_unknown_stage_or_pipeline_is_named_with_the_known_ones():
     with pytest.raises(ValueError, match="unknown stage 'lod'; stages: extract, transform, load, "
                                          "validate, publish_gold"):
         ORDERS.stage("lod")
-    with pytest.raises(ConfigError, match="unknown pipeline 'nope'; pipelines: orders"):
+    with pytest.raises(ConfigError, match="unknown pipeline 'nope'; pipelines: orders, weekly_city_report"):
         by_name("nope")
 
 
@@ -83,6 +105,6 @@ def test_every_command_takes_pipeline_and_an_unknown_one_exits_2_naming_the_know
         code = cli.main([*args, "--pipeline", "nope"], now=at)
         err = capsys.readouterr().err
         assert code == 2, args
-        assert "unknown pipeline 'nope'; pipelines: orders" in err, (args, err)
+        assert "unknown pipeline 'nope'; pipelines: orders, weekly_city_report" in err, (args, err)
     assert cli.main(["due", "--pipeline", "orders", "--now", "2026-11-05T10:00:00+07:00"],
                     now=at) == 0

@@ -236,6 +236,17 @@ def open_run(pipeline: Pipeline, settings: Settings, day: date, *, force: bool,
     return result
 
 
+def give_up_waiting(pipeline: Pipeline, settings: Settings, day: date,
+                    inputs: UpstreamInputs, *, started: datetime, now: datetime,
+                    trigger: str) -> str:
+    """Record that a run of `day` stopped waiting for its upstream dates: its `waiting`
+    manifest (what the sweep builds the partition after); the reason, naming the dates."""
+    message = inputs.waiting_message(day)
+    finish_refused(settings, day, InputsNotSettledError(message), status=WAITING,
+                   started=started, now=now, trigger=trigger)
+    return message
+
+
 def close_run(pipeline: Pipeline, settings: Settings, day: date, *, owner: str,
               started: datetime, now: datetime, trigger: str,
               error: BaseException | None = None, stage: str = "",

@@ -32,6 +32,7 @@ from tokokita_etl.runner.policy import (
 )
 from tokokita_etl.runner.schedule import DAILY, Grain, fire_time_for_partition, local_today
 from tokokita_etl.runner.stores import state_store
+from tokokita_etl.runner.upstream import UpstreamInputs, upstream_dates
 from tokokita_etl.runner.watermark import FAILED, STOPPED, SUCCESS
 from tokokita_etl.settings.layout import catchup_bound
 from tokokita_etl.settings.model import PATH_SETTINGS, Settings
@@ -78,28 +79,32 @@ HISTORY_DAYS = 30
 def window(settings: Settings, now: datetime, days: int | None = None,
            grain: Grain = DAILY) -> list[date]:
     """The default partitions, oldest first: those of the lookback plus the last 30 days
-    whose dates are all before today (in the pipeline zone), never before the catch-up's
-    `start_date`: each date, or each Monday of a whole week (`grain`)."""
+    whose dates are all before today (in the pipeline zone), from the catch-up's first
+    partition (`start_date`'s, or the week before it): each date, or each Monday of a whole
+    week (`grain`)."""
     today = local_today(now, settings.timezone)
     count = settings.lookback_days + HISTORY_DAYS if days is None else max(days, 0)
-    first = max(days_back(today, count), settings.start_date)
+    # a longer partition's first run (on `start_date` or after) processes the one before
+    start = settings.start_date if grain.days == 1 else grain.for_fire(settings.start_date)
+    first = max(days_back(today, count), start)
     return [day for day in (first + timedelta(days=n) for n in range((today - first).days))
             if grain.start(day) == day and day + timedelta(days=grain.days) <= today]
 
 
 def upstream_inputs(pipeline: Pipeline, settings: Settings, now: datetime,
-                    keys: list[date]):
+                    keys: list[date]) -> UpstreamInputs | None:
     """`upstream.UpstreamInputs` of `keys` for a pipeline built from another's results, else
     None."""
     if pipeline.upstream is None:
         return None
-    from tokokita_etl.runner.upstream import UpstreamInputs  # (it reads the upstream's rows)
-
-    return UpstreamInputs(pipeline, settings, now, keys)
+    dates = upstream_dates(pipeline, keys)
+    rows = date_states(pipeline.upstream.pipeline, settings.upstream, now, dates=dates) \
+        if dates else []
+    return UpstreamInputs(pipeline, settings, rows)
 
 
 def due_partitions(pipeline: Pipeline, settings: Settings, state, now: datetime,
-                   inputs=None) -> list[date]:
+                   inputs: UpstreamInputs | None = None) -> list[date]:
     """`policy.due_runs` of `pipeline` at `now`: the partitions whose inputs are there (raw
     file present; upstream dates settled) that its rules would run, a done one again when
     its inputs changed. `inputs`: the upstream's, when already read for these partitions."""
@@ -107,9 +112,11 @@ def due_partitions(pipeline: Pipeline, settings: Settings, state, now: datetime,
         if inputs is None:
             inputs = upstream_inputs(pipeline, settings, now, past_partitions(
                 now, settings.lookback_days, settings.timezone, pipeline.grain))
-        # a week before `start_date` has no scheduled run to mirror: never due by itself
-        return due_runs(state, now, lambda key: key >= settings.start_date and
-                        inputs.settled(key), settings.lookback_days,
+        # a partition whose run fires before the catch-up's start has no scheduled run to
+        # mirror: never due by itself (its upstream dates may all be "missing" for that reason)
+        return due_runs(state, now, lambda key: inputs.settled(key) and fire_time_for_partition(
+                            key, settings.cron, settings.timezone, pipeline.grain)
+                        >= settings.catchup_start, settings.lookback_days,
                         settings.max_attempts, tz=settings.timezone,
                         inputs_changed=lambda key: inputs.change_reason(key, state.entry(key)),
                         grain=pipeline.grain)
@@ -255,7 +262,7 @@ def _state_of(pipeline: Pipeline, settings: Settings, state, day: date, now: dat
         return {"state": DateState.DUE, "label": "due",
                 "reason": f"the partition is there: {_who_runs_it(settings, now)}"}
     if inputs is not None and not present:
-        return {"state": DateState.WAITING, "label": "waiting for inputs",
+        return {"state": DateState.WAITING, "label": "waiting for days",
                 "reason": inputs.waiting_message(day)}
     if present:
         if outside_lookback(day, now, settings.lookback_days, settings.timezone):

@@ -15,18 +15,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import date
 from typing import Any
 
 from tokokita_etl.runner.declaration import Pipeline, Upstream
-from tokokita_etl.runner.status import DateState, date_states
 from tokokita_etl.runner.stores import state_store
 from tokokita_etl.settings.model import Settings
 
 #: the watermark field of a success that says what it was built from
 BUILT_FROM = "built_from"
-#: the upstream states that settle a date
-SETTLED = (DateState.DONE, DateState.MISSING)
+#: the upstream states (`runner.status.DateState`) that settle a date
+SETTLED = ("done", "missing")
 
 
 @dataclass(frozen=True)
@@ -49,18 +48,22 @@ class InputDate:
         return {"checksum": self.checksum, "attempt": self.attempt}
 
 
-class UpstreamInputs:
-    """The upstream dates of some partitions of `pipeline`, read once at `now`."""
+def upstream_dates(pipeline: Pipeline, keys: Iterable[date]) -> list[date]:
+    """The upstream dates of the partitions `keys` of `pipeline`, in order."""
+    return sorted({day for key in keys for day in pipeline.grain.dates(key)})
 
-    def __init__(self, pipeline: Pipeline, settings: Settings, now: datetime,
-                 keys: Iterable[date]) -> None:
+
+class UpstreamInputs:
+    """The upstream dates of some partitions of `pipeline`, from the upstream's status `rows`
+    of them (`runner.status.date_states`: `status.upstream_inputs` reads both)."""
+
+    def __init__(self, pipeline: Pipeline, settings: Settings, rows: list[Mapping[str, Any]]
+                 ) -> None:
         if pipeline.upstream is None:
             raise ValueError(f"pipeline {pipeline.name!r} has no upstream")
         self.pipeline, self.upstream = pipeline, pipeline.upstream
-        up = settings.upstream
-        dates = sorted({day for key in keys for day in pipeline.grain.dates(key)})
-        rows = date_states(self.upstream.pipeline, up, now, dates=dates) if dates else []
-        recorded = recorded_inputs(self.upstream, settings, dates)
+        recorded = recorded_inputs(self.upstream, settings,
+                                   [date.fromisoformat(row["date"]) for row in rows])
         self.dates: dict[date, InputDate] = {}
         for row in rows:
             day = date.fromisoformat(row["date"])

@@ -8,10 +8,10 @@ from collections.abc import Mapping
 from datetime import date
 from typing import Any
 
-from tokokita_etl.orders.pipeline import ORDERS
-from tokokita_etl.runner.declaration import Pipeline, Stage, Upstream
+from tokokita_etl.runner.declaration import Pipeline, Stage
 from tokokita_etl.runner.schedule import WEEKLY
 from tokokita_etl.runner.upstream import BUILT_FROM
+from tokokita_etl.weekly.inputs import DAILY_SUMMARIES
 from tokokita_etl.weekly.stages import (
     collect_lines,
     collect_stage,
@@ -22,9 +22,6 @@ from tokokita_etl.weekly.stages import (
     validate_lines,
     validate_stage,
 )
-
-#: what a week is built from: each orders date's summary rows, by their checksum
-DAILY_SUMMARIES = Upstream(ORDERS, checksum=lambda day: f"summary_{day.isoformat()}")
 
 
 def week_fields(records: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
@@ -81,7 +78,11 @@ WEEKLY_CITY_REPORT = Pipeline(
     upstream=DAILY_SUMMARIES,
     grain=WEEKLY,
     tags=("tokokita", "report", "weekly"),
-    defaults={"cron": "0 4 * * 1", "lookback_days": 35, "wait_window_hours": 24},
+    # Sunday's orders wait window ends on Monday morning: the week waits a day for it, and
+    # is due by noon on Monday. Its first run, on 2026-11-09, builds the orders' first whole
+    # week (from 2026-11-02)
+    defaults={"cron": "0 4 * * 1", "lookback_days": 35, "wait_window_hours": 24,
+              "deadline_local_time": "12:00", "start_date": date(2026, 11, 9)},
     asset=("tokokita_summary_mingguan", "tokokita://gold/summary_mingguan"),
     done_line=done_line,
     columns=("days", "missing", "kota", "bruto", "bersih"),

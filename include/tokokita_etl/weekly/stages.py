@@ -43,7 +43,7 @@ def collect_stage(settings: Settings, week_start: date) -> dict[str, Any]:
     from tokokita_etl.runner.upstream import recorded_inputs
     from tokokita_etl.warehouse.database import Warehouse
     from tokokita_etl.weekly.build import collect
-    from tokokita_etl.weekly.pipeline import DAILY_SUMMARIES
+    from tokokita_etl.weekly.inputs import DAILY_SUMMARIES
 
     staging = settings.staging_path(week_start)
     if staging.exists():

@@ -6,7 +6,7 @@ from datetime import UTC, date, datetime
 from typing import Any
 
 
-def _airflow_runs(session, dag_id: str, settings, since: date
+def _airflow_runs(session, dag_id: str, settings, since: date, grain=None
                   ) -> dict[str, list[dict[str, Any]]]:
     """The runs of DAG `dag_id` by partition date D (newest first), with their failed task if
     any."""
@@ -37,7 +37,7 @@ def _airflow_runs(session, dag_id: str, settings, since: date
     for run in runs:
         conf = run.conf or {}
         try:
-            day = partition_date_of(run, settings.timezone)
+            day = partition_date_of(run, settings.timezone, grain)
         except (EtlError, ValueError):
             continue
         if day < since:
@@ -83,7 +83,7 @@ def status_rows(pipeline, days: int | None) -> list[dict[str, Any]]:
         raise HTTPException(status_code=503, detail=str(named(exc))) from None
     since = date.fromisoformat(rows[0]["date"]) if rows else date.today()
     with create_session() as session:
-        runs = _airflow_runs(session, pipeline.dag_id, settings, since)
+        runs = _airflow_runs(session, pipeline.dag_id, settings, since, pipeline.grain)
     for row in rows:
         row["airflow_runs"] = runs.get(row["date"], [])
     return rows
