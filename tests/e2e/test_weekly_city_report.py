@@ -1,0 +1,271 @@
+"""The weekly city report on a running Airflow, beside the orders: a three-week catch-up, a
+corrected raw file that rebuilds its week without a person, an identical reprocess that
+rebuilds nothing, a blocked date that holds its week, and the status page of both pipelines.
+
+Weeks relative to M, the Monday of the last whole week whose weekly run has fired (Jakarta):
+W1 = M-14, W2 = M-7, W3 = M. The orders catch up the 21 dates of W1..W3 (one file missing,
+in W1, its wait window long over); the weekly DAG catches up W1..W3, its sensors waiting for
+the orders. The orders reprocess a changed raw file (`on_raw_change: reprocess`) and the sweep
+runs every minute.
+
+Screenshots are written to docs/screenshots/ only with TOKOKITA_SAVE_SCREENSHOTS=1.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from collections import defaultdict
+from datetime import UTC, date, datetime, time, timedelta
+from decimal import Decimal
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from stack.ephemeral import DAG_ID, PASSWORD, USERNAME, EphemeralStack, fire_time
+from stack.rest import AirflowApi, wait_for
+
+pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
+
+JKT = ZoneInfo("Asia/Jakarta")
+WEEKLY_DAG = "tokokita_weekly_city_report"
+SWEEP_DAG = "tokokita_sweep"
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+
+
+def last_built_monday() -> date:
+    """The Monday of the last whole week whose weekly run (Monday 04:00) fired over an hour
+    ago."""
+    now = datetime.now(UTC).astimezone(JKT)
+    monday = now.date() - timedelta(days=now.weekday())
+    if now < datetime.combine(monday, time(5, 0), tzinfo=JKT):
+        monday -= timedelta(days=7)
+    return monday - timedelta(days=7)
+
+
+W3 = last_built_monday()
+W2, W1 = W3 - timedelta(days=7), W3 - timedelta(days=14)
+DAYS = [W1 + timedelta(days=n) for n in range(21)]
+MISSING = W1 + timedelta(days=3)
+CHANGED = W2 + timedelta(days=2)  # its raw file corrected: week 2 rebuilt
+SAME = W1 + timedelta(days=1)  # reprocessed to identical results: nothing rebuilt
+BAD = W3 + timedelta(days=4)  # blocked: holds week 3
+
+
+def weekly_pipeline():
+    from tokokita_etl.weekly.pipeline import WEEKLY_CITY_REPORT
+
+    return WEEKLY_CITY_REPORT
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    """A stack whose orders and weekly catch-ups of W1..W3 have finished."""
+    from devtools.samples import generate_partition
+
+    stack = EphemeralStack(
+        tmp_path_factory.mktemp("weekly"), start_date=str(DAYS[0] + timedelta(days=1)),
+        end_date=fire_time(DAYS[-1]).isoformat(),
+        tokokita_env={"TOKOKITA_WEEKLY_CITY_REPORT__START_DATE": str(W2),
+                      "TOKOKITA_WEEKLY_CITY_REPORT__END_DATE": f"{W3 + timedelta(days=7)}"
+                                                               "T05:00:00+07:00"})
+    stack.target.extra_env["TOKOKITA_ON_RAW_CHANGE"] = "reprocess"
+    stack.target.extra_env["TOKOKITA_SWEEP_CRON"] = "* * * * *"
+    try:
+        stack.prepare()
+        raw = stack.data / "raw"
+        for day in DAYS:
+            if day != MISSING:
+                generate_partition(raw / f"pesanan_{day}.csv", day, 40, seed=day.toordinal())
+        stack.start()
+        stack.api.wait_dag(DAG_ID, timeout=120)
+        stack.api.wait_dag(WEEKLY_DAG, timeout=120)
+        wait_for(lambda: _finished(stack, DAG_ID, 21), 600, 2, "the orders' catch-up")
+        wait_for(lambda: _finished(stack, WEEKLY_DAG, 3), 420, 2, "the weekly catch-up")
+        yield stack
+    finally:
+        stack.close()
+
+
+def _finished(stack: EphemeralStack, dag_id: str, count: int) -> list[dict] | None:
+    runs = [r for r in stack.api.dag_runs(dag_id) if r["run_type"] == "scheduled"]
+    done = len(runs) == count and all(r["state"] in ("success", "failed") for r in runs)
+    return runs if done else None
+
+
+def _gold(stack: EphemeralStack, week: date) -> Path:
+    return stack.data / "gold" / f"summary_mingguan_{week}.csv"
+
+
+def _independent_week(stack: EphemeralStack, week: date) -> list[list[str]]:
+    """The week's rows summed from the daily gold files alone."""
+    sums: dict[str, list] = defaultdict(lambda: [0, 0, 0, Decimal(0), Decimal(0)])
+    for day in (week + timedelta(days=n) for n in range(7)):
+        path = stack.data / "gold" / f"summary_harian_{day}.csv"
+        if path.exists():
+            with path.open(encoding="utf-8", newline="") as handle:
+                for row in csv.DictReader(handle):
+                    found = sums[row["kota"]]
+                    found[0] += 1
+                    found[1] += int(row["jumlah_pesanan"])
+                    found[2] += int(row["total_qty"])
+                    found[3] += Decimal(row["bruto"])
+                    found[4] += Decimal(row["bersih"])
+    return [["week_start", "kota", "hari_aktif", "jumlah_pesanan", "total_qty", "bruto",
+             "bersih"]] + [[str(week), kota, str(a), str(b), str(c), f"{d:.2f}", f"{e:.2f}"]
+                           for kota, (a, b, c, d, e) in sorted(sums.items())]
+
+
+def _rows(path: Path) -> list[list[str]]:
+    with path.open(encoding="utf-8", newline="") as handle:
+        return list(csv.reader(handle))
+
+
+def _sweep_runs(stack: EphemeralStack, dag_id: str, key: date) -> list[dict]:
+    return [r for r in stack.api.dag_runs(dag_id)
+            if r["dag_run_id"].startswith(f"sweep__{key}__")]
+
+
+def _ended(runs: list[dict]) -> list[dict] | None:
+    return runs if runs and all(r["state"] in ("success", "failed") for r in runs) else None
+
+
+def test_a_three_week_catch_up_equals_an_independent_sum_of_the_daily_gold_files(report):
+    stack = report
+    runs = _finished(stack, WEEKLY_DAG, 3)
+    assert sorted(r["partition_key"] for r in runs) == [str(W1), str(W2), str(W3)]
+    assert {r["state"] for r in runs} == {"success"}
+    weeks = stack.watermark(weekly_pipeline())
+    for week in (W1, W2, W3):
+        assert _rows(_gold(stack, week)) == _independent_week(stack, week), week
+        assert weeks[str(week)]["status"] == "success"
+    assert weeks[str(W1)]["rows"]["missing"] == 1  # a missing file, built after its window
+    assert weeks[str(W1)]["built_from"][str(MISSING)] == {"checksum": None, "attempt": 0}
+
+
+def test_an_identical_forced_reprocess_of_a_day_rebuilds_nothing(report):
+    stack = report
+    weeks_before = stack.watermark(weekly_pipeline())
+    run = stack.api.trigger(DAG_ID, {"force": True}, partition_key=str(SAME))
+    assert stack.api.wait_run(DAG_ID, run["dag_run_id"])["state"] == "success"
+    assert stack.watermark()[str(SAME)]["attempt"] == 2
+    ended = datetime.now(UTC)
+
+    def two_sweeps_after() -> list[dict] | None:
+        runs = [r for r in stack.api.dag_runs(SWEEP_DAG)
+                if r["state"] == "success" and r["start_date"]
+                and datetime.fromisoformat(r["start_date"]) > ended]
+        return runs if len(runs) >= 2 else None
+
+    wait_for(two_sweeps_after, 240, 5, "two sweeps after the identical reprocess")
+    assert _sweep_runs(stack, WEEKLY_DAG, W1) == []
+    assert stack.watermark(weekly_pipeline()) == weeks_before
+
+
+def test_a_corrected_raw_file_rebuilds_its_week_without_a_person_and_only_it(report):
+    """The sweep is paused twice only to look at the page between its steps, as a person
+    would; every run is the sweep's."""
+    stack = report
+    before = {week: _gold(stack, week).read_bytes() for week in (W1, W2, W3)}
+    weeks_before = stack.watermark(weekly_pipeline())
+    stack.api.set_paused(SWEEP_DAG, True)
+    raw = stack.data / "raw" / f"pesanan_{CHANGED}.csv"
+    lines = raw.read_text(encoding="utf-8").splitlines(keepends=True)
+    raw.write_text("".join(lines[:len(lines) // 2]), encoding="utf-8")
+    orders_page = _status_page(stack, "orders")
+    assert orders_page[str(CHANGED)]["label"] == "due (raw changed)"
+
+    stack.api.set_paused(SWEEP_DAG, False)
+    [orders_run] = wait_for(lambda: _ended(_sweep_runs(stack, DAG_ID, CHANGED)), 300, 1,
+                            "the sweep's run of the corrected date")
+    stack.api.set_paused(SWEEP_DAG, True)
+    assert (orders_run["state"], orders_run["partition_key"]) == ("success", str(CHANGED))
+    rows = _status_page(stack, "weekly_city_report")
+    if not _sweep_runs(stack, WEEKLY_DAG, W2):  # the sweep had not found the week yet
+        assert rows[str(W2)]["label"] == "due (changed)"
+        assert f"{CHANGED} reprocessed, checksums changed" in rows[str(W2)]["reason"]
+    _screenshots(stack)
+
+    stack.api.set_paused(SWEEP_DAG, False)
+    [weekly_run] = wait_for(lambda: _ended(_sweep_runs(stack, WEEKLY_DAG, W2)), 300, 2,
+                            "the sweep's rebuild of week 2")
+    assert (weekly_run["state"], weekly_run["partition_key"]) == ("success", str(W2))
+    assert f"sweep: {W2} {CHANGED} reprocessed, checksums changed" in weekly_run["note"]
+    weeks = stack.watermark(weekly_pipeline())
+    assert weeks[str(W2)]["attempt"] == weeks_before[str(W2)]["attempt"] + 1
+    assert _gold(stack, W2).read_bytes() != before[W2]
+    assert _rows(_gold(stack, W2)) == _independent_week(stack, W2)
+    for week in (W1, W3):
+        assert _gold(stack, week).read_bytes() == before[week]
+        assert weeks[str(week)] == weeks_before[str(week)]
+
+
+def test_a_blocked_date_holds_its_week_with_the_reason_on_the_page(report):
+    stack = report
+    (stack.data / "raw" / f"pesanan_{BAD}.csv").write_text("garbage\n", encoding="utf-8")
+    [swept] = wait_for(lambda: _ended(_sweep_runs(stack, DAG_ID, BAD)), 300, 2,
+                       "the sweep's run of the broken date")
+    assert swept["state"] == "failed"
+    for _ in range(2):
+        run = stack.api.trigger(DAG_ID, {"force": True}, partition_key=str(BAD))
+        assert stack.api.wait_run(DAG_ID, run["dag_run_id"])["state"] == "failed"
+    assert stack.watermark()[str(BAD)]["failures"] == 3
+    row = _status_page(stack, "weekly_city_report")[str(W3)]
+    assert f"a rebuild waits for {BAD} (blocked 3/3)" in row["reason"]
+    run = stack.api.trigger(WEEKLY_DAG, {"force": True}, partition_key=str(W3))
+
+    def sensor_state() -> str | None:
+        task = stack.api.task_instances(WEEKLY_DAG, run["dag_run_id"]).get("wait_for_inputs")
+        state = (task or {}).get("state")
+        return state if state in ("up_for_reschedule", "success", "skipped", "failed") \
+            else None
+
+    # it waits: a week is never built from a blocked day, forced or not
+    assert wait_for(sensor_state, 120, 1, "the forced week's sensor to poke") \
+        == "up_for_reschedule"
+
+
+def _status_page(stack: EphemeralStack, pipeline: str) -> dict[str, dict]:
+    import httpx
+
+    token = AirflowApi(stack.target.api_url, USERNAME, PASSWORD).login()
+    with httpx.Client(base_url=stack.target.api_url, timeout=60,
+                      headers={"Authorization": f"Bearer {token}"}) as api:
+        answer = api.get("/tokokita/status.json", params={"pipeline": pipeline})
+        answer.raise_for_status()
+        return {row["date"]: row for row in answer.json()}
+
+
+def _screenshots(stack: EphemeralStack) -> None:
+    """In Chromium, as a person reaches it (Browse > TokoKita status): the weekly tab with its
+    reasons, and the orders tab; saved to docs/ when asked."""
+    from tests.browser import chromium
+
+    token = AirflowApi(stack.target.api_url, USERNAME, PASSWORD).login()
+    save = os.environ.get("TOKOKITA_SAVE_SCREENSHOTS") == "1"
+    with chromium() as browser:
+        context = browser.new_context(viewport={"width": 1500, "height": 1100})
+        context.add_cookies([{"name": "_token", "value": token, "url": stack.target.api_url}])
+        page = context.new_page()
+        page.goto(f"{stack.target.api_url}/")
+        page.get_by_role("button", name="Browse").click()
+        page.get_by_role("menuitem", name="TokoKita status").click()
+        frame = page.frame_locator("iframe")
+        frame.locator("#pipelines").wait_for(timeout=60_000)
+        assert frame.locator("#pipelines a").all_inner_texts() == ["orders",
+                                                                  "weekly_city_report"]
+        frame.locator(f"#d-{SAME}").wait_for()
+        if save:
+            SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=SCREENSHOTS / "status-orders-raw-changed.png", full_page=True)
+        frame.locator("#tab-weekly_city_report").click()
+        frame.locator("h1", has_text="weekly_city_report").wait_for()
+        assert frame.locator("#dates th").all_inner_texts() == [
+            "date", "state", "why", "attempts", "days", "missing", "kota", "bruto", "bersih",
+            "duration", "Airflow runs", "action"]
+        why = frame.locator(f"#d-{W1} .why").inner_text()
+        assert f"{SAME} reprocessed, unchanged" in why
+        if save:
+            page.screenshot(path=SCREENSHOTS / "status-weekly-reasons.png", full_page=True)
+        context.close()
