@@ -70,6 +70,7 @@ def report(tmp_path_factory):
         tokokita_env={"TOKOKITA_WEEKLY_CITY_REPORT__START_DATE": str(W2),
                       "TOKOKITA_WEEKLY_CITY_REPORT__END_DATE": f"{W3 + timedelta(days=7)}"
                                                                "T05:00:00+07:00"})
+    stack.target.extra_env["TOKOKITA_LOOKBACK_DAYS"] = "35"  # the orders' catch-up: 21 dates
     stack.target.extra_env["TOKOKITA_ON_RAW_CHANGE"] = "reprocess"
     stack.target.extra_env["TOKOKITA_SWEEP_CRON"] = "* * * * *"
     try:

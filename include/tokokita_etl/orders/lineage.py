@@ -48,6 +48,9 @@ class DatasetRef:
     rows: int | None = None
     size: int | None = None
     checks: tuple[Check, ...] = ()
+    #: the partitions of a table it read or wrote, as (column, value) pairs (empty: the
+    #: whole dataset, or not said)
+    partitions: tuple[tuple[str, str], ...] = ()
 
 
 def location_dataset(location: Any) -> tuple[str, str]:

@@ -52,6 +52,15 @@ def done_line(entry: Mapping[str, Any]) -> str:
             f"{rupiah(Decimal(entry['bruto']))} bruto, {rupiah(Decimal(entry['bersih']))} bersih")
 
 
+def stage_lineage(settings: Any, week_start: date, stage: str,
+                  result: Mapping[str, Any] | None) -> tuple[list[Any], list[Any]]:
+    """A stage's datasets (`weekly.lineage.stage_lineage`, with the warehouse's tables: not
+    imported when the DAG file is parsed)."""
+    from tokokita_etl.weekly.lineage import stage_lineage as datasets
+
+    return datasets(settings, week_start, stage, result)
+
+
 def held_checksums(warehouse: Any, week_start: date) -> dict[str, str]:
     """The checksum of the week's rows the warehouse holds now (imported when asked:
     SQLAlchemy, not at DAG parse)."""
@@ -85,6 +94,7 @@ WEEKLY_CITY_REPORT = Pipeline(
               "deadline_local_time": "12:00", "start_date": date(2026, 11, 9)},
     asset=("tokokita_summary_mingguan", "tokokita://gold/summary_mingguan"),
     done_line=done_line,
+    lineage=stage_lineage,
     columns=("days", "missing", "kota", "bruto", "bersih"),
     status_counts=(("days", 4), ("missing", 7), ("kota", 4)),
     schema="tokokita_etl.weekly.schema",
