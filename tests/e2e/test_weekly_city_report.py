@@ -176,6 +176,7 @@ def test_a_corrected_raw_file_rebuilds_its_week_without_a_person_and_only_it(rep
     raw.write_text("".join(lines[:len(lines) // 2]), encoding="utf-8")
     orders_page = _status_page(stack, "orders")
     assert orders_page[str(CHANGED)]["label"] == "due (raw changed)"
+    _look(stack, "orders", CHANGED, "due (raw changed)", "status-orders-raw-changed.png")
 
     stack.api.set_paused(SWEEP_DAG, False)
     [orders_run] = wait_for(lambda: _ended(_sweep_runs(stack, DAG_ID, CHANGED)), 300, 1,
@@ -186,7 +187,8 @@ def test_a_corrected_raw_file_rebuilds_its_week_without_a_person_and_only_it(rep
     if not _sweep_runs(stack, WEEKLY_DAG, W2):  # the sweep had not found the week yet
         assert rows[str(W2)]["label"] == "due (changed)"
         assert f"{CHANGED} reprocessed, checksums changed" in rows[str(W2)]["reason"]
-    _screenshots(stack)
+    _look(stack, "weekly_city_report", W1, f"{SAME} reprocessed, unchanged",
+          "status-weekly-reasons.png")
 
     stack.api.set_paused(SWEEP_DAG, False)
     [weekly_run] = wait_for(lambda: _ended(_sweep_runs(stack, WEEKLY_DAG, W2)), 300, 2,
@@ -238,13 +240,12 @@ def _status_page(stack: EphemeralStack, pipeline: str) -> dict[str, dict]:
         return {row["date"]: row for row in answer.json()}
 
 
-def _screenshots(stack: EphemeralStack) -> None:
-    """In Chromium, as a person reaches it (Browse > TokoKita status): the weekly tab with its
-    reasons, and the orders tab; saved to docs/ when asked."""
+def _look(stack: EphemeralStack, pipeline: str, key: date, text: str, name: str) -> None:
+    """In Chromium, as a person reaches it (Browse > TokoKita status, then the pipeline's
+    tab): the row of `key` shows `text`; saved to docs/screenshots/`name` when asked."""
     from tests.browser import chromium
 
     token = AirflowApi(stack.target.api_url, USERNAME, PASSWORD).login()
-    save = os.environ.get("TOKOKITA_SAVE_SCREENSHOTS") == "1"
     with chromium() as browser:
         context = browser.new_context(viewport={"width": 1500, "height": 1100})
         context.add_cookies([{"name": "_token", "value": token, "url": stack.target.api_url}])
@@ -256,17 +257,17 @@ def _screenshots(stack: EphemeralStack) -> None:
         frame.locator("#pipelines").wait_for(timeout=60_000)
         assert frame.locator("#pipelines a").all_inner_texts() == ["orders",
                                                                   "weekly_city_report"]
-        frame.locator(f"#d-{SAME}").wait_for()
-        if save:
+        frame.locator(f"#tab-{pipeline}").click()
+        frame.locator("h1", has_text=f"TokoKita {pipeline}").wait_for()
+        if pipeline == "weekly_city_report":
+            assert frame.locator("#chart").count() == 0  # the orders' daily figures only
+            assert frame.locator("#dates th").all_inner_texts() == [
+                "date", "state", "why", "attempts", "days", "missing", "kota", "bruto",
+                "bersih", "duration", "Airflow runs", "action"]
+        row = frame.locator(f"#d-{key}")
+        row.scroll_into_view_if_needed()
+        assert text in row.inner_text()
+        if os.environ.get("TOKOKITA_SAVE_SCREENSHOTS") == "1":
             SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=SCREENSHOTS / "status-orders-raw-changed.png", full_page=True)
-        frame.locator("#tab-weekly_city_report").click()
-        frame.locator("h1", has_text="weekly_city_report").wait_for()
-        assert frame.locator("#dates th").all_inner_texts() == [
-            "date", "state", "why", "attempts", "days", "missing", "kota", "bruto", "bersih",
-            "duration", "Airflow runs", "action"]
-        why = frame.locator(f"#d-{W1} .why").inner_text()
-        assert f"{SAME} reprocessed, unchanged" in why
-        if save:
-            page.screenshot(path=SCREENSHOTS / "status-weekly-reasons.png", full_page=True)
+            page.screenshot(path=SCREENSHOTS / name)
         context.close()

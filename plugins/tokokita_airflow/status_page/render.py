@@ -95,11 +95,11 @@ def chart(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The chart's geometry: bars of valid (fact) rows per date; lines of the quarantine share
     (0-100 %, right axis) and of bersih (scaled to its maximum); under them a legend, one line
     per series. The SVG is as wide and tall as its labels and legend need. None without rows,
-    or when no row has valid rows or bersih (a pipeline that records neither)."""
+    or when no row has valid rows (a pipeline that records no daily orders: the weekly city
+    report's bruto and bersih are in its table)."""
     facts = [(r["rows"] or {}).get("fact") for r in rows]
     bersih = [_float(r["bersih"]) for r in rows]
-    if not any(isinstance(f, int | float) for f in facts) and \
-            not any(b is not None for b in bersih):
+    if not any(isinstance(f, int | float) for f in facts):
         return None
     top_fact = max([f for f in facts if isinstance(f, int | float)] or [1]) or 1
     top_bersih = max([b for b in bersih if b is not None] or [1]) or 1
