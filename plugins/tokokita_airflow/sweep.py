@@ -37,8 +37,9 @@ def sweeping_pipelines() -> list[Any]:
 
 
 def changed_partitions() -> list[dict[str, Any]]:
-    """What `trigger_runs` is given: one run of a pipeline's DAG per partition due again."""
-    from tokokita_airflow.runtime import configured_settings
+    """What `trigger_runs` is given: one run of a pipeline's DAG per partition due again,
+    read with the settings its tasks have (the state and warehouse of their connections)."""
+    from tokokita_airflow.runtime import pipeline_settings
     from tokokita_etl.runner.propagation import sweep
     from tokokita_etl.runner.schedule import utc_now
 
@@ -47,7 +48,7 @@ def changed_partitions() -> list[dict[str, Any]]:
              "conf": {"partition_date": need.key.isoformat()},
              "note": f"sweep: {need.key} {need.reason}"}
             for pipeline in sweeping_pipelines()
-            for need in sweep(pipeline, configured_settings(pipeline), now)]
+            for need in sweep(pipeline, pipeline_settings(pipeline), now)]
 
 
 def sweep_dag(*, doc_md: str | None = None) -> DAG | None:

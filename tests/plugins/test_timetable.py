@@ -141,3 +141,31 @@ def test_the_run_ids_are_airflows_own_with_the_partition_key():
                                        data_interval=None, partition_key=D02)
     assert run_id.startswith(f"scheduled__2026-11-03T02:30:00+07:00__{D02}__")
     assert date.fromisoformat(run_id.split("__")[2]) == date(2026, 11, 2)
+
+
+def test_a_weekly_timetable_keys_each_run_by_the_monday_of_the_week_before_it_fires():
+    timetable = DailyPartitionTimetable("0 4 * * 1", timezone=JKT, grain="weekly")
+    assert timetable.summary == "0 4 * * 1 (processes the week before)"
+    runs = scheduled(timetable, jkt("2026-11-09T00:00"), 3)
+    assert [(r.run_after.in_timezone(JKT).isoformat(), r.partition_key) for r in runs] == [
+        ("2026-11-09T04:00:00+07:00", "2026-11-02"), ("2026-11-16T04:00:00+07:00", "2026-11-09"),
+        ("2026-11-23T04:00:00+07:00", "2026-11-16")]
+    assert runs[0].partition_date == jkt("2026-11-02T00:00")
+    assert timetable.fire_time(date(2026, 11, 9)) == jkt("2026-11-16T04:00")
+    # another weekday's cron still builds the last whole week before it fires
+    tuesday = DailyPartitionTimetable("0 6 * * 2", timezone=JKT, grain="weekly")
+    assert scheduled(tuesday, jkt("2026-11-09T00:00"), 1)[0].partition_key == "2026-11-02"
+    assert tuesday.fire_time(date(2026, 11, 2)) == jkt("2026-11-10T06:00")
+
+
+def test_a_weekly_backfill_makes_one_run_per_monday_in_its_range_and_serializes_its_grain():
+    timetable = DailyPartitionTimetable("0 4 * * 1", timezone=JKT, grain="weekly")
+    assert backfill(timetable, "2026-11-04", "2026-11-23") == [
+        "2026-11-09", "2026-11-16", "2026-11-23"]
+    fields = timetable.serialize()
+    assert fields["grain"] == "weekly"
+    again = DailyPartitionTimetable.deserialize(json.loads(json.dumps(fields)))
+    assert again.grain.name == "weekly" and again.serialize() == fields
+    assert "grain" not in DailyPartitionTimetable("30 2 * * *", timezone=JKT).serialize()
+    with pytest.raises(ValueError, match="grain 'monthly'"):
+        DailyPartitionTimetable("0 4 1 * *", timezone=JKT, grain="monthly")
