@@ -269,3 +269,27 @@ def test_the_sweep_names_each_changed_done_date_once_per_change_and_none_it_leav
     assert again.run_id != need.run_id  # another change: another run
     run(ws, TOKOKITA_ON_RAW_CHANGE="reprocess")
     assert sweep(ORDERS, reprocess, now) == []
+
+
+def test_the_status_rows_read_a_changed_raw_file_once_per_request(sqlite_workspace, monkeypatch):
+    """Regression: with `reprocess`, the status rows hashed a changed done date's raw file
+    twice a request, once to find the due dates and once for the date's row."""
+    from datetime import datetime
+
+    from tokokita_etl.orders.pipeline import ORDERS
+    from tokokita_etl.runner import inputs
+    from tokokita_etl.runner.status import date_states
+
+    ws = sqlite_workspace
+    original = (SAMPLE_RAW / "pesanan_2026-11-02.csv").read_bytes()
+    path = ws.write_partition(DAY, original)
+    run(ws)
+    path.write_bytes(original + LATE_ROW)
+    hashed: list[str] = []
+    real = inputs.hash_handle
+    monkeypatch.setattr(inputs, "hash_handle",
+                        lambda handle: hashed.append(handle.name) or real(handle))
+    rows = date_states(ORDERS, ws.settings(on_raw_change="reprocess"),
+                       datetime.fromisoformat(NOW), dates=[DAY])
+    assert rows[0]["label"] == "due (raw changed)" and rows[0]["due"] is True
+    assert hashed == [str(path)]

@@ -141,18 +141,31 @@ def change_to_reprocess(pipeline: Pipeline, settings: Settings, entry: Mapping[s
     return change if change is not None and not change.gone else None
 
 
+def reason_to_reprocess(settings: Settings, change: RawChange | None) -> str:
+    """Why a done date whose raw file shows `change` is to be reprocessed (`policy.decide`'s
+    `inputs_changed`), or "": only with `on_raw_change: reprocess`, never for a file gone."""
+    if settings.on_raw_change != "reprocess" or change is None or change.gone:
+        return ""
+    return str(change)
+
+
 def reprocess_reason(pipeline: Pipeline, settings: Settings, entry: Mapping[str, Any],
                      day: date) -> str:
-    """Why a done date is to be reprocessed for its raw file (`policy.decide`'s
-    `inputs_changed`, from `change_to_reprocess`), or ""."""
-    change = change_to_reprocess(pipeline, settings, entry, day)
-    return "" if change is None else str(change)
+    """`reason_to_reprocess` of a done date's raw file (not looked at unless
+    `on_raw_change` is `reprocess`)."""
+    if settings.on_raw_change != "reprocess":
+        return ""
+    return reason_to_reprocess(settings, changed_since_processed(pipeline, settings, entry, day))
 
 
-def raw_changed_of(pipeline: Pipeline, settings: Settings,
-                   state: Watermark) -> Callable[[date], str] | None:
+def raw_changed_of(pipeline: Pipeline, settings: Settings, state: Watermark,
+                   look: Callable[[date], RawChange | None] | None = None
+                   ) -> Callable[[date], str] | None:
     """`reprocess_reason` of a date of `state`, as `policy.due_runs` asks it; None unless
-    `on_raw_change` is `reprocess` (nothing is looked at)."""
+    `on_raw_change` is `reprocess` (nothing is looked at). `look`: a date's
+    `changed_since_processed`, when the caller keeps its looks (the status rows look once)."""
     if settings.on_raw_change != "reprocess" or pipeline.raw is None:
         return None
-    return lambda day: reprocess_reason(pipeline, settings, state.entry(day), day)
+    if look is None:
+        return lambda day: reprocess_reason(pipeline, settings, state.entry(day), day)
+    return lambda day: reason_to_reprocess(settings, look(day))

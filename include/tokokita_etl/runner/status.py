@@ -8,14 +8,16 @@ from the watermark, the raw folder, the claims and the attempts policy
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import date, datetime, timedelta
 from enum import StrEnum
+from functools import cache
 from typing import Any
 
 from tokokita_etl.errors import EtlError
 from tokokita_etl.runner.claims import interrupted_stage, read_claim, settled_watermark
 from tokokita_etl.runner.declaration import Pipeline
-from tokokita_etl.runner.inputs import changed_since_processed, raw_changed_of
+from tokokita_etl.runner.inputs import RawChange, changed_since_processed, raw_changed_of
 from tokokita_etl.runner.liveness import cli_holder_finished
 from tokokita_etl.runner.policy import (
     Action,
@@ -104,10 +106,13 @@ def upstream_inputs(pipeline: Pipeline, settings: Settings, now: datetime,
 
 
 def due_partitions(pipeline: Pipeline, settings: Settings, state, now: datetime,
-                   inputs: UpstreamInputs | None = None) -> list[date]:
+                   inputs: UpstreamInputs | None = None,
+                   look: Callable[[date], RawChange | None] | None = None) -> list[date]:
     """`policy.due_runs` of `pipeline` at `now`: the partitions whose inputs are there (raw
     file present; upstream dates settled) that its rules would run, a done one again when
-    its inputs changed. `inputs`: the upstream's, when already read for these partitions."""
+    its inputs changed. `inputs`: the upstream's, when already read for these partitions;
+    `look`: a date's raw change (`inputs.changed_since_processed`), when the caller keeps its
+    looks."""
     if pipeline.upstream is not None:
         if inputs is None:
             inputs = upstream_inputs(pipeline, settings, now, past_partitions(
@@ -122,7 +127,7 @@ def due_partitions(pipeline: Pipeline, settings: Settings, state, now: datetime,
                         grain=pipeline.grain)
     return due_runs(state, now, pipeline.raw.present(settings), settings.lookback_days,
                     settings.max_attempts, tz=settings.timezone,
-                    inputs_changed=raw_changed_of(pipeline, settings, state),
+                    inputs_changed=raw_changed_of(pipeline, settings, state, look),
                     grain=pipeline.grain)
 
 
@@ -159,7 +164,10 @@ def date_states(pipeline: Pipeline, settings: Settings, now: datetime, days: int
                         else dates) | (known if dates is None else set()))
     inputs = upstream_inputs(pipeline, settings, now, sorted(set(wanted) | set(
         past_partitions(now, settings.lookback_days, settings.timezone, pipeline.grain))))
-    due = set(due_partitions(pipeline, settings, state, now, inputs))
+    # one look at a done date's raw file for the due dates and its row (a changed file is
+    # hashed to tell a change from a touch)
+    look = cache(lambda day: changed_since_processed(pipeline, settings, state.entry(day), day))
+    due = set(due_partitions(pipeline, settings, state, now, inputs, look))
     wait_window = timedelta(hours=settings.wait_window_hours)
     rows = []
     for day in wanted:
@@ -188,14 +196,15 @@ def date_states(pipeline: Pipeline, settings: Settings, now: datetime, days: int
         if isinstance(manifest.get("duration_ms"), int | float) and manifest.get("duration_ms"):
             row["duration_s"] = round(manifest["duration_ms"] / 1000, 1)
         row.update(_state_of(pipeline, settings, state, day, now, present=present,
-                             due=day in due, wait_window=wait_window, inputs=inputs))
+                             due=day in due, wait_window=wait_window, inputs=inputs,
+                             look=look))
         rows.append(row)
     return rows
 
 
 def _state_of(pipeline: Pipeline, settings: Settings, state, day: date, now: datetime, *,
-              present: bool, due: bool, wait_window: timedelta, inputs=None
-              ) -> dict[str, Any]:
+              present: bool, due: bool, wait_window: timedelta, inputs=None,
+              look: Callable[[date], RawChange | None] | None = None) -> dict[str, Any]:
     """state, label, reason, holder and unblock of one date (see `date_states`)."""
     try:
         claim = read_claim(settings, day)
@@ -234,7 +243,9 @@ def _state_of(pipeline: Pipeline, settings: Settings, state, day: date, now: dat
         return _done_from_upstream(pipeline, inputs, entry, day, state.attempts(day), due)
     if state.has_success(day):
         done = f"succeeded (attempt {state.attempts(day)})"
-        if change := changed_since_processed(pipeline, settings, entry, day):
+        change = look(day) if look is not None else \
+            changed_since_processed(pipeline, settings, entry, day)
+        if change:
             if due and not change.gone:  # on_raw_change: reprocess
                 return {"state": DateState.DUE, "label": "due (raw changed)",
                         "raw_change": str(change),

@@ -82,6 +82,8 @@ def status_page(request: Request, user: UserDep, pipeline: PipelineDep,
     window = f"{rows[0]['date']} .. {rows[-1]['date']}" if rows else "no dates"
     return _html(request, "page.html", pipeline, title=f"TokoKita {pipeline.name} status",
                  rows=rows, window=window, counts=Counter(r["state"] for r in rows),
+                 # a partition is named by its first date: a week by its Monday
+                 unit="date" if pipeline.grain.days == 1 else "week",
                  chart=render.chart(rows) if rows else None,
                  problem=data.warehouse_problem(pipeline),
                  tabs=[_about(p) for p in auth.readable(user)],
