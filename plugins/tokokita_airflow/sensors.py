@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseSensorOperator, conf
-from airflow.sdk.exceptions import AirflowSkipException
+from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from tokokita_airflow.runtime import (
     configured_settings,
@@ -192,27 +192,20 @@ class UpstreamSettledSensor(BaseSensorOperator):
         self.pipeline = pipeline
         self.wait_window = wait_window
 
-    def execute(self, context: Context) -> Any:
-        """Refuse a run whose configuration or partition key names no partition of the
-        pipeline (a key that is no Monday, for weeks) at once, without retries; then poke."""
-        from airflow.sdk.exceptions import AirflowFailException
-
-        from tokokita_etl.errors import ConfigError
-
-        try:
-            partition_date(context, configured_settings(self.pipeline), self.pipeline.grain)
-        except ConfigError as exc:
-            raise AirflowFailException(str(exc)) from None
-        return super().execute(context)
-
     def poke(self, context: Context) -> bool:
-        """Whether the partition's upstream dates are settled; skip once the window is over."""
+        """Whether the partition's upstream dates are settled; skip once the window is over;
+        fail at once (no retry: Airflow's sensor lets the failure through) for a run whose
+        configuration or partition key names no partition of the pipeline."""
         from tokokita_airflow.runtime import pipeline_settings
+        from tokokita_etl.errors import ConfigError
         from tokokita_etl.runner.sequence import give_up_waiting
         from tokokita_etl.runner.status import upstream_inputs
 
         settings = pipeline_settings(self.pipeline)
-        key = partition_date(context, settings, self.pipeline.grain)
+        try:
+            key = partition_date(context, settings, self.pipeline.grain)
+        except ConfigError as exc:  # a key that starts no partition: no retry can help
+            raise AirflowFailException(str(exc)) from None
         now = datetime.now(UTC)
         inputs = upstream_inputs(self.pipeline, settings, now, [key])
         if inputs.settled(key):

@@ -203,8 +203,8 @@ def date_states(pipeline: Pipeline, settings: Settings, now: datetime, days: int
 
 
 def _state_of(pipeline: Pipeline, settings: Settings, state, day: date, now: datetime, *,
-              present: bool, due: bool, wait_window: timedelta, inputs=None,
-              look: Callable[[date], RawChange | None] | None = None) -> dict[str, Any]:
+              present: bool, due: bool, wait_window: timedelta,
+              look: Callable[[date], RawChange | None], inputs=None) -> dict[str, Any]:
     """state, label, reason, holder and unblock of one date (see `date_states`)."""
     try:
         claim = read_claim(settings, day)
@@ -243,9 +243,7 @@ def _state_of(pipeline: Pipeline, settings: Settings, state, day: date, now: dat
         return _done_from_upstream(pipeline, inputs, entry, day, state.attempts(day), due)
     if state.has_success(day):
         done = f"succeeded (attempt {state.attempts(day)})"
-        change = look(day) if look is not None else \
-            changed_since_processed(pipeline, settings, entry, day)
-        if change:
+        if change := look(day):
             if due and not change.gone:  # on_raw_change: reprocess
                 return {"state": DateState.DUE, "label": "due (raw changed)",
                         "raw_change": str(change),

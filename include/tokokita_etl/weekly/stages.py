@@ -6,13 +6,12 @@ results, the later stages read its record from the week's staging folder (`runne
 
 from __future__ import annotations
 
-import shutil
 from datetime import date
 from pathlib import Path
 from typing import Any
 
 from tokokita_etl.errors import EtlError
-from tokokita_etl.runner.staging import GOLD_COPY, read_stage
+from tokokita_etl.runner.staging import GOLD_COPY, drop_staged, read_stage
 from tokokita_etl.settings.layout import join
 from tokokita_etl.settings.model import Settings
 from tokokita_etl.storage import Location, is_url
@@ -45,13 +44,7 @@ def collect_stage(settings: Settings, week_start: date) -> dict[str, Any]:
     from tokokita_etl.weekly.build import collect
     from tokokita_etl.weekly.inputs import DAILY_SUMMARIES
 
-    staging = settings.staging_path(week_start)
-    if staging.exists():
-        shutil.rmtree(staging)  # a fresh run never sees a previous attempt's leftovers
-    if url := settings.staging_url(week_start):
-        from tokokita_etl.storage import remove_folder
-
-        remove_folder(url)
+    drop_staged(settings, week_start)  # a fresh run never sees a previous attempt's leftovers
     expected = recorded_inputs(DAILY_SUMMARIES, settings, WEEKLY.dates(week_start))
     found = collect(Warehouse.from_settings(settings), week_start, expected)
     return {"rows": found.rows, "built_from": expected, "daily_rows": found.daily_rows,
