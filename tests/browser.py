@@ -43,3 +43,18 @@ def chromium() -> Iterator[Browser]:
             yield browser
         finally:
             browser.close()
+
+
+def open_status_page(browser: Browser, base_url: str, token: str, *, height: int = 1000):
+    """The TokoKita status page as a person reaches it: signed in (the UI's `_token`
+    cookie), Airflow's Browse menu, then *TokoKita status*; (its browser context, the page,
+    the page's frame once its pipeline tabs are there). The caller closes the context."""
+    context = browser.new_context(viewport={"width": 1500, "height": height})
+    context.add_cookies([{"name": "_token", "value": token, "url": base_url}])
+    page = context.new_page()
+    page.goto(f"{base_url}/")
+    page.get_by_role("button", name="Browse").click()
+    page.get_by_role("menuitem", name="TokoKita status").click()
+    frame = page.frame_locator("iframe")
+    frame.locator("#pipelines").wait_for(timeout=60_000)
+    return context, page, frame

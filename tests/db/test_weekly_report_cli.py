@@ -5,17 +5,15 @@ the command line on generated partitions, on both warehouses."""
 
 from __future__ import annotations
 
-import csv
 import json
-from collections import defaultdict
 from datetime import date, datetime, timedelta
-from decimal import Decimal
 from zoneinfo import ZoneInfo
 
 import pytest
 
 from devtools.samples import generate_partition
 from tests.conftest import Workspace, in_process_cli
+from tests.weekly_sums import WEEK_HEADER, csv_rows, independent_week
 
 ZONE = ZoneInfo("Asia/Jakarta")
 WEEKS = [date(2026, 11, 2), date(2026, 11, 9), date(2026, 11, 16)]
@@ -24,7 +22,6 @@ CLOCK = datetime(2026, 11, 24, 10, 0, tzinfo=ZONE)  # every date's window is ove
 WEEKLY = ("--pipeline", "weekly_city_report")
 #: what a test proves of the rules, not of the warehouse's sums, runs on SQLite alone
 SQLITE_ONLY = pytest.mark.parametrize("backend", ["sqlite"])
-HEADER = ["week_start", "kota", "hari_aktif", "jumlah_pesanan", "total_qty", "bruto", "bersih"]
 
 
 def dates(first: date = WEEKS[0], count: int = 21) -> list[date]:
@@ -49,29 +46,9 @@ def run_orders(call, days: list[date], *extra: str) -> None:
         assert code == (1 if day == MISSING else 0), err
 
 
-def independent_week(ws: Workspace, week: date) -> list[list[str]]:
-    """The week's rows summed from the daily gold files alone."""
-    sums: dict[str, list] = defaultdict(lambda: [0, 0, 0, Decimal(0), Decimal(0)])
-    for day in dates(week, 7):
-        path = ws.gold_file(day)
-        if not path.exists():
-            continue
-        with path.open(encoding="utf-8", newline="") as handle:
-            for row in csv.DictReader(handle):
-                found = sums[row["kota"]]
-                found[0] += 1
-                found[1] += int(row["jumlah_pesanan"])
-                found[2] += int(row["total_qty"])
-                found[3] += Decimal(row["bruto"])
-                found[4] += Decimal(row["bersih"])
-    return [[week.isoformat(), kota, str(a), str(b), str(c), f"{d:.2f}", f"{e:.2f}"]
-            for kota, (a, b, c, d, e) in sorted(sums.items())]
-
-
 def week_gold(ws: Workspace, week: date) -> list[list[str]]:
-    with (ws.gold / f"summary_mingguan_{week}.csv").open(encoding="utf-8", newline="") as handle:
-        rows = list(csv.reader(handle))
-    assert rows[0] == HEADER
+    rows = csv_rows(ws.gold / f"summary_mingguan_{week}.csv")
+    assert rows[0] == WEEK_HEADER
     return rows[1:]
 
 
@@ -108,7 +85,7 @@ def built(workspace: Workspace, call) -> Workspace:
 def test_three_weeks_equal_an_independent_sum_of_the_daily_gold_files(built, call):
     ws = built
     for week in WEEKS:
-        assert week_gold(ws, week) == independent_week(ws, week)
+        assert week_gold(ws, week) == independent_week(ws.gold, week)
         kota = [row[1] for row in week_gold(ws, week)]
         assert kota == sorted(kota)  # code-point order
     assert week_entry(ws, WEEKS[2])["rows"]["missing"] == 1
@@ -150,7 +127,7 @@ def test_a_changed_day_makes_only_its_week_due_and_a_plain_run_rebuilds_it(built
     code, out, err = call("run", *WEEKLY, "--date", WEEKS[1].isoformat())
     assert code == 0, out + err
     assert "2026-11-11 reprocessed, checksums changed" in out  # the gate's reason
-    assert week_gold(ws, WEEKS[1]) == independent_week(ws, WEEKS[1])
+    assert week_gold(ws, WEEKS[1]) == independent_week(ws.gold, WEEKS[1])
     assert week_entry(ws, WEEKS[1])["built_from"][changed.isoformat()]["attempt"] == 2
     for week, content in others.items():
         assert (ws.gold / f"summary_mingguan_{week}.csv").read_bytes() == content
@@ -225,7 +202,7 @@ def test_a_week_with_a_missing_file_waits_for_its_window_then_is_built(workspace
     code, out, err = call("run", *WEEKLY, "--date", WEEKS[1].isoformat())
     assert code == 0, out + err
     assert week_entry(ws, WEEKS[1])["rows"]["missing"] == 1
-    assert week_gold(ws, WEEKS[1]) == independent_week(ws, WEEKS[1])
+    assert week_gold(ws, WEEKS[1]) == independent_week(ws.gold, WEEKS[1])
 
 
 @SQLITE_ONLY

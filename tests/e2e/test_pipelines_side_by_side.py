@@ -153,7 +153,7 @@ def test_the_status_page_shows_both_pipelines_and_unblocks_the_stocks_date(two_p
     """In Chromium: Browse > TokoKita status, a tab per pipeline; on the stock's, inside the
     UI's frame, its blocked date fixed and unblocked (Unblock, then its confirmation); the
     orders' T-4 untouched."""
-    from tests.browser import chromium
+    from tests.browser import chromium, open_status_page
 
     stack = two_pipelines
     token = AirflowApi(stack.target.api_url, USERNAME, PASSWORD).login()
@@ -177,14 +177,7 @@ def test_the_status_page_shows_both_pipelines_and_unblocks_the_stocks_date(two_p
     (stack.data / "raw" / f"stok_{t(4)}.csv").write_text(GOOD, encoding="utf-8")  # the fix
     save = os.environ.get("TOKOKITA_SAVE_SCREENSHOTS") == "1"
     with chromium() as browser:
-        context = browser.new_context(viewport={"width": 1500, "height": 1000})
-        context.add_cookies([{"name": "_token", "value": token, "url": stack.target.api_url}])
-        page = context.new_page()
-        page.goto(f"{stack.target.api_url}/")
-        page.get_by_role("button", name="Browse").click()
-        page.get_by_role("menuitem", name="TokoKita status").click()
-        frame = page.frame_locator("iframe")
-        frame.locator("#pipelines").wait_for(timeout=60_000)
+        context, page, frame = open_status_page(browser, stack.target.api_url, token)
         assert frame.locator("#pipelines a").all_inner_texts() == [
             "orders", "weekly_city_report", "stock"]
         assert frame.locator("h1").inner_text() == "TokoKita orders: state of each date"

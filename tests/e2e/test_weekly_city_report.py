@@ -13,11 +13,8 @@ Screenshots are written to docs/screenshots/ only with TOKOKITA_SAVE_SCREENSHOTS
 
 from __future__ import annotations
 
-import csv
 import os
-from collections import defaultdict
 from datetime import UTC, date, datetime, time, timedelta
-from decimal import Decimal
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
@@ -25,6 +22,7 @@ import pytest
 
 from stack.ephemeral import DAG_ID, PASSWORD, USERNAME, EphemeralStack, fire_time
 from stack.rest import AirflowApi, wait_for
+from tests.weekly_sums import WEEK_HEADER, csv_rows, independent_week
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 
@@ -108,30 +106,6 @@ def _gold(stack: EphemeralStack, week: date) -> Path:
     return stack.data / "gold" / f"summary_mingguan_{week}.csv"
 
 
-def _independent_week(stack: EphemeralStack, week: date) -> list[list[str]]:
-    """The week's rows summed from the daily gold files alone."""
-    sums: dict[str, list] = defaultdict(lambda: [0, 0, 0, Decimal(0), Decimal(0)])
-    for day in (week + timedelta(days=n) for n in range(7)):
-        path = stack.data / "gold" / f"summary_harian_{day}.csv"
-        if path.exists():
-            with path.open(encoding="utf-8", newline="") as handle:
-                for row in csv.DictReader(handle):
-                    found = sums[row["kota"]]
-                    found[0] += 1
-                    found[1] += int(row["jumlah_pesanan"])
-                    found[2] += int(row["total_qty"])
-                    found[3] += Decimal(row["bruto"])
-                    found[4] += Decimal(row["bersih"])
-    return [["week_start", "kota", "hari_aktif", "jumlah_pesanan", "total_qty", "bruto",
-             "bersih"]] + [[str(week), kota, str(a), str(b), str(c), f"{d:.2f}", f"{e:.2f}"]
-                           for kota, (a, b, c, d, e) in sorted(sums.items())]
-
-
-def _rows(path: Path) -> list[list[str]]:
-    with path.open(encoding="utf-8", newline="") as handle:
-        return list(csv.reader(handle))
-
-
 def _sweep_runs(stack: EphemeralStack, dag_id: str, key: date) -> list[dict]:
     return [r for r in stack.api.dag_runs(dag_id)
             if r["dag_run_id"].startswith(f"sweep__{key}__")]
@@ -148,7 +122,8 @@ def test_a_three_week_catch_up_equals_an_independent_sum_of_the_daily_gold_files
     assert {r["state"] for r in runs} == {"success"}
     weeks = stack.watermark(weekly_pipeline())
     for week in (W1, W2, W3):
-        assert _rows(_gold(stack, week)) == _independent_week(stack, week), week
+        assert csv_rows(_gold(stack, week)) == [
+            WEEK_HEADER, *independent_week(stack.data / "gold", week)], week
         assert weeks[str(week)]["status"] == "success"
     assert weeks[str(W1)]["rows"]["missing"] == 1  # a missing file, built after its window
     assert weeks[str(W1)]["built_from"][str(MISSING)] == {"checksum": None, "attempt": 0}
@@ -201,7 +176,8 @@ def test_a_corrected_raw_file_rebuilds_its_week_without_a_person_and_only_it(rep
     weeks = stack.watermark(weekly_pipeline())
     assert weeks[str(W2)]["attempt"] == weeks_before[str(W2)]["attempt"] + 1
     assert _gold(stack, W2).read_bytes() != before[W2]
-    assert _rows(_gold(stack, W2)) == _independent_week(stack, W2)
+    assert csv_rows(_gold(stack, W2)) == [WEEK_HEADER,
+                                          *independent_week(stack.data / "gold", W2)]
     for week in (W1, W3):
         assert _gold(stack, week).read_bytes() == before[week]
         assert weeks[str(week)] == weeks_before[str(week)]
@@ -247,18 +223,12 @@ def _status_page(stack: EphemeralStack, pipeline: str) -> dict[str, dict]:
 def _look(stack: EphemeralStack, pipeline: str, key: date, text: str, name: str) -> None:
     """In Chromium, as a person reaches it (Browse > TokoKita status, then the pipeline's
     tab): the row of `key` shows `text`; saved to docs/screenshots/`name` when asked."""
-    from tests.browser import chromium
+    from tests.browser import chromium, open_status_page
 
     token = AirflowApi(stack.target.api_url, USERNAME, PASSWORD).login()
     with chromium() as browser:
-        context = browser.new_context(viewport={"width": 1500, "height": 1100})
-        context.add_cookies([{"name": "_token", "value": token, "url": stack.target.api_url}])
-        page = context.new_page()
-        page.goto(f"{stack.target.api_url}/")
-        page.get_by_role("button", name="Browse").click()
-        page.get_by_role("menuitem", name="TokoKita status").click()
-        frame = page.frame_locator("iframe")
-        frame.locator("#pipelines").wait_for(timeout=60_000)
+        context, page, frame = open_status_page(browser, stack.target.api_url, token,
+                                                height=1100)
         assert frame.locator("#pipelines a").all_inner_texts() == ["orders",
                                                                   "weekly_city_report"]
         frame.locator(f"#tab-{pipeline}").click()
