@@ -25,6 +25,7 @@ import pytest
 
 from stack.ephemeral import DAG_ID, PASSWORD, USERNAME, EphemeralStack, admin_conninfo, fire_time
 from stack.rest import TERMINAL, AirflowApi, wait_for
+from tests.e2e.ui_stack import UI_TIMEOUT_MS
 from tokokita_etl.orders.pipeline import ORDERS
 
 if TYPE_CHECKING:
@@ -129,7 +130,11 @@ def open_task_instance(page: Page, task_id: str) -> None:
     from playwright.sync_api import expect
 
     page.get_by_role("table").get_by_role("link", name=task_id, exact=True).click()
-    expect(page).to_have_url(re.compile(rf"/tasks/{task_id}$"))
+    expect(page).to_have_url(re.compile(rf"/tasks/{task_id}$"), timeout=UI_TIMEOUT_MS)
+    # the URL changes before the page does: until the run's task table (a Mark menu on each
+    # row) has given way to the task instance page, its one Mark menu is not yet alone
+    expect(page.get_by_role("button", name="Mark Task Instance as...")).to_have_count(
+        1, timeout=UI_TIMEOUT_MS)
 
 
 def mark_in_the_ui(page: Page, state: str, screenshot: str) -> None:
@@ -141,13 +146,14 @@ def mark_in_the_ui(page: Page, state: str, screenshot: str) -> None:
     page.get_by_role("button", name="Mark Task Instance as...").click()
     page.get_by_role("menuitem", name=state.capitalize()).click()
     dialog = page.get_by_role("dialog")
-    expect(dialog.get_by_text(f"Mark Task Instance as {state}:")).to_be_visible()
+    expect(dialog.get_by_text(f"Mark Task Instance as {state}:")).to_be_visible(
+        timeout=UI_TIMEOUT_MS)
     expect(dialog.get_by_text("Affected Tasks: 1")).to_be_visible()  # load alone
     if os.environ.get("TOKOKITA_SAVE_SCREENSHOTS") == "1":
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=SCREENSHOTS / screenshot, animations="disabled")
     dialog.get_by_role("button", name="Confirm").click()
-    expect(dialog).to_be_hidden()
+    expect(dialog).to_be_hidden(timeout=UI_TIMEOUT_MS)
 
 
 def wait_running(stack: EphemeralStack, run_id: str, task_id: str) -> None:
@@ -213,6 +219,8 @@ def test_a_mark_while_load_runs_stops_it_merges_nothing_and_counts_no_failure(ma
 
 def test_after_the_marks_a_plain_run_reprocesses_the_date_with_no_failure_counted(marks):
     stack, _, big = marks
+    wait_for(lambda: all(r["state"] in TERMINAL for r in stack.api.dag_runs(DAG_ID)) or None,
+             300, 1, "the marked runs to end")
     run = stack.api.trigger(DAG_ID, partition_key=str(big))
     finished = stack.api.wait_run(DAG_ID, run["dag_run_id"], timeout=300)
     assert finished["state"] == "success"

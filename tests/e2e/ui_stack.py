@@ -39,11 +39,12 @@ def log_in(page: Page, base_url: str) -> None:
     from playwright.sync_api import expect
 
     page.goto(base_url + "/")
-    expect(page).to_have_url(re.compile(r"/auth/login"))
+    expect(page).to_have_url(re.compile(r"/auth/login"), timeout=UI_TIMEOUT_MS)
     page.get_by_label("Username").fill(USERNAME)
     page.get_by_label("Password").fill(PASSWORD)
     page.get_by_role("button", name="Sign in").click()
-    expect(page.get_by_role("heading", name="Welcome")).to_be_visible()
+    # bounded here, not by the caller's expect options: a busy stack can take seconds
+    expect(page.get_by_role("heading", name="Welcome")).to_be_visible(timeout=UI_TIMEOUT_MS)
 
 
 @contextlib.contextmanager
