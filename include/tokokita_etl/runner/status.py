@@ -35,7 +35,7 @@ from tokokita_etl.runner.policy import (
 from tokokita_etl.runner.schedule import DAILY, Grain, fire_time_for_partition, local_today
 from tokokita_etl.runner.stores import state_store
 from tokokita_etl.runner.upstream import UpstreamInputs, upstream_dates
-from tokokita_etl.runner.watermark import FAILED, STOPPED, SUCCESS
+from tokokita_etl.runner.watermark import FAILED, STOPPED, SUCCESS, Watermark
 from tokokita_etl.settings.layout import catchup_bound
 from tokokita_etl.settings.model import PATH_SETTINGS, Settings
 
@@ -100,9 +100,10 @@ def upstream_inputs(pipeline: Pipeline, settings: Settings, now: datetime,
     if pipeline.upstream is None:
         return None
     dates = upstream_dates(pipeline, keys)
-    rows = date_states(pipeline.upstream.pipeline, settings.upstream, now, dates=dates) \
-        if dates else []
-    return UpstreamInputs(pipeline, settings, rows)
+    upstream = settled_watermark(settings.upstream, now)
+    rows = date_states(pipeline.upstream.pipeline, settings.upstream, now, dates=dates,
+                       state=upstream) if dates else []
+    return UpstreamInputs(pipeline, upstream, rows)
 
 
 def due_partitions(pipeline: Pipeline, settings: Settings, state, now: datetime,
@@ -147,7 +148,8 @@ def _number(value: Any) -> float | None:
 
 
 def date_states(pipeline: Pipeline, settings: Settings, now: datetime, days: int | None = None,
-                dates: list[date] | None = None) -> list[dict[str, Any]]:
+                dates: list[date] | None = None, state: Watermark | None = None
+                ) -> list[dict[str, Any]]:
     """One row per date, oldest first: the window (`window`) and every date in the watermark.
 
     Each row: `date`, `state` (a `DateState`), `label` (`failed 1/3`, `running`...),
@@ -157,8 +159,10 @@ def date_states(pipeline: Pipeline, settings: Settings, now: datetime, days: int
     `max_attempts` counts), `max_attempts`, `blocked`, `rows`, `quarantine_share`, `bruto`,
     `bersih`, `duration_s`, `error`, `failed_stage`, `gold` (done dates only), `updated_at`,
     `warnings`, `raw_change` (a done date's raw file changed since its success, else "").
+    `state`: the watermark as `settled_watermark` reads it, when the caller has it.
     """
-    state = settled_watermark(settings, now)
+    if state is None:
+        state = settled_watermark(settings, now)
     known = {date.fromisoformat(d) for d in state.runs}
     wanted = sorted(set(window(settings, now, days, pipeline.grain) if dates is None
                         else dates) | (known if dates is None else set()))

@@ -19,8 +19,7 @@ from datetime import date
 from typing import Any
 
 from tokokita_etl.runner.declaration import Pipeline, Upstream
-from tokokita_etl.runner.stores import state_store
-from tokokita_etl.settings.model import Settings
+from tokokita_etl.runner.watermark import Watermark
 
 #: the watermark field of a success that says what it was built from
 BUILT_FROM = "built_from"
@@ -55,14 +54,15 @@ def upstream_dates(pipeline: Pipeline, keys: Iterable[date]) -> list[date]:
 
 class UpstreamInputs:
     """The upstream dates of some partitions of `pipeline`, from the upstream's status `rows`
-    of them (`runner.status.date_states`: `status.upstream_inputs` reads both)."""
+    of them (`runner.status.date_states`) and the upstream watermark they were read from
+    (`status.upstream_inputs` reads it once for both)."""
 
-    def __init__(self, pipeline: Pipeline, settings: Settings, rows: list[Mapping[str, Any]]
+    def __init__(self, pipeline: Pipeline, watermark: Watermark, rows: list[Mapping[str, Any]]
                  ) -> None:
         if pipeline.upstream is None:
             raise ValueError(f"pipeline {pipeline.name!r} has no upstream")
         self.pipeline, self.upstream = pipeline, pipeline.upstream
-        recorded = recorded_inputs(self.upstream, settings,
+        recorded = recorded_inputs(self.upstream, watermark,
                                    [date.fromisoformat(row["date"]) for row in rows])
         self.dates: dict[date, InputDate] = {}
         for row in rows:
@@ -114,12 +114,11 @@ class UpstreamInputs:
         return "; ".join(changed)
 
 
-def recorded_inputs(upstream: Upstream, settings: Settings, dates: Iterable[date]
+def recorded_inputs(upstream: Upstream, watermark: Watermark, dates: Iterable[date]
                     ) -> dict[str, dict[str, Any]]:
     """What a success built now from `dates` records of them (its `built_from`): each date's
-    checksum (`Upstream.checksum`) of its success in the upstream watermark, None for a date
-    without one, and its attempt."""
-    watermark = state_store(settings.upstream).read()
+    checksum (`Upstream.checksum`) of its success in the upstream's `watermark`, None for a
+    date without one, and its attempt."""
     found = {}
     for day in dates:
         checksums = watermark.entry(day).get("checksums") or {}

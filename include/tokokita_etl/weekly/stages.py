@@ -39,13 +39,15 @@ def _staged_gold(settings: Settings, week_start: date) -> Path:
 
 def collect_stage(settings: Settings, week_start: date) -> dict[str, Any]:
     from tokokita_etl.runner.schedule import WEEKLY
+    from tokokita_etl.runner.stores import state_store
     from tokokita_etl.runner.upstream import recorded_inputs
     from tokokita_etl.warehouse.database import Warehouse
     from tokokita_etl.weekly.build import collect
     from tokokita_etl.weekly.inputs import DAILY_SUMMARIES
 
     drop_staged(settings, week_start)  # a fresh run never sees a previous attempt's leftovers
-    expected = recorded_inputs(DAILY_SUMMARIES, settings, WEEKLY.dates(week_start))
+    expected = recorded_inputs(DAILY_SUMMARIES, state_store(settings.upstream).read(),
+                               WEEKLY.dates(week_start))
     found = collect(Warehouse.from_settings(settings), week_start, expected)
     return {"rows": found.rows, "built_from": expected, "daily_rows": found.daily_rows,
             "days": found.days, "missing": found.missing}
