@@ -132,6 +132,12 @@ def _end_of_run(log: Any, settings: Any, kind: str, summary: dict[str, Any],
                   summary=summary, previous=previous, warn=log.warning)
 
 
+def stopped_by_airflow(stage: str, when: str) -> str:
+    """The reason recorded for a stage stopped from outside, `when` ("while it ran", "before
+    it ran")."""
+    return f"stage {stage} stopped by Airflow {when} (the task was marked or cleared)"
+
+
 def _release_claim(context: Context) -> None:
     """on_failure_callback: a stage failed for good (never called for a try that Airflow
     retries), so D is free for the next run, and the run's end is logged and pinged. When the
@@ -153,8 +159,8 @@ def _release_claim(context: Context) -> None:
 
         settings = pipeline_settings(pipeline)
         # stopped before its stage began (its intent, if any, is not noted yet)
-        stop_ended_run(settings, day, owner, f"stage {task.stage} stopped by Airflow before "
-                       "it ran (the task was marked or cleared)", getattr(task, "_clears", 0))
+        stop_ended_run(settings, day, owner, stopped_by_airflow(task.stage, "before it ran"),
+                       getattr(task, "_clears", 0))
         release_date(settings, day, owner)
         return
     summary = None
@@ -312,8 +318,8 @@ class EtlStageOperator(BaseOperator):
         self._stopped = True
         self.log.warning("Airflow stops stage %s while it runs: rolling back, no failure "
                          "recorded", self.stage)
-        raise RunStoppedError(f"stage {self.stage} stopped by Airflow while it ran (the "
-                              "task was marked or cleared)", clears=getattr(self, "_clears", 0))
+        raise RunStoppedError(stopped_by_airflow(self.stage, "while it ran"),
+                              clears=getattr(self, "_clears", 0))
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         """OpenLineage inputs and outputs of this stage's run of D, with row counts and the
@@ -362,10 +368,12 @@ class EtlStageOperator(BaseOperator):
 
             exc = named(failure)  # a refused login names its Airflow connection
             if getattr(self, "_stopped", False) and not isinstance(exc, RunStoppedError):
-                # the stop interrupted a database call, which surfaced its own error: the
-                # stop is the cause, and it is no failure of the partition
-                exc = RunStoppedError(f"stage {self.stage} stopped by Airflow while it ran (the "
-                                      f"task was marked or cleared): {exc}", clears=self._clears)
+                # the stop interrupted a database call, which surfaced its own error (such as
+                # "another command is already in progress"): the stop is the cause, and it is
+                # no failure of the partition, so the reason is the stop's alone
+                self.log.info("The stop interrupted a call, which raised: %s", exc)
+                exc = RunStoppedError(stopped_by_airflow(self.stage, "while it ran"),
+                                      clears=self._clears)
             if isinstance(exc, ValidationError) and exc.result is not None:
                 self._lineage = (settings, day, exc.result)  # the failed checks too
             kind = classify(exc)

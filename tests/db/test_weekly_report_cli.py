@@ -199,6 +199,8 @@ def test_a_week_with_a_missing_file_waits_for_its_window_then_is_built(workspace
     assert row["state"] == "waiting" and f"{sunday} (waiting for file)" in row["reason"]
     assert WEEKS[1].isoformat() not in due(call, inside)
     assert WEEKS[1].isoformat() in due(call, after)
+    # a week has no partition file: its own words, not the orders'
+    assert week_row(call, WEEKS[1], after)["reason"].startswith("its inputs are settled: ")
     code, out, err = call("run", *WEEKLY, "--date", WEEKS[1].isoformat())
     assert code == 0, out + err
     assert week_entry(ws, WEEKS[1])["rows"]["missing"] == 1

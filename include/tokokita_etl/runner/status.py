@@ -272,8 +272,9 @@ def _state_of(pipeline: Pipeline, settings: Settings, state, day: date, now: dat
         return {"state": DateState.FAILED, "label": f"failed {used}",
                 "reason": f"failed with attempts left ({used} used); {later}{last}"}
     if due:
+        there = "its inputs are settled" if inputs is not None else "the partition is there"
         return {"state": DateState.DUE, "label": "due",
-                "reason": f"the partition is there: {_who_runs_it(settings, now)}"}
+                "reason": f"{there}: {_who_runs_it(settings, now)}"}
     if inputs is not None and not present:
         return {"state": DateState.WAITING, "label": "waiting for days",
                 "reason": inputs.waiting_message(day)}
