@@ -25,7 +25,8 @@ import pytest
 
 from stack.ephemeral import DAG_ID, PASSWORD, USERNAME, EphemeralStack, admin_conninfo, fire_time
 from stack.rest import TERMINAL, AirflowApi, wait_for
-from tests.e2e.ui_stack import UI_TIMEOUT_MS
+from tests.browser import chromium
+from tests.e2e.ui_stack import UI_TIMEOUT_MS, log_in, new_context
 from tokokita_etl.orders.pipeline import ORDERS
 
 if TYPE_CHECKING:
@@ -110,9 +111,6 @@ def status_page(stack: EphemeralStack, day: date, screenshot: str) -> dict[str, 
 @contextmanager
 def signed_in_page(stack: EphemeralStack) -> Iterator[Page]:
     """A page of Chromium in Jakarta time, signed in through Airflow's login page."""
-    from tests.browser import chromium
-    from tests.e2e.ui_stack import log_in, new_context
-
     with chromium() as browser:
         context = new_context(browser)
         try:
