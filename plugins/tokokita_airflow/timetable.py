@@ -1,5 +1,6 @@
 """`DailyPartitionTimetable`: Airflow's `CronPartitionTimetable`, one partition per local day
-(or, with `grain="weekly"`, per ISO week keyed by its Monday).
+(or, with `grain="weekly"`, per ISO week keyed by its Monday; with `grain="monthly"`, per
+calendar month keyed by its first day).
 
 The run that fires on D+1 (`30 2 * * *` in the pipeline's zone: D+1 02:30) processes D, so
 Airflow's `CronPartitionTimetable(cron, timezone=..., run_offset=-1, key_format="%Y-%m-%d")`
@@ -51,19 +52,18 @@ class DailyPartitionTimetable(CronPartitionTimetable):
 
     def __init__(self, cron: str, *, timezone: Any,
                  last_fire: datetime.datetime | None = None, grain: str = "daily") -> None:
-        from tokokita_etl.runner.schedule import DAILY, WEEKLY
+        from tokokita_etl.runner.schedule import GRAINS
 
         super().__init__(cron, timezone=timezone, run_offset=-1, key_format=KEY_FORMAT)
         self.last_fire = last_fire
-        grains = {DAILY.name: DAILY, WEEKLY.name: WEEKLY}
-        if grain not in grains:
-            raise ValueError(f"grain {grain!r}: expected one of {', '.join(grains)}")
-        self.grain = grains[grain]
+        if grain not in GRAINS:
+            raise ValueError(f"grain {grain!r}: expected one of {', '.join(GRAINS)}")
+        self.grain = GRAINS[grain]
 
     @property
     def summary(self) -> str:
         """As the cron timetable shows itself, with the partition it processes."""
-        return f"{self._expression} (processes the {'day' if self.grain.days == 1 else 'week'} " \
+        return f"{self._expression} (processes the {self.grain.unit} " \
                "before)"
 
     @property
@@ -86,7 +86,7 @@ class DailyPartitionTimetable(CronPartitionTimetable):
         """When the run that processes the partition `day` fires: the first tick after it
         (D+1 00:00, the next Monday 00:00, when the cron does not fire in the partition that
         follows)."""
-        next_midnight = self._midnight(day + datetime.timedelta(days=self.grain.days))
+        next_midnight = self._midnight(self.grain.next(day))
         fire = self._align_to_next(next_midnight)
         if self.grain.for_fire(fire.in_timezone(self._timezone).date()) != day:
             return next_midnight
@@ -103,7 +103,7 @@ class DailyPartitionTimetable(CronPartitionTimetable):
         if self._midnight(day) < first:
             day += datetime.timedelta(days=1)
         if self.grain.start(day) != day:  # the first whole partition in the range
-            day = self.grain.start(day) + datetime.timedelta(days=self.grain.days)
+            day = self.grain.next(self.grain.start(day))
         now = utcnow()
         while self._midnight(day) <= last:
             fire = self.fire_time(day)
@@ -111,7 +111,7 @@ class DailyPartitionTimetable(CronPartitionTimetable):
                 return
             yield DagRunInfo(run_after=fire, data_interval=None,
                              partition_date=self._midnight(day), partition_key=day.isoformat())
-            day += datetime.timedelta(days=self.grain.days)
+            day = self.grain.next(day)
 
     def next_dagrun_info_v2(self, *, last_dagrun_info: DagRunInfo | None,
                             restriction: TimeRestriction) -> DagRunInfo | None:
@@ -126,7 +126,7 @@ class DailyPartitionTimetable(CronPartitionTimetable):
         """Airflow's fields and `last_fire`."""
         data = super().serialize()
         data["last_fire"] = self.last_fire.isoformat() if self.last_fire else None
-        if self.grain.days != 1:  # a daily timetable serializes as before grains
+        if self.grain.unit != "day":  # a daily timetable serializes as before grains
             data["grain"] = self.grain.name
         return data
 

@@ -167,5 +167,17 @@ def test_a_weekly_backfill_makes_one_run_per_monday_in_its_range_and_serializes_
     again = DailyPartitionTimetable.deserialize(json.loads(json.dumps(fields)))
     assert again.grain.name == "weekly" and again.serialize() == fields
     assert "grain" not in DailyPartitionTimetable("30 2 * * *", timezone=JKT).serialize()
-    with pytest.raises(ValueError, match="grain 'monthly'"):
-        DailyPartitionTimetable("0 4 1 * *", timezone=JKT, grain="monthly")
+    with pytest.raises(ValueError, match="grain 'quarterly': expected one of daily, weekly, "
+                                         "monthly"):
+        DailyPartitionTimetable("0 4 1 * *", timezone=JKT, grain="quarterly")
+
+
+def test_a_monthly_backfill_makes_one_run_per_whole_month_in_its_range_keyed_by_its_first_day():
+    timetable = DailyPartitionTimetable("0 5 2 * *", timezone=JKT, grain="monthly")
+    assert timetable.summary == "0 5 2 * * (processes the month before)"
+    assert backfill(timetable, "2026-08-15", "2026-11-30") == [
+        "2026-09-01", "2026-10-01", "2026-11-01"]
+    assert timetable.fire_time(date(2026, 11, 1)) == jkt("2026-12-02T05:00")
+    fields = timetable.serialize()
+    assert fields["grain"] == "monthly"
+    assert DailyPartitionTimetable.deserialize(json.loads(json.dumps(fields))).serialize() == fields

@@ -13,6 +13,7 @@ from tokokita_etl.errors import ConfigError
 from tokokita_etl.orders.pipeline import ORDERS, success_fields
 from tokokita_etl.pipelines import DEFAULT, PIPELINES, by_dag_id, by_name
 from tokokita_etl.runner.declaration import Pipeline, RawFiles, Stage, Upstream
+from tokokita_etl.runner.schedule import MONTHLY
 from tokokita_etl.weekly.pipeline import WEEKLY_CITY_REPORT
 
 STOCK_FILES = RawFiles("raw_dir", lambda day: f"stok_{day.isoformat()}.csv")
@@ -50,15 +51,23 @@ def test_the_weekly_city_report_is_built_from_the_orders_daily_summaries_by_week
     assert weekly.grain.name == "weekly" and weekly.defaults["cron"] == "0 4 * * 1"
 
 
-def test_a_pipeline_declares_exactly_one_input_and_an_upstream_with_daily_partitions():
+def test_a_pipeline_declares_exactly_one_input_and_an_upstream_whose_partitions_nest_in_its_own():
     with pytest.raises(ConfigError, match="declare one input"):
         Pipeline("bad", "bad_dag", "", (stage("a"),), outcome=dict)
     with pytest.raises(ConfigError, match="declare one input"):
         Pipeline("bad", "bad_dag", "", (stage("a"),), outcome=dict, raw=STOCK_FILES,
                  upstream=Upstream(ORDERS, checksum=str))
-    with pytest.raises(ConfigError, match="its upstream 'weekly_city_report' must have daily"):
+    with pytest.raises(ConfigError, match="a weekly partition of its upstream "
+                                          "'weekly_city_report' does not lie inside one daily"):
         Pipeline("bad", "bad_dag", "", (stage("a"),), outcome=dict,
                  upstream=Upstream(WEEKLY_CITY_REPORT, checksum=str))
+    with pytest.raises(ConfigError, match="a weekly partition of its upstream "
+                                          "'weekly_city_report' does not lie inside one monthly"):
+        Pipeline("bad", "bad_dag", "", (stage("a"),), outcome=dict, grain=MONTHLY,
+                 upstream=Upstream(WEEKLY_CITY_REPORT, checksum=str))
+    monthly = Pipeline("monthly", "monthly_dag", "", (stage("a"),), outcome=dict,
+                       grain=MONTHLY, upstream=Upstream(ORDERS, checksum=str))
+    assert monthly.upstream.pipeline is ORDERS
 
 
 def test_a_run_that_ends_before_the_first_stage_that_changes_a_store_left_every_store_alone():

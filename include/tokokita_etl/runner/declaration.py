@@ -146,9 +146,10 @@ class Pipeline:
         if (self.raw is None) == (self.upstream is None):
             raise ConfigError(f"pipeline {self.name!r}: declare one input, raw files (`raw`) "
                               "or another pipeline's results (`upstream`)")
-        if self.upstream is not None and self.upstream.pipeline.grain.days != 1:
-            raise ConfigError(f"pipeline {self.name!r}: its upstream "
-                              f"{self.upstream.pipeline.name!r} must have daily partitions")
+        if self.upstream is not None and not self.upstream.pipeline.grain.nests_in(self.grain):
+            raise ConfigError(f"pipeline {self.name!r}: a {self.upstream.pipeline.grain.name} "
+                              f"partition of its upstream {self.upstream.pipeline.name!r} does "
+                              f"not lie inside one {self.grain.name} partition")
         if self.stages[0].changes_stores:
             raise ConfigError(f"pipeline {self.name!r}: its first stage {names[0]!r} changes "
                               "a store; the first stage only reads and stages (a run that "

@@ -164,7 +164,7 @@ def past_partitions(now: datetime, lookback_days: int, tz: str,
     a whole past week for a weekly one."""
     today = local_today(now, tz)
     return [day for day in days_before(today, lookback_days)
-            if grain.start(day) == day and day + timedelta(days=grain.days) <= today]
+            if grain.start(day) == day and grain.next(day) <= today]
 
 
 def due_runs(state: Watermark, now: datetime, present: Callable[[date], bool],

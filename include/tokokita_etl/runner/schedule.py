@@ -15,33 +15,61 @@ from tokokita_etl.errors import ConfigError
 @dataclass(frozen=True)
 class Grain:
     """How a pipeline's dates make partitions. A partition is keyed by its first date: a
-    day's by the day, an ISO week's (Monday to Sunday) by its Monday."""
+    day's by the day, an ISO week's (Monday to Sunday) by its Monday, a calendar month's by
+    its first day. Dates are the pipeline's local dates: the grain needs no zone."""
 
     name: str
-    days: int
+    #: what one partition is: `day`, `week` or `month`
+    unit: str
 
     def start(self, day: date) -> date:
         """The key of the partition holding `day`."""
-        return day - timedelta(days=day.weekday()) if self.days == 7 else day
+        if self.unit == "week":
+            return day - timedelta(days=day.weekday())
+        if self.unit == "month":
+            return day.replace(day=1)
+        return day
+
+    def next(self, key: date) -> date:
+        """The key of the partition after the one keyed `key`."""
+        if self.unit == "month":
+            return (key.replace(day=28) + timedelta(days=4)).replace(day=1)
+        return key + timedelta(days=7 if self.unit == "week" else 1)
 
     def dates(self, key: date) -> tuple[date, ...]:
         """The dates of the partition keyed `key`."""
-        return tuple(key + timedelta(days=n) for n in range(self.days))
+        return tuple(key + timedelta(days=n) for n in range((self.next(key) - key).days))
 
     def for_fire(self, local_fire_date: date) -> date:
         """The partition a run firing on `local_fire_date` processes: the last whole one
-        before the fire date's own (D+1 -> D; a Monday -> the Monday before)."""
-        return self.start(local_fire_date) - timedelta(days=self.days)
+        before the fire date's own (D+1 -> D; a Monday -> the Monday before; any day of a
+        month -> the month before)."""
+        return self.start(self.start(local_fire_date) - timedelta(days=1))
+
+    def nests_in(self, other: Grain) -> bool:
+        """Whether every partition of this grain lies inside one partition of `other`: a day
+        in its week and its month, a week in a week, a month in a month (a week may span two
+        months)."""
+        return self.unit == "day" or self == other
+
+    @property
+    def first_date_rule(self) -> str:
+        """How a key of this grain reads, for an error: `a Monday`, `the first day of a
+        month`, or `a date`."""
+        return {"week": "a Monday", "month": "the first day of a month"}.get(self.unit, "a date")
 
     def check(self, key: date, what: str = "--date") -> date:
         """`key`, or a ConfigError naming `what` when it keys no partition of this grain."""
         if key != self.start(key):
             raise ConfigError(f"{what}: {key} is not the first date of a {self.name} "
-                              f"partition (a Monday); its partition is {self.start(key)}")
+                              f"partition ({self.first_date_rule}); its partition is "
+                              f"{self.start(key)}")
         return key
 
 
-DAILY, WEEKLY = Grain("daily", 1), Grain("weekly", 7)
+DAILY, WEEKLY, MONTHLY = Grain("daily", "day"), Grain("weekly", "week"), Grain("monthly", "month")
+#: the grains by name (a timetable's serialized grain, a declaration's)
+GRAINS = {grain.name: grain for grain in (DAILY, WEEKLY, MONTHLY)}
 
 
 def local_today(now: datetime, tz: str) -> date:
@@ -108,13 +136,14 @@ def partition_date_for_run(anchor: datetime, tz: str, override: str | date | Non
 
 def fire_time_for_partition(key: date, cron: str, tz: str, grain: Grain = DAILY) -> datetime:
     """The scheduled fire time of the run that processes the partition keyed `key`: the
-    first tick on the day after its last date (D+1 for a day, the next Monday for a week).
+    first tick on the day after its last date (D+1 for a day, the next Monday for a week, the
+    next month's first day for a month).
 
     The inverse of `partition_date_for_run` for scheduled runs (`30 2 * * *`: D+1 02:30 in `tz`).
     """
     from tokokita_etl.cron import next_runs
 
-    after = key + timedelta(days=grain.days)
+    after = grain.next(key)
     start = datetime.combine(after, time(0, 0), ZoneInfo(tz))
     runs = next_runs(cron, start - timedelta(microseconds=1), 1, tz)
     if not runs or partition_date_for_run(runs[0], tz, grain=grain) != key:

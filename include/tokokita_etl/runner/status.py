@@ -82,15 +82,15 @@ def window(settings: Settings, now: datetime, days: int | None = None,
            grain: Grain = DAILY) -> list[date]:
     """The default partitions, oldest first: those of the lookback plus the last 30 days
     whose dates are all before today (in the pipeline zone), from the catch-up's first
-    partition (`start_date`'s, or the week before it): each date, or each Monday of a whole
-    week (`grain`)."""
+    partition (`start_date`'s, or the week or month before it): each date, or the key of each
+    whole week or month (`grain`)."""
     today = local_today(now, settings.timezone)
     count = settings.lookback_days + HISTORY_DAYS if days is None else max(days, 0)
     # a longer partition's first run (on `start_date` or after) processes the one before
-    start = settings.start_date if grain.days == 1 else grain.for_fire(settings.start_date)
+    start = settings.start_date if grain.unit == "day" else grain.for_fire(settings.start_date)
     first = max(days_back(today, count), start)
     return [day for day in (first + timedelta(days=n) for n in range((today - first).days))
-            if grain.start(day) == day and day + timedelta(days=grain.days) <= today]
+            if grain.start(day) == day and grain.next(day) <= today]
 
 
 def upstream_inputs(pipeline: Pipeline, settings: Settings, now: datetime,

@@ -83,7 +83,7 @@ def status_page(request: Request, user: UserDep, pipeline: PipelineDep,
     return _html(request, "page.html", pipeline, title=f"TokoKita {pipeline.name} status",
                  rows=rows, window=window, counts=Counter(r["state"] for r in rows),
                  # a partition is named by its first date: a week by its Monday
-                 unit="date" if pipeline.grain.days == 1 else "week",
+                 unit="date" if pipeline.grain.unit == "day" else pipeline.grain.unit,
                  chart=render.chart(rows) if rows else None,
                  problem=data.warehouse_problem(pipeline),
                  tabs=[_about(p) for p in auth.readable(user)],
