@@ -7,6 +7,7 @@ import importlib
 from functools import cache
 
 from tokokita_etl.errors import ConfigError
+from tokokita_etl.monthly.pipeline import MONTHLY_CITY_REPORT
 from tokokita_etl.orders.pipeline import ORDERS
 from tokokita_etl.runner.declaration import Pipeline
 from tokokita_etl.weekly.pipeline import WEEKLY_CITY_REPORT
@@ -15,7 +16,7 @@ from tokokita_etl.weekly.pipeline import WEEKLY_CITY_REPORT
 DEFAULT = ORDERS.name
 #: the package's own pipelines
 PIPELINES: dict[str, Pipeline] = {pipeline.name: pipeline
-                                  for pipeline in (ORDERS, WEEKLY_CITY_REPORT)}
+                                  for pipeline in (ORDERS, WEEKLY_CITY_REPORT, MONTHLY_CITY_REPORT)}
 
 
 @cache

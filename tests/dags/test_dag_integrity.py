@@ -27,7 +27,21 @@ def dagbag():
 def test_every_dag_file_imports_without_errors(dagbag):
     assert dagbag.import_errors == {}
     assert set(dagbag.dag_ids) == {"tokokita_orders_daily", "tokokita_weekly_city_report",
-                                   "tokokita_sweep"}
+                                   "tokokita_monthly_city_report", "tokokita_sweep"}
+
+
+def test_the_monthly_dag_runs_one_month_a_run_keyed_by_its_first_day_after_its_days_settle(
+        dagbag):
+    from tokokita_airflow.sensors import UpstreamSettledSensor
+
+    dag = dagbag.dags["tokokita_monthly_city_report"]
+    fields = dag.timetable.serialize()
+    assert (fields["expression"], fields["timezone"], fields["grain"]) == (
+        "0 5 2 * *", "Asia/Jakarta", "monthly")
+    assert dag.timetable.summary == "0 5 2 * * (processes the month before)"
+    assert [task.task_id for task in dag.tasks] == [
+        "wait_for_inputs", "check_watermark", "collect", "load", "validate", "publish_gold"]
+    assert isinstance(dag.get_task("wait_for_inputs"), UpstreamSettledSensor)
 
 
 def test_the_weekly_dag_runs_one_week_a_run_keyed_by_its_monday_after_its_days_settle(dagbag):

@@ -109,4 +109,5 @@ def test_state_export_and_config_name_the_pipeline_they_act_on(sqlite_workspace,
     assert settings["state_dir"]["value"] == str(ws.state_dir / "stock")
     code, _, err = call("due", "--pipeline", "stock", "--now", "2026-11-05T02:30",
                         TOKOKITA_DECLARATIONS="")
-    assert code == 2 and "unknown pipeline 'stock'; pipelines: orders, weekly_city_report" in err
+    assert code == 2 and ("unknown pipeline 'stock'; pipelines: monthly_city_report, orders, "
+                          "weekly_city_report") in err

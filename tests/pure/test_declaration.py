@@ -10,6 +10,7 @@ import pytest
 
 from tokokita_etl import cli
 from tokokita_etl.errors import ConfigError
+from tokokita_etl.monthly.pipeline import MONTHLY_CITY_REPORT
 from tokokita_etl.orders.pipeline import ORDERS, success_fields
 from tokokita_etl.pipelines import DEFAULT, PIPELINES, by_dag_id, by_name
 from tokokita_etl.runner.declaration import Pipeline, RawFiles, Stage, Upstream
@@ -38,7 +39,8 @@ def test_the_orders_pipeline_is_one_declaration_of_its_five_stages():
         "orders", "tokokita_orders_daily", success_fields)
     assert (DEFAULT, by_name("orders"), by_dag_id("tokokita_orders_daily")) == ("orders", ORDERS,
                                                                                  ORDERS)
-    assert PIPELINES == {"orders": ORDERS, "weekly_city_report": WEEKLY_CITY_REPORT}
+    assert PIPELINES == {"orders": ORDERS, "weekly_city_report": WEEKLY_CITY_REPORT,
+                         "monthly_city_report": MONTHLY_CITY_REPORT}
     assert by_dag_id("another_dag") is None
 
 
@@ -95,7 +97,8 @@ def test_an_unknown_stage_or_pipeline_is_named_with_the_known_ones():
     with pytest.raises(ValueError, match="unknown stage 'lod'; stages: extract, transform, load, "
                                          "validate, publish_gold"):
         ORDERS.stage("lod")
-    with pytest.raises(ConfigError, match="unknown pipeline 'nope'; pipelines: orders, weekly_city_report"):
+    with pytest.raises(ConfigError, match="unknown pipeline 'nope'; pipelines: "
+                                          "monthly_city_report, orders, weekly_city_report"):
         by_name("nope")
 
 
@@ -114,6 +117,7 @@ def test_every_command_takes_pipeline_and_an_unknown_one_exits_2_naming_the_know
         code = cli.main([*args, "--pipeline", "nope"], now=at)
         err = capsys.readouterr().err
         assert code == 2, args
-        assert "unknown pipeline 'nope'; pipelines: orders, weekly_city_report" in err, (args, err)
+        assert ("unknown pipeline 'nope'; pipelines: monthly_city_report, orders, "
+                "weekly_city_report") in err, (args, err)
     assert cli.main(["due", "--pipeline", "orders", "--now", "2026-11-05T10:00:00+07:00"],
                     now=at) == 0

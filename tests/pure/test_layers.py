@@ -6,7 +6,9 @@
 - `runner/` (partitions, decisions, watermark, claims, outcomes, status): warehouse,
   settings and shared, never a pipeline's domain;
 - `orders/` (the orders pipeline's domain): the runner and everything below it;
-- `weekly/` (the weekly city report's domain): the orders (what it is built from) and below;
+- `city_report/` (what the city reports share: their table, sums, stages, lineage): the
+  orders (what they are built from) and below;
+- `weekly/`, `monthly/` (the weekly and the monthly city report): `city_report/` and below;
 - the composition (`cli`, `pipelines`, `__main__`): anything.
 
 The Airflow adapters (`plugins/`) serve any pipeline, so they never import a domain.
@@ -32,8 +34,10 @@ ALLOWED = {
     "warehouse": {"warehouse", "settings", "shared"},
     "runner": {"runner", "warehouse", "settings", "shared"},
     "orders": {"orders", "runner", "warehouse", "settings", "shared"},
-    # the weekly city report is built from the orders' results
-    "weekly": {"weekly", "orders", "runner", "warehouse", "settings", "shared"},
+    # the city reports are built from the orders' results
+    "city_report": {"city_report", "orders", "runner", "warehouse", "settings", "shared"},
+    "weekly": {"weekly", "city_report", "runner", "warehouse", "settings", "shared"},
+    "monthly": {"monthly", "city_report", "runner", "warehouse", "settings", "shared"},
     "plugins": {"runner", "warehouse", "settings", "shared", "composition"},
 }
 
@@ -47,7 +51,7 @@ def layer(module: str) -> str:
     if len(parts) == 1:
         return "shared"  # the package's own __init__: a docstring and a version
     top = parts[1]
-    if top in ("runner", "orders", "weekly", "warehouse", "settings"):
+    if top in ("runner", "orders", "city_report", "weekly", "monthly", "warehouse", "settings"):
         return top
     if top in COMPOSITION:
         return "composition"

@@ -88,10 +88,12 @@ def test_a_bad_value_in_a_pipeline_section_names_its_source(tmp_path):
 
 def test_declarations_add_pipelines_by_name_and_dag_id():
     assert declared(DECLARED) == (STOCK,)
-    assert list(every(DECLARED)) == ["orders", "weekly_city_report", "stock"]
+    assert list(every(DECLARED)) == ["orders", "weekly_city_report", "monthly_city_report",
+                                      "stock"]
     assert by_name("stock", DECLARED) is STOCK
     assert by_dag_id("tokokita_stock_daily", DECLARED) is STOCK
-    with pytest.raises(ConfigError, match="unknown pipeline 'stock'; pipelines: orders, weekly_city_report"):
+    with pytest.raises(ConfigError, match="unknown pipeline 'stock'; pipelines: "
+                                          "monthly_city_report, orders, weekly_city_report"):
         by_name("stock")
 
 

@@ -1,5 +1,5 @@
-"""The weekly city report: a week's seven daily summaries (`summary_harian`) summed per kota
-into `summary_mingguan`, checked against the daily summaries, and its gold CSV.
+"""A city report's partition: its dates' daily summaries (`summary_harian`) summed per kota
+into the report's table, checked against the daily summaries, and its gold CSV.
 
 Money is summed exactly (`Decimal`); every row and file lists kota in code-point order.
 """
@@ -9,35 +9,19 @@ from __future__ import annotations
 import csv
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import date, timedelta
+from datetime import date
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import delete, insert, text
 
+from tokokita_etl.city_report import CityReport
 from tokokita_etl.errors import ValidationError, WarehouseError
 from tokokita_etl.files import atomic_writer
 from tokokita_etl.orders.schema import summary_rows
 from tokokita_etl.warehouse.checksums import rows_checksum
 from tokokita_etl.warehouse.database import Warehouse
-from tokokita_etl.weekly.schema import WEEK_COLUMNS, summary_mingguan
-
-DAYS = 7
-
-
-def week_dates(week_start: date) -> list[date]:
-    return [week_start + timedelta(days=n) for n in range(DAYS)]
-
-
-def gold_name(week_start: date) -> str:
-    """The gold file of a week."""
-    return f"summary_mingguan_{week_start.isoformat()}.csv"
-
-
-def week_checksum_name(week_start: date) -> str:
-    """The key of a week's checksum in its watermark entry."""
-    return f"summary_mingguan_{week_start.isoformat()}"
 
 
 def money(value: str | Decimal) -> str:
@@ -45,9 +29,14 @@ def money(value: str | Decimal) -> str:
     return f"{Decimal(value):.2f}"
 
 
+def columns(report: CityReport) -> tuple[str, ...]:
+    """The report's columns in order: its table's, and its gold file's header."""
+    return tuple(column.name for column in report.table().columns)
+
+
 @dataclass
 class Collected:
-    """A week's daily summary rows, summed per kota, and the checksum of each date's rows."""
+    """A partition's daily summary rows, summed per kota, and the checksum of each date's rows."""
 
     rows: list[list[Any]]
     checksums: dict[str, str | None]
@@ -56,10 +45,10 @@ class Collected:
     missing: int = field(default=0)
 
 
-def sum_week(week_start: date, daily: Iterable[list[Any]]) -> list[list[Any]]:
-    """The week's rows from canonical daily summary rows (`order_date, kota, jumlah_pesanan,
-    total_qty, bruto, bersih`): per kota, the dates with a row (`hari_aktif`) and the exact
-    sums, in kota code-point order."""
+def sum_partition(key: date, daily: Iterable[list[Any]]) -> list[list[Any]]:
+    """The partition's rows from canonical daily summary rows (`order_date, kota,
+    jumlah_pesanan, total_qty, bruto, bersih`): per kota, the dates with a row (`hari_aktif`)
+    and the exact sums, in kota code-point order."""
     sums: dict[str, list[Any]] = {}
     for _, kota, orders, qty, bruto, bersih in daily:
         row = sums.setdefault(kota, [0, 0, 0, Decimal(0), Decimal(0)])
@@ -68,20 +57,21 @@ def sum_week(week_start: date, daily: Iterable[list[Any]]) -> list[list[Any]]:
         row[2] += int(qty)
         row[3] += Decimal(bruto)
         row[4] += Decimal(bersih)
-    return [[week_start.isoformat(), kota, days, orders, qty, money(bruto), money(bersih)]
+    return [[key.isoformat(), kota, days, orders, qty, money(bruto), money(bersih)]
             for kota, (days, orders, qty, bruto, bersih) in sorted(sums.items())]
 
 
-def collect(warehouse: Warehouse, week_start: date,
+def collect(report: CityReport, warehouse: Warehouse, key: date,
             expected: Mapping[str, Mapping[str, Any]]) -> Collected:
-    """Read the week's daily summary rows in one read-only transaction, checking each date's
-    against the checksum its orders success recorded (`expected[D]["checksum"]`; None: a date
-    without a success, which has no rows). A date whose rows are not those is being changed by
-    an orders run now: a transient error naming it (a retry reads it again)."""
+    """Read the partition's daily summary rows in one read-only transaction, checking each
+    date's against the checksum its orders success recorded (`expected[D]["checksum"]`; None: a
+    date without a success, which has no rows). A date whose rows are not those is being
+    changed by an orders run now: a transient error naming it (a retry reads it again)."""
     daily: list[list[Any]] = []
     checksums: dict[str, str | None] = {}
+    dates = report.grain.dates(key)
     with warehouse.begin(label="warehouse", read_only=True) as conn:
-        for day in week_dates(week_start):
+        for day in dates:
             rows = list(summary_rows(warehouse, conn, day))
             want = expected[day.isoformat()]["checksum"]
             # a date without a success has no rows; a done date may have none (no valid order)
@@ -90,13 +80,13 @@ def collect(warehouse: Warehouse, week_start: date,
                 raise WarehouseError(
                     f"summary_harian of {day}: its rows are not those its orders success "
                     f"recorded (checksum {str(want)[:12]}, found {str(found)[:12]}): an orders "
-                    "run of that date is changing them; the week is read again on retry",
-                    transient=True)
+                    f"run of that date is changing them; {report.of(key)} is read again on "
+                    "retry", transient=True)
             checksums[day.isoformat()] = want
             daily.extend(rows)
     done = sum(1 for value in checksums.values() if value is not None)
-    return Collected(sum_week(week_start, daily), checksums, len(daily), days=done,
-                     missing=DAYS - done)
+    return Collected(sum_partition(key, daily), checksums, len(daily), days=done,
+                     missing=len(dates) - done)
 
 
 def _bound(warehouse: Warehouse, value: Any, column: str) -> Any:
@@ -105,25 +95,25 @@ def _bound(warehouse: Warehouse, value: Any, column: str) -> Any:
     return value
 
 
-def replace_week(warehouse: Warehouse, week_start: date, rows: list[list[Any]]
-                 ) -> dict[str, object]:
-    """Replace the week's rows of `summary_mingguan` with `rows`, in one transaction (the
+def replace_partition(report: CityReport, warehouse: Warehouse, key: date,
+                      rows: list[list[Any]]) -> dict[str, object]:
+    """Replace the partition's rows of the report's table with `rows`, in one transaction (the
     table created first in a warehouse made before it); the warehouse's identity and its
     revision after the change."""
+    table, names = report.table(), columns(report)
     with warehouse.begin() as conn:
-        summary_mingguan.create(conn, checkfirst=True)
-        conn.execute(delete(summary_mingguan).where(
-            summary_mingguan.c.week_start == warehouse.day_param(week_start)))
+        table.create(conn, checkfirst=True)
+        conn.execute(delete(table).where(table.c[report.key_column] == warehouse.day_param(key)))
         if rows:
-            conn.execute(insert(summary_mingguan), [
-                {name: warehouse.day_param(week_start) if name == "week_start"
+            conn.execute(insert(table), [
+                {name: warehouse.day_param(key) if name == report.key_column
                  else _bound(warehouse, value, name)
-                 for name, value in zip(WEEK_COLUMNS, row, strict=True)} for row in rows])
+                 for name, value in zip(names, row, strict=True)} for row in rows])
         return warehouse.bump_revision(conn)
 
 
 @dataclass
-class WeekCheck:
+class Check:
     name: str
     ok: bool
     detail: str
@@ -132,21 +122,23 @@ class WeekCheck:
         return {"name": self.name, "ok": self.ok, "detail": self.detail}
 
 
-def validate_week(warehouse: Warehouse, week_start: date, collected_rows: list[list[Any]],
-                  totals: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """Check the week's rows of `summary_mingguan` against what `collect` summed, against the
-    database's own aggregation of the daily summaries, and their money against the done
+def validate_partition(report: CityReport, warehouse: Warehouse, key: date,
+                       collected_rows: list[list[Any]],
+                       totals: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """Check the partition's rows of the report's table against what `collect` summed, against
+    the database's own aggregation of the daily summaries, and their money against the done
     dates' totals (`totals[D]`: `bruto`, `bersih` of its orders success). Raises
     ValidationError naming each failed check."""
-    first, last = week_start, week_start + timedelta(days=DAYS - 1)
+    dates = report.grain.dates(key)
+    first, last = dates[0], dates[-1]
     with warehouse.begin(label="warehouse", read_only=True) as conn:
-        held = list(warehouse.partition_rows(conn, summary_mingguan, week_start))
+        held = list(warehouse.partition_rows(conn, report.table(), key))
         aggregated = conn.execute(text(
             f"SELECT kota, COUNT(*), SUM(jumlah_pesanan), SUM(total_qty), "
             f"{warehouse.money_sum('bruto')}, {warehouse.money_sum('bersih')} "
             "FROM summary_harian WHERE order_date BETWEEN :first AND :last GROUP BY kota"),
             {"first": warehouse.day_param(first), "last": warehouse.day_param(last)}).all()
-    by_database = [[week_start.isoformat(), kota, int(days), int(orders), int(qty),
+    by_database = [[key.isoformat(), kota, int(days), int(orders), int(qty),
                     money(str(bruto)), money(str(bersih))]
                    for kota, days, orders, qty, bruto, bersih in sorted(aggregated)]
     bruto = sum((Decimal(row[5]) for row in held), Decimal(0))
@@ -154,29 +146,29 @@ def validate_week(warehouse: Warehouse, week_start: date, collected_rows: list[l
     day_bruto = sum((Decimal(t["bruto"]) for t in totals.values()), Decimal(0))
     day_bersih = sum((Decimal(t["bersih"]) for t in totals.values()), Decimal(0))
     checks = [
-        WeekCheck("rows", held == collected_rows,
-                  f"{len(held)} rows held, {len(collected_rows)} summed from the daily summaries"),
-        WeekCheck("daily summaries", held == by_database,
-                  f"{len(by_database)} kota in the database's own sum of summary_harian "
-                  f"{first} to {last}"),
-        WeekCheck("totals", (bruto, bersih) == (day_bruto, day_bersih),
-                  f"bruto {money(bruto)} / bersih {money(bersih)}; the {len(totals)} done "
-                  f"dates' totals: {money(day_bruto)} / {money(day_bersih)}"),
+        Check("rows", held == collected_rows,
+              f"{len(held)} rows held, {len(collected_rows)} summed from the daily summaries"),
+        Check("daily summaries", held == by_database,
+              f"{len(by_database)} kota in the database's own sum of summary_harian "
+              f"{first} to {last}"),
+        Check("totals", (bruto, bersih) == (day_bruto, day_bersih),
+              f"bruto {money(bruto)} / bersih {money(bersih)}; the {len(totals)} done "
+              f"dates' totals: {money(day_bruto)} / {money(day_bersih)}"),
     ]
     failed = [check for check in checks if not check.ok]
     result = {"checks": [check.to_dict() for check in checks], "rows": len(held),
-              "checksums": {week_checksum_name(week_start): rows_checksum(held)},
+              "checksums": {report.checksum_name(key): rows_checksum(held)},
               "bruto": money(bruto), "bersih": money(bersih), "held": held}
     if failed:
-        raise ValidationError(f"validation failed for the week of {week_start}: "
+        raise ValidationError(f"validation failed for {report.of(key)}: "
                               + "; ".join(f"{c.name}: {c.detail}" for c in failed),
                               result={**result, "held": []})
     return result
 
 
-def write_gold(path: Path, rows: list[list[Any]]) -> None:
-    """Write the week's rows as its gold CSV, atomically."""
+def write_gold(report: CityReport, path: Path, rows: list[list[Any]]) -> None:
+    """Write the partition's rows as its gold CSV, atomically."""
     with atomic_writer(path, newline="") as handle:
         writer = csv.writer(handle, lineterminator="\n")
-        writer.writerow(WEEK_COLUMNS)
+        writer.writerow(columns(report))
         writer.writerows(rows)

@@ -1,5 +1,5 @@
-"""What the weekly city report is built from: each orders date's daily summary, by the checksum
-its success recorded (`summary_<date>`)."""
+"""What a city report is built from: each orders date's daily summary, by the checksum its
+success recorded (`summary_<date>`)."""
 
 from __future__ import annotations
 

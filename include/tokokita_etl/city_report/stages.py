@@ -1,0 +1,126 @@
+"""A city report's four stages and the lines each prints about its result.
+
+Each is a module function of the report, the settings and the partition's key, given to the
+declaration with its report bound (`stages`); `collect` reads the orders' results, the later
+stages read its record from the partition's staging folder (`runner.staging`).
+"""
+
+from __future__ import annotations
+
+from datetime import date
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from tokokita_etl.city_report import CityReport
+from tokokita_etl.errors import EtlError
+from tokokita_etl.runner.declaration import Stage
+from tokokita_etl.runner.staging import GOLD_COPY, drop_staged, read_stage
+from tokokita_etl.settings.layout import join
+from tokokita_etl.settings.model import Settings
+from tokokita_etl.storage import Location, is_url
+
+#: the prefix of a validated gold file waiting to be published beside its final name
+STAGED_PREFIX = ".staged-"
+
+
+def gold_location(report: CityReport, settings: Settings, key: date) -> Location:
+    """Where the partition's gold file is published."""
+    return join(settings.gold_dir, report.gold_name(key))
+
+
+def _staged_gold(report: CityReport, settings: Settings, key: date) -> Path:
+    """Where validate leaves the checked gold file: beside its final name (publishing is a
+    rename), or in the working copy when the gold folder is a URL (publishing is an upload)."""
+    folder = settings.staging_path(key) / GOLD_COPY if is_url(settings.gold_dir) \
+        else Path(settings.gold_dir)
+    return folder / f"{STAGED_PREFIX}{report.gold_name(key)}"
+
+
+def collect_stage(report: CityReport, settings: Settings, key: date) -> dict[str, Any]:
+    from tokokita_etl.city_report.build import collect
+    from tokokita_etl.city_report.inputs import DAILY_SUMMARIES
+    from tokokita_etl.runner.stores import state_store
+    from tokokita_etl.runner.upstream import recorded_inputs
+    from tokokita_etl.warehouse.database import Warehouse
+
+    drop_staged(settings, key)  # a fresh run never sees a previous attempt's leftovers
+    expected = recorded_inputs(DAILY_SUMMARIES, state_store(settings.upstream).read(),
+                               report.grain.dates(key))
+    found = collect(report, Warehouse.from_settings(settings), key, expected)
+    return {"rows": found.rows, "built_from": expected, "daily_rows": found.daily_rows,
+            "days": found.days, "missing": found.missing}
+
+
+def load_stage(report: CityReport, settings: Settings, key: date) -> dict[str, Any]:
+    from tokokita_etl.city_report.build import replace_partition
+    from tokokita_etl.runner.identity import WAREHOUSE
+    from tokokita_etl.warehouse.database import Warehouse
+
+    rows = read_stage(settings, key, "collect")["rows"]
+    identity = replace_partition(report, Warehouse.from_settings(settings), key, rows)
+    return {"rows": len(rows), WAREHOUSE: identity}
+
+
+def validate_stage(report: CityReport, settings: Settings, key: date) -> dict[str, Any]:
+    from tokokita_etl.city_report.build import validate_partition, write_gold
+    from tokokita_etl.runner.stores import state_store
+    from tokokita_etl.warehouse.database import Warehouse
+
+    collected = read_stage(settings, key, "collect")
+    orders = state_store(settings.upstream).read()
+    totals = {day: orders.entry(date.fromisoformat(day))
+              for day, found in collected["built_from"].items() if found["checksum"]}
+    result = validate_partition(report, Warehouse.from_settings(settings), key,
+                                collected["rows"], totals)
+    write_gold(report, _staged_gold(report, settings, key), result.pop("held"))
+    return result
+
+
+def publish_gold_stage(report: CityReport, settings: Settings, key: date) -> dict[str, Any]:
+    rows = read_stage(settings, key, "validate")["rows"]  # only a validated partition
+    staged = _staged_gold(report, settings, key)
+    target = gold_location(report, settings, key)
+    if not staged.exists():
+        raise EtlError(f"{staged}: no validated gold file to publish for {report.of(key)}; "
+                       "run validate first")
+    if is_url(target):
+        from tokokita_etl.storage import upload
+
+        upload(staged, str(target))
+        staged.unlink()
+    else:
+        staged.replace(Path(target))
+    return {"gold": str(target), "rows": rows}
+
+
+def collect_lines(report: CityReport, result: dict[str, Any], key: date) -> list[str]:
+    return [f"[collect] {report.grain.unit} of {key}: {result['daily_rows']} daily summary "
+            f"rows of {result['days']} done dates ({result['missing']} missing) -> "
+            f"{len(result['rows'])} kota"]
+
+
+def load_lines(report: CityReport, result: dict[str, Any], key: date) -> list[str]:
+    return [f"[load] {report.table_name} {key}: {result['rows']} rows replaced"]
+
+
+def validate_lines(report: CityReport, result: dict[str, Any], key: date) -> list[str]:
+    return [f"[validate] {'OK' if c['ok'] else 'FAIL'}  {c['name']}: {c['detail']}"
+            for c in result["checks"]]
+
+
+def publish_lines(report: CityReport, result: dict[str, Any], key: date) -> list[str]:
+    return [f"[gold] {result['gold']}"]
+
+
+def stages(report: CityReport) -> tuple[Stage, ...]:
+    """The report's stages, in order, each bound to `report`."""
+    return (
+        Stage("collect", partial(collect_stage, report), partial(collect_lines, report)),
+        Stage("load", partial(load_stage, report), partial(load_lines, report),
+              changes_stores=True),
+        Stage("validate", partial(validate_stage, report), partial(validate_lines, report),
+              changes_stores=True),
+        Stage("publish_gold", partial(publish_gold_stage, report),
+              partial(publish_lines, report), changes_stores=True),
+    )
