@@ -1,5 +1,5 @@
-"""What the weekly city report's gold file must hold, computed apart from the pipeline: a
-week's rows summed from its daily gold files alone (the command-line and the running-Airflow
+"""What a city report's gold file must hold, computed apart from the pipeline: a week's or a
+month's rows summed from its daily gold files alone (the command-line and the running-Airflow
 tests compare the published file with it)."""
 
 from __future__ import annotations
@@ -23,10 +23,16 @@ def csv_rows(path: Path) -> list[list[str]]:
 
 def independent_week(gold_dir: Path, week: date) -> list[list[str]]:
     """The rows of the week starting `week`, without header, from the daily gold files in
-    `gold_dir` (a date without one adds nothing): per kota, the dates with a row and the
-    exact sums, in kota order."""
+    `gold_dir` (`independent_sum`)."""
+    return independent_sum(gold_dir, week, [week + timedelta(days=n) for n in range(7)])
+
+
+def independent_sum(gold_dir: Path, key: date, days: list[date]) -> list[list[str]]:
+    """The rows of the partition keyed `key` made of `days`, without header, from the daily
+    gold files in `gold_dir` (a date without one adds nothing): per kota, the dates with a row
+    and the exact sums, in kota order."""
     sums: dict[str, list] = defaultdict(lambda: [0, 0, 0, Decimal(0), Decimal(0)])
-    for day in (week + timedelta(days=n) for n in range(7)):
+    for day in days:
         path = gold_dir / f"summary_harian_{day}.csv"
         if not path.exists():
             continue
@@ -38,5 +44,5 @@ def independent_week(gold_dir: Path, week: date) -> list[list[str]]:
                 found[2] += int(row["total_qty"])
                 found[3] += Decimal(row["bruto"])
                 found[4] += Decimal(row["bersih"])
-    return [[week.isoformat(), kota, str(a), str(b), str(c), f"{d:.2f}", f"{e:.2f}"]
+    return [[key.isoformat(), kota, str(a), str(b), str(c), f"{d:.2f}", f"{e:.2f}"]
             for kota, (a, b, c, d, e) in sorted(sums.items())]
