@@ -6,6 +6,7 @@
     python -m bench --catchup --scale-out                    # 30-day catch-up: 2 workers vs 1 machine
     python -m bench --object-storage --rows 1000000          # object storage vs local folders
     python -m bench --react                                  # time to react on a running stack
+    python -m bench --backfill --days 90 --rows 2000 --json  # `airflow backfill create` vs the CLI
 """
 
 from __future__ import annotations
@@ -64,7 +65,15 @@ def main(argv: list[str] | None = None) -> int:
                         help="time to react on a running local stack: a partition landing to "
                         "its run starting (reschedule and deferrable sensor), a bad partition "
                         "to its run's failure (bench/bench_react.py)")
-    parser.add_argument("--days", type=int, default=30, help="with --catchup")
+    parser.add_argument("--backfill", action="store_true",
+                        help="`airflow backfill create` over --days partition dates (default "
+                        "90) of --rows rows (default 2000) on the local stack vs the same dates "
+                        "via the CLI (bench/bench_backfill.py)")
+    parser.add_argument("--max-active-runs", type=int, default=None,
+                        help="with --backfill: the backfill's max_active_runs (default: the "
+                        "DAG's, 3)")
+    parser.add_argument("--days", type=int, default=None,
+                        help="with --catchup (default 30) or --backfill (default 90)")
     parser.add_argument("--catchup-rows", type=int, default=2000, help="with --catchup")
     parser.add_argument("--all", action="store_true",
                         help="100k, 300k, 1M, 5M rows on both backends, DAG parse, cron; "
@@ -96,10 +105,19 @@ def main(argv: list[str] | None = None) -> int:
 
         print(json.dumps(react(), indent=None if args.json else 2, default=str))
         return 0
+    if args.backfill:
+        from bench.bench_backfill import MAX_ACTIVE_RUNS, bench_backfill
+
+        report = bench_backfill(args.days or 90, args.rows or 2000,
+                                args.pg_url or os.environ.get("TOKOKITA_BENCH_PG_URL")
+                                or "postgresql+psycopg://postgres@127.0.0.1:5432/postgres",
+                                args.max_active_runs or MAX_ACTIVE_RUNS)
+        print(json.dumps(report, indent=None if args.json else 2))
+        return 0 if report["identical"] else 1
     if args.catchup and args.scale_out:
         from bench.bench_catchup import bench_scale_out_catchup
 
-        print(json.dumps(bench_scale_out_catchup(args.days, args.catchup_rows),
+        print(json.dumps(bench_scale_out_catchup(args.days or 30, args.catchup_rows),
                          indent=None if args.json else 2))
         return 0
     if args.object_storage:
@@ -113,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.catchup:
         from bench.bench_catchup import bench_catchup
 
-        print(json.dumps(bench_catchup(args.days, args.catchup_rows,
+        print(json.dumps(bench_catchup(args.days or 30, args.catchup_rows,
                                        args.pg_url or os.environ.get("TOKOKITA_BENCH_PG_URL")
                                        or "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"),
                          indent=None if args.json else 2))
