@@ -1,8 +1,10 @@
 """
-# A declared pipeline
+# An installed or declared pipeline
 
-A pipeline the `declarations` setting names beside the orders (`module:NAME`), run by the
-same runner: the run that fires on D+1 (its own `cron`, in the shared `timezone`) processes D.
+A pipeline an installed package registers under the entry point group
+`tokokita_etl.pipelines`, or one the `declarations` setting names (`module:NAME`), beside the
+package's own, run by the same runner: the run that fires on D+1 (its own `cron`, in the
+shared `timezone`) processes D.
 
 | task | what it does |
 |---|---|

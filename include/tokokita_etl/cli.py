@@ -16,7 +16,7 @@ from typing import NoReturn
 
 from tokokita_etl.errors import EXIT_USAGE, EtlError, StateError
 from tokokita_etl.files import write_text_atomic
-from tokokita_etl.pipelines import DEFAULT, PIPELINES, by_name, settings_of
+from tokokita_etl.pipelines import DEFAULT, by_name, every, settings_of
 from tokokita_etl.runner.claims import settled_watermark
 from tokokita_etl.runner.declaration import Pipeline
 from tokokita_etl.runner.identity import reconcile, verify
@@ -118,11 +118,11 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _pipeline(args: argparse.Namespace) -> Pipeline:
-    """The pipeline `--pipeline` names: the package's own, or one the `declarations` setting
-    names (read without the flags: it has none)."""
+    """The pipeline `--pipeline` names: the package's own, an installed one, or one the
+    `declarations` setting names (read without the flags: it has none)."""
     name = getattr(args, "pipeline", DEFAULT)
-    if name in PIPELINES:
-        return PIPELINES[name]
+    if name in (known := every()):
+        return known[name]
     return by_name(name, load_settings(args.config, stack=stack_environment()).declarations)
 
 

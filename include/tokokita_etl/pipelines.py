@@ -1,5 +1,7 @@
 """The pipelines the runner serves, by name (`--pipeline NAME`) and by DAG id: the package's
-own, and those the `declarations` setting names (`module:NAME`, imported when asked for)."""
+own, those installed packages register under the entry point group `tokokita_etl.pipelines`
+(`NAME = "module:ATTRIBUTE"`, the entry point named as its pipeline), and those the
+`declarations` setting names (`module:NAME`, imported when asked for)."""
 
 from __future__ import annotations
 
@@ -12,11 +14,34 @@ from tokokita_etl.orders.pipeline import ORDERS
 from tokokita_etl.runner.declaration import Pipeline
 from tokokita_etl.weekly.pipeline import WEEKLY_CITY_REPORT
 
+#: the entry point group under which an installed package registers its pipelines
+ENTRY_POINTS = "tokokita_etl.pipelines"
 #: the pipeline a command runs when `--pipeline` is not given
 DEFAULT = ORDERS.name
 #: the package's own pipelines
 PIPELINES: dict[str, Pipeline] = {pipeline.name: pipeline
                                   for pipeline in (ORDERS, WEEKLY_CITY_REPORT, MONTHLY_CITY_REPORT)}
+
+
+@cache
+def installed() -> tuple[Pipeline, ...]:
+    """The pipelines installed packages register (`ENTRY_POINTS`), in the order of their
+    names; a ConfigError names the entry point that cannot be loaded, is no `Pipeline`, is
+    not named as its pipeline, or repeats a name or a DAG id."""
+    from importlib.metadata import entry_points
+
+    found: list[Pipeline] = []
+    for point in sorted(entry_points(group=ENTRY_POINTS), key=lambda point: point.name):
+        where = f"entry point {point.name} = {point.value!r} ({ENTRY_POINTS})"
+        try:
+            value = point.load()
+        except (ImportError, AttributeError) as exc:
+            raise ConfigError(f"{where}: cannot load it: {exc}") from None
+        found.append(_checked(value, where, (*PIPELINES.values(), *found)))
+        if value.name != point.name:
+            raise ConfigError(f"{where}: names the pipeline {value.name!r}; name the entry "
+                              "point as its pipeline")
+    return tuple(found)
 
 
 @cache
@@ -31,20 +56,25 @@ def declared(declarations: str) -> tuple[Pipeline, ...]:
             value = getattr(importlib.import_module(module), name)
         except (ImportError, AttributeError) as exc:
             raise ConfigError(f"declarations: cannot import {entry!r}: {exc}") from None
-        if not isinstance(value, Pipeline):
-            raise ConfigError(f"declarations: {entry!r} is a {type(value).__name__}, "
-                              "not a Pipeline")
-        for known in (*PIPELINES.values(), *found):
-            if value.name == known.name or value.dag_id == known.dag_id:
-                raise ConfigError(f"declarations: {entry!r} repeats the pipeline "
-                                  f"{known.name!r} (name or DAG id)")
-        found.append(value)
+        found.append(_checked(value, f"declarations: {entry!r}",
+                              (*PIPELINES.values(), *installed(), *found)))
     return tuple(found)
 
 
+def _checked(value: object, where: str, known: tuple[Pipeline, ...]) -> Pipeline:
+    """`value`, a `Pipeline` whose name and DAG id no pipeline of `known` has; else a
+    ConfigError starting with `where`."""
+    if not isinstance(value, Pipeline):
+        raise ConfigError(f"{where} is a {type(value).__name__}, not a Pipeline")
+    for other in known:
+        if value.name == other.name or value.dag_id == other.dag_id:
+            raise ConfigError(f"{where} repeats the pipeline {other.name!r} (name or DAG id)")
+    return value
+
+
 def every(declarations: str = "") -> dict[str, Pipeline]:
-    """Every pipeline, by name: the package's own, then the declared ones."""
-    return {**PIPELINES, **{p.name: p for p in declared(declarations)}}
+    """Every pipeline, by name: the package's own, the installed ones, then the declared."""
+    return {**PIPELINES, **{p.name: p for p in (*installed(), *declared(declarations))}}
 
 
 def by_name(name: str, declarations: str = "") -> Pipeline:

@@ -119,10 +119,11 @@ def pipeline_dag(pipeline: Pipeline, *, doc_md: str | None = None,
 
 
 def declared_dags(*, doc_md: str | None = None) -> dict[str, DAG]:
-    """The DAG of every pipeline the `declarations` setting names, by DAG id."""
+    """The DAG of every pipeline an installed package registers or the `declarations` setting
+    names, by DAG id."""
     from tokokita_airflow.runtime import shared_settings
-    from tokokita_etl.pipelines import declared
+    from tokokita_etl.pipelines import declared, installed
 
     return {pipeline.dag_id: pipeline_dag(
                 pipeline, doc_md=f"# {pipeline.name}\n\n{pipeline.description}\n\n{doc_md or ''}")
-            for pipeline in declared(shared_settings().declarations)}
+            for pipeline in (*installed(), *declared(shared_settings().declarations))}

@@ -1,5 +1,7 @@
-"""A second pipeline for the runner, declared as a user would (`declarations =
-"stock_pipeline:STOCK"`): a daily stock count in two stages, from `stok_YYYY-MM-DD.csv`
+"""A second pipeline for the runner, as a user would write one: a package of its own whose
+`pyproject.toml` registers it under the entry point group `tokokita_etl.pipelines` (installed,
+it is found with no other change), or named by the `declarations` setting
+(`"stock_pipeline:STOCK"`). A daily stock count in two stages, from `stok_YYYY-MM-DD.csv`
 (`sku,qty`) to `gold_dir/stok_harian_YYYY-MM-DD.csv` (each sku's total, in code-point order),
 on its own schedule (`0 3 * * *`). It shares nothing with the orders but the runner."""
 
