@@ -1,4 +1,4 @@
-"""A second pipeline declared beside the orders (`tests/stock_pipeline.py`, named by the
+"""A second pipeline declared beside the orders (`tests/stock_pipeline/`, named by the
 `declarations` setting) runs from the same commands, on the same folders and warehouse, with a
 watermark of its own: what is done to one pipeline's dates never touches the other's."""
 

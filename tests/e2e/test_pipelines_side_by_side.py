@@ -1,5 +1,5 @@
 """A second pipeline beside the orders on a running Airflow: the stock pipeline of the tests
-(`tests/stock_pipeline.py`, two stages, `stok_D.csv`, `0 3 * * *`), named by
+(`tests/stock_pipeline/`, two stages, `stok_D.csv`, `0 3 * * *`), named by
 `TOKOKITA_DECLARATIONS` and given its catch-up window in config/pipeline.yaml's `pipelines:`
 section, as a user would declare it. The orders reprocess a done date whose raw file changed
 (`on_raw_change: reprocess`), so the sweep DAG runs too (every minute here).
