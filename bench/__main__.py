@@ -6,6 +6,7 @@
     python -m bench --catchup --scale-out                    # 30-day catch-up: 2 workers vs 1 machine
     python -m bench --object-storage --rows 1000000          # object storage vs local folders
     python -m bench --react                                  # time to react on a running stack
+    python -m bench --history 365 --json                     # a year of history vs 10 nights
 """
 
 from __future__ import annotations
@@ -64,6 +65,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="time to react on a running local stack: a partition landing to "
                         "its run starting (reschedule and deferrable sensor), a bad partition "
                         "to its run's failure (bench/bench_react.py)")
+    parser.add_argument("--history", type=int, default=None, metavar="NIGHTS",
+                        help="a night's run and status, due, the gate and the page's rows "
+                        "after 10 nights and after NIGHTS nights, both state stores "
+                        "(bench/bench_history.py)")
+    parser.add_argument("--history-rows", type=int, default=2000,
+                        help="with --history: rows per night's partition")
     parser.add_argument("--days", type=int, default=30, help="with --catchup")
     parser.add_argument("--catchup-rows", type=int, default=2000, help="with --catchup")
     parser.add_argument("--all", action="store_true",
@@ -95,6 +102,16 @@ def main(argv: list[str] | None = None) -> int:
         from bench.bench_react import react
 
         print(json.dumps(react(), indent=None if args.json else 2, default=str))
+        return 0
+    if args.history is not None:
+        from bench.bench_history import bench_history
+
+        print(json.dumps(bench_history(
+            args.history, args.history_rows, out=args.out or Path(__file__).parent / "out",
+            pg_url=args.pg_url or os.environ.get("TOKOKITA_BENCH_PG_URL")
+            or "postgresql+psycopg://postgres@127.0.0.1:5432/postgres",
+            repeat=max(args.repeat, 1) if args.repeat > 1 else 5),
+            indent=None if args.json else 2))
         return 0
     if args.catchup and args.scale_out:
         from bench.bench_catchup import bench_scale_out_catchup

@@ -35,7 +35,7 @@ from tokokita_etl.runner.policy import (
 from tokokita_etl.runner.schedule import DAILY, Grain, fire_time_for_partition, local_today
 from tokokita_etl.runner.stores import state_store
 from tokokita_etl.runner.upstream import UpstreamInputs, upstream_dates
-from tokokita_etl.runner.watermark import FAILED, STOPPED, SUCCESS, Watermark
+from tokokita_etl.runner.watermark import FAILED, IN_PROGRESS, STOPPED, SUCCESS, Watermark
 from tokokita_etl.settings.layout import catchup_bound
 from tokokita_etl.settings.model import PATH_SETTINGS, Settings
 
@@ -106,6 +106,13 @@ def upstream_inputs(pipeline: Pipeline, settings: Settings, now: datetime,
     return UpstreamInputs(pipeline, upstream, rows)
 
 
+def _unsettled(state: Watermark) -> set[date]:
+    """The dates of the watermark whose last outcome is not a success still describing the
+    warehouse (failed, blocked, needs re-run), or with a run's intent on them."""
+    return {date.fromisoformat(key) for key, entry in state.runs.items()
+            if entry.get(IN_PROGRESS) is not None or not state.has_success(key)}
+
+
 def due_partitions(pipeline: Pipeline, settings: Settings, state, now: datetime,
                    inputs: UpstreamInputs | None = None,
                    look: Callable[[date], RawChange | None] | None = None) -> list[date]:
@@ -150,7 +157,9 @@ def _number(value: Any) -> float | None:
 def date_states(pipeline: Pipeline, settings: Settings, now: datetime, days: int | None = None,
                 dates: list[date] | None = None, state: Watermark | None = None
                 ) -> list[dict[str, Any]]:
-    """One row per date, oldest first: the window (`window`) and every date in the watermark.
+    """One row per date, oldest first: the window (`window`) and every older date of the
+    watermark that is not done or has a run's intent on it (`_unsettled`): a year of done
+    dates behind the window costs nothing.
 
     Each row: `date`, `state` (a `DateState`), `label` (`failed 1/3`, `running`...),
     `reason` (one sentence), `unblock` (the exact action, for a blocked date), `holder` (of a
@@ -163,9 +172,8 @@ def date_states(pipeline: Pipeline, settings: Settings, now: datetime, days: int
     """
     if state is None:
         state = settled_watermark(settings, now)
-    known = {date.fromisoformat(d) for d in state.runs}
-    wanted = sorted(set(window(settings, now, days, pipeline.grain) if dates is None
-                        else dates) | (known if dates is None else set()))
+    wanted = sorted(set(dates) if dates is not None else
+                    set(window(settings, now, days, pipeline.grain)) | _unsettled(state))
     inputs = upstream_inputs(pipeline, settings, now, sorted(set(wanted) | set(
         past_partitions(now, settings.lookback_days, settings.timezone, pipeline.grain))))
     # one look at a done date's raw file for the due dates and its row (a changed file is

@@ -10,6 +10,7 @@ import json
 import os
 import tempfile
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,47 @@ from tokokita_etl.runner.watermark import (
     check_document,
     parse_claim,
 )
+
+
+@dataclass
+class _Seen:
+    """A watermark document as this process last read or wrote it: the file's bytes, the
+    checked document (never changed in place: readers share it) and the text of each entry
+    as the file holds it, filled as entries are serialised."""
+
+    raw: bytes
+    data: dict[str, Any]
+    texts: dict[str, str] = field(default_factory=dict)
+
+
+#: by watermark file
+_SEEN: dict[Path, _Seen] = {}
+
+
+def _json(value: Any, indent: str) -> str:
+    """`value` as `json.dumps(..., indent=2)` writes it nested `indent` deep."""
+    return json.dumps(value, indent=2, ensure_ascii=False).replace("\n", "\n" + indent)
+
+
+def _document_text(data: dict[str, Any], texts: dict[str, str]) -> str:
+    """`json.dumps(data, indent=2, ensure_ascii=False) + "\n"`, byte for byte, with each
+    entry's text taken from `texts` when there (and added to it when not)."""
+    if not data["runs"]:
+        return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    parts = []
+    for name, value in data.items():
+        if name != "runs":
+            parts.append(f"  {json.dumps(name, ensure_ascii=False)}: {_json(value, '  ')}")
+            continue
+        entries = []
+        for key, entry in value.items():
+            text = texts.get(key)
+            if text is None:
+                text = texts[key] = \
+                    f"    {json.dumps(key, ensure_ascii=False)}: {_json(entry, '    ')}"
+            entries.append(text)
+        parts.append('  "runs": {\n' + ",\n".join(entries) + "\n  }")
+    return "{\n" + ",\n".join(parts) + "\n}\n"
 
 
 class StateStore(WatermarkRules):
@@ -44,17 +86,32 @@ class StateStore(WatermarkRules):
 
     def read(self) -> Watermark:
         """Load the current watermark (an empty one when the file does not exist yet)."""
-        return Watermark(self._load())
+        data = self._shared()
+        return Watermark({**data, "runs": dict(data["runs"])})
 
     def _locked(self) -> contextlib.AbstractContextManager[None]:
         return locked(self.lock_path)
 
     def _load(self) -> dict[str, Any]:
+        """The document, the caller's own to change."""
+        return copy.deepcopy(self._shared())
+
+    def _shared(self) -> dict[str, Any]:
+        """The document, checked, shared with this process's other readers: never changed
+        in place. Parsed and checked again only when the file's bytes are not the ones this
+        process last read or wrote."""
         try:
-            text = self.path.read_text(encoding="utf-8")
+            raw = self.path.read_bytes()
         except FileNotFoundError:
             return {"pipeline": self.pipeline, "runs": {}}
-        except (OSError, UnicodeDecodeError) as exc:
+        except OSError as exc:
+            raise StateError(f"{self.path}: cannot read the watermark: {exc}") from None
+        seen = _SEEN.get(self.path)
+        if seen is not None and seen.raw == raw:
+            return seen.data
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
             raise StateError(f"{self.path}: cannot read the watermark: {exc}") from None
         try:
             data = json.loads(text)
@@ -64,7 +121,9 @@ class StateStore(WatermarkRules):
                 f"column {exc.colno}: {exc.msg}); fix or restore it by hand, "
                 "it is never reset automatically"
             ) from None
-        return check_document(str(self.path), data)
+        check_document(str(self.path), data)
+        _SEEN[self.path] = _Seen(raw, data)
+        return data
 
     def check_writable(self) -> None:
         """StateError unless the watermark and the manifests folder can be written now: an
@@ -102,28 +161,43 @@ class StateStore(WatermarkRules):
             before = copy.deepcopy(data)
             result = mutate(data)
             if data != before:
-                try:
-                    write_text_atomic(self.path, json.dumps(
-                        data, indent=2, ensure_ascii=False, sort_keys=False) + "\n")
-                except OSError as exc:  # the folder filled up (or turned read-only) since
-                    # check_writable: the change is not recorded, and the file is as it was
-                    raise StateError(
-                        f"{self.path}: the watermark cannot be written "
-                        f"({exc.strerror or exc}); it is unchanged: free space or fix the "
-                        "permissions, then run again") from None
+                self._write(data, {})
             return result
 
     def update_entry(self, day: date, mutate: Callable[[dict[str, Any]], Any]) -> Any:
-        def change(data: dict[str, Any]) -> Any:
-            key = day.isoformat()
-            entry = data["runs"].setdefault(key, {})
+        """Apply `mutate` to a copy of `day`'s entry under the lock and save the document
+        atomically when it changed (the other entries' texts as this process last saw
+        them)."""
+        key = day.isoformat()
+        with self._locked():
+            data = self._shared()
+            current = data["runs"].get(key, {})
+            entry = copy.deepcopy(current)
             result = mutate(entry)
-            if not entry:
-                del data["runs"][key]
-            data["runs"] = dict(sorted(data["runs"].items()))
+            if entry == current:
+                return result
+            runs = {name: value for name, value in data["runs"].items() if name != key}
+            if entry:
+                runs[key] = entry
+            seen = _SEEN.get(self.path)
+            texts = {} if seen is None or seen.data is not data else \
+                {name: text for name, text in seen.texts.items() if name != key}
+            self._write({**data, "runs": dict(sorted(runs.items()))}, texts)
             return result
 
-        return self.update(change)
+    def _write(self, data: dict[str, Any], texts: dict[str, str]) -> None:
+        """Save `data` atomically (`texts`: entries' texts known to be theirs)."""
+        raw = _document_text(data, texts).encode("utf-8")
+        try:
+            with atomic_writer(self.path, mode="wb") as handle:
+                handle.write(raw)
+        except OSError as exc:  # the folder filled up (or turned read-only) since
+            # check_writable: the change is not recorded, and the file is as it was
+            raise StateError(
+                f"{self.path}: the watermark cannot be written "
+                f"({exc.strerror or exc}); it is unchanged: free space or fix the "
+                "permissions, then run again") from None
+        _SEEN[self.path] = _Seen(raw, data, texts)
 
     def export(self) -> dict[str, Any]:
         """The watermark document (`state.json`'s format)."""

@@ -1,0 +1,218 @@
+"""What a year of history costs: a night's run and the looks at the dates' states, after 10 and
+after `history` nights, on both state stores.
+
+    python -m bench --history 365 [--history-rows 2000] [--json]
+
+For each store (the file store in `state_dir`, the PostgreSQL store of `state_url`), on an
+SQLite warehouse, in this process:
+
+1. nights 1 to 7 run for real (`run_for_date`, as `tokokita-etl run` does, each at its own
+   scheduled clock), nights 2 to 7 timed (night 1 creates the warehouse);
+2. the ledger of nights 8 to 10 is written directly (`import_entries`, and one manifest per
+   date), each entry and manifest night 7's with its own date: then `status`, `due`, the gate
+   and the page's rows are timed at the clock of night 11;
+3. the ledger of nights 11 to `history - 6` is written the same way, and the last six nights
+   run for real (timed): then the same looks are timed at the clock after the last night.
+
+`start_date` is set so that the status window (the lookback plus 30 days) is full after 10
+nights already: both looks show as many dates, and only the ledger behind them differs.
+Ratios are the year's median over the 10 nights' median (each look repeated `repeat` times).
+The last line of `--json` output is one JSON object: per store `night_ratio`,
+`status_ratio`, `due_ratio`, `gate_ratio`, `page_ratio` and the seconds behind them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import sys
+import time
+import uuid
+from datetime import date, datetime, timedelta
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO / "include") not in sys.path:  # the pipeline of this checkout
+    sys.path.insert(0, str(REPO / "include"))
+
+from devtools.samples import generate_partition  # noqa: E402
+from tokokita_etl.settings.layout import partition_path  # noqa: E402
+
+OUT = REPO / "bench" / "out"
+FIRST = date(2025, 1, 1)
+REAL_FIRST, REAL_LAST = 7, 6  # nights run for real at the start and at the end
+AFTER_FEW = 10
+
+
+def _pg_admin(pg_url: str):
+    import psycopg
+
+    return psycopg.connect(f"postgresql://{pg_url.split('://', 1)[1]}", autocommit=True,
+                           connect_timeout=10)
+
+
+def _raw_dir(out: Path, rows: int, days: list[date]) -> Path:
+    """The raw folder with one generated partition per date (seed: the date's ordinal)."""
+    raw = out / "history" / f"raw-{rows}"
+    for day in days:
+        path = partition_path(raw, day)
+        if not path.exists():
+            generate_partition(path, day, rows, seed=day.toordinal())
+    return raw
+
+
+def _settings(work: Path, raw: Path, start: date, state_url: str):
+    from tokokita_etl.settings.sources import load_settings
+
+    return load_settings(env={}, cwd=work, overrides={
+        "raw_dir": raw, "gold_dir": work / "gold", "quarantine_dir": work / "quarantine",
+        "state_dir": work / "state", "staging_dir": work / "staging",
+        "warehouse_url": f"sqlite:///{work / 'warehouse' / 'tokokita.db'}",
+        "start_date": start, "state_url": state_url,
+    })
+
+
+def _clock(settings, day: date) -> datetime:
+    """The scheduled fire time of `day`'s run (the night after it)."""
+    from tokokita_etl.orders.pipeline import ORDERS
+    from tokokita_etl.runner.schedule import fire_time_for_partition
+
+    return fire_time_for_partition(day, settings.cron, settings.timezone, ORDERS.grain)
+
+
+def _night(settings, day: date) -> float:
+    from tokokita_etl.orders.pipeline import ORDERS
+    from tokokita_etl.runner.sequence import run_for_date
+
+    lines: list[str] = []
+    clock = _clock(settings, day)
+    start = time.perf_counter()
+    outcome = run_for_date(ORDERS, settings, day, now=lambda: clock, log=lines.append,
+                           emit=lambda _line: None)
+    took = time.perf_counter() - start
+    if outcome.exit_code != 0:
+        raise SystemExit(f"night {day} failed: {outcome.error}\n" + "\n".join(lines))
+    return took
+
+
+def _write_ledger(settings, model_day: date, days: list[date]) -> None:
+    """Entries and manifests for `days`, each `model_day`'s with its own date."""
+    from tokokita_etl.runner.stores import state_store
+
+    store = state_store(settings)
+    model = store.read().entry(model_day)
+    manifest = next(store.manifests(model_day))
+    old = model_day.isoformat()
+    entries = {}
+    for day in days:
+        new = day.isoformat()
+        entries[new] = json.loads(json.dumps(model).replace(old, new))
+        body = json.loads(json.dumps(manifest).replace(old, new))
+        store.write_manifest(f"run-{new}-023000", body)
+    store.import_entries({"pipeline": settings.pipeline, "runs": entries})
+
+
+def _looks(settings, day_after: date, repeat: int) -> dict[str, float]:
+    """Median seconds of `status`, `due`, the gate and the page's rows at the clock after
+    the night of `day_after - 1`."""
+    from tokokita_etl.orders.pipeline import ORDERS
+    from tokokita_etl.runner.claims import settled_watermark
+    from tokokita_etl.runner.identity import verify
+    from tokokita_etl.runner.sequence import gate
+    from tokokita_etl.runner.status import (
+        date_states,
+        due_partitions,
+        format_status,
+        status_rows,
+        warehouse_problem,
+    )
+    from tokokita_etl.runner.stores import state_store
+
+    now = _clock(settings, day_after - timedelta(days=1))
+    done = day_after - timedelta(days=2)
+
+    def status() -> None:  # what `tokokita-etl status` does
+        format_status(ORDERS, status_rows(ORDERS, settings, now))
+        warehouse_problem(settings)
+
+    def due() -> None:  # what `tokokita-etl due` does
+        state = settled_watermark(settings, now)
+        verify(settings, state, where=state_store(settings).location)
+        due_partitions(ORDERS, settings, state, now)
+
+    def gate_() -> None:  # a scheduled run's gate on a done date (it skips)
+        gate(ORDERS, settings, done, force=False, reset_attempts=False, now=now, by="bench",
+             run_type="scheduled")
+
+    def page() -> None:  # the rows the status page shows
+        date_states(ORDERS, settings, now)
+
+    figures = {}
+    for name, look in (("status", status), ("due", due), ("gate", gate_), ("page", page)):
+        times = []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            look()
+            times.append(time.perf_counter() - start)
+        figures[name] = statistics.median(times)
+    return figures
+
+
+def _one_store(store: str, history: int, rows: int, out: Path, pg_url: str,
+               repeat: int) -> dict:
+    from tokokita_etl.settings.model import Settings
+
+    days = [FIRST + timedelta(days=n) for n in range(history)]
+    raw = _raw_dir(out, rows, days[:REAL_FIRST] + days[-REAL_LAST:])
+    work = out / "history" / store
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    defaults = Settings.model_fields
+    window = defaults["lookback_days"].default + 30
+    start = FIRST - timedelta(days=window)
+    database = None
+    state_url = ""
+    if store == "postgresql":
+        database = f"tokokita_bench_history_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+        with _pg_admin(pg_url) as conn:
+            conn.execute(f'CREATE DATABASE "{database}"')
+        state_url = f"{pg_url.rpartition('/')[0]}/{database}"
+    try:
+        settings = _settings(work, raw, start, state_url)
+        early = [_night(settings, day) for day in days[:REAL_FIRST]][1:]
+        _write_ledger(settings, days[REAL_FIRST - 1], days[REAL_FIRST:AFTER_FEW])
+        few = _looks(settings, days[AFTER_FEW], repeat)
+        _write_ledger(settings, days[REAL_FIRST - 1], days[AFTER_FEW:history - REAL_LAST])
+        late = [_night(settings, day) for day in days[history - REAL_LAST:]]
+        year = _looks(settings, days[-1] + timedelta(days=1), repeat)
+        state_file = settings.state_file
+        state_bytes = state_file.stat().st_size if state_file.exists() else None
+    finally:
+        if database is not None:
+            with _pg_admin(pg_url) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+    result = {
+        "nights_early_s": [round(t, 4) for t in early],
+        "nights_late_s": [round(t, 4) for t in late],
+        "night_ratio": round(statistics.median(late) / statistics.median(early), 3),
+        "state_json_bytes": state_bytes,
+    }
+    for name in ("status", "due", "gate", "page"):
+        result[f"{name}_{AFTER_FEW}_s"] = round(few[name], 4)
+        result[f"{name}_{history}_s"] = round(year[name], 4)
+        result[f"{name}_ratio"] = round(year[name] / few[name], 3)
+    return result
+
+
+def bench_history(history: int = 365, rows: int = 2000, *, pg_url: str,
+                  out: Path = OUT, repeat: int = 5,
+                  stores: tuple[str, ...] = ("files", "postgresql")) -> dict:
+    """The history benchmark's figures, per store (see the module's docstring)."""
+    if history < AFTER_FEW + REAL_LAST + 1:
+        raise SystemExit(f"--history must be at least {AFTER_FEW + REAL_LAST + 1}")
+    report: dict = {"history": history, "rows": rows, "repeat": repeat}
+    for store in stores:
+        report[store] = _one_store(store, history, rows, out, pg_url, repeat)
+    return report
