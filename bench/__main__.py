@@ -71,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
                         "(bench/bench_history.py)")
     parser.add_argument("--history-rows", type=int, default=2000,
                         help="with --history: rows per night's partition")
+    parser.add_argument("--history-repeat", type=int, default=5,
+                        help="with --history: repetitions of each look (the least is kept)")
     parser.add_argument("--days", type=int, default=30, help="with --catchup")
     parser.add_argument("--catchup-rows", type=int, default=2000, help="with --catchup")
     parser.add_argument("--all", action="store_true",
@@ -106,12 +108,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.history is not None:
         from bench.bench_history import bench_history
 
-        print(json.dumps(bench_history(
+        report = bench_history(
             args.history, args.history_rows, out=args.out or Path(__file__).parent / "out",
             pg_url=args.pg_url or os.environ.get("TOKOKITA_BENCH_PG_URL")
             or "postgresql+psycopg://postgres@127.0.0.1:5432/postgres",
-            repeat=max(args.repeat, 1) if args.repeat > 1 else 5),
-            indent=None if args.json else 2))
+            repeat=max(args.history_repeat, 1))
+        if args.record:
+            from bench.report import record_history
+
+            record_history(report, args.results)
+        print(json.dumps(report, indent=None if args.json else 2))
         return 0
     if args.catchup and args.scale_out:
         from bench.bench_catchup import bench_scale_out_catchup

@@ -9,7 +9,7 @@ import copy
 import json
 import os
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
@@ -18,6 +18,8 @@ from typing import Any
 from tokokita_etl.errors import StateError
 from tokokita_etl.files import atomic_writer, locked, write_new_atomic, write_text_atomic
 from tokokita_etl.runner.watermark import (
+    FAILED,
+    SUCCESS,
     Claim,
     Watermark,
     WatermarkRules,
@@ -249,6 +251,24 @@ class StateStore(WatermarkRules):
                              "no run of this date is in progress") from None
         return parse_claim(data, str(path))
 
+    def claims(self, days: Iterable[date]) -> dict[date, Claim | StateError]:
+        """The claim of each of `days` that has one (a damaged one: the StateError naming
+        it), reading only the claim files there are."""
+        try:
+            present = {path.name for path in self.claims_dir.iterdir()}
+        except FileNotFoundError:
+            return {}
+        found: dict[date, Claim | StateError] = {}
+        for day in days:
+            if self.claim_path(day).name in present:
+                try:
+                    claim = self.read_claim(day)
+                except StateError as exc:
+                    claim = exc
+                if claim is not None:
+                    found[day] = claim
+        return found
+
     def put_claim(self, day: date, claim: Claim) -> None:
         """Write `day`'s claim (call under `date_locked`)."""
         try:
@@ -278,15 +298,36 @@ class StateStore(WatermarkRules):
 
     def manifests(self, day: date) -> Iterator[dict[str, Any]]:
         """The manifests of `day`, newest first (unreadable ones are passed over)."""
-        paths = sorted(self.runs_dir.glob(f"run-{day.isoformat()}-*.json"),
-                       key=lambda path: path.stat().st_mtime_ns, reverse=True)
-        for path in paths:
-            try:
-                body = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-                continue
-            if isinstance(body, dict):
-                yield body
+        return _bodies(self.runs_dir.glob(f"run-{day.isoformat()}-*.json"))
+
+    def last_outcomes(self, days: Iterable[date]) -> dict[date, dict[str, Any]]:
+        """The newest manifest with a recorded outcome (success or failed) of each of `days`
+        that has one: one look at the manifests folder, whatever its length."""
+        wanted = {f"run-{day.isoformat()}-": day for day in days}
+        found: dict[date, list[Path]] = {}
+        try:
+            listing = os.scandir(self.runs_dir)
+        except FileNotFoundError:
+            return {}
+        with listing:
+            for item in listing:
+                day = wanted.get(item.name[:15])
+                if day is not None and item.name.endswith(".json"):
+                    found.setdefault(day, []).append(Path(item.path))
+        return {day: body for day, paths in found.items()
+                if (body := next((body for body in _bodies(paths)
+                                  if body.get("status") in (SUCCESS, FAILED)), None))}
+
+
+def _bodies(paths: Iterable[Path]) -> Iterator[dict[str, Any]]:
+    """The manifests at `paths`, newest first (unreadable ones are passed over)."""
+    for path in sorted(paths, key=lambda path: path.stat().st_mtime_ns, reverse=True):
+        try:
+            body = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            continue
+        if isinstance(body, dict):
+            yield body
 
 
 def _probe(folder: Path, name: str, content: bytes) -> None:
