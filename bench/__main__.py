@@ -106,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(react(), indent=None if args.json else 2, default=str))
         return 0
     if args.history is not None:
+        if args.project_src:  # (before anything imports the pipeline)
+            sys.path.insert(0, str(args.project_src.resolve()))
         from bench.bench_history import bench_history
 
         report = bench_history(

@@ -9,12 +9,16 @@ SQLite warehouse, in this process:
 1. nights 1 to 7 run for real (`run_for_date`, as `tokokita-etl run` does, each at its own
    scheduled clock), nights 2 to 7 timed (night 1 creates the warehouse);
 2. the ledger of nights 8 to 10 is written directly (`import_entries`, and one manifest per
-   date), each entry and manifest night 7's with its own date: then `tokokita-etl status` and
-   `tokokita-etl due` (each a process of its own, as a person runs them), the gate of a
-   scheduled run of a done date and the rows the status page shows (`date_states`) are timed
-   at the clock of night 11;
+   date), each entry and manifest night 7's with its own date, and the state so far is
+   copied aside (the work folder; the PostgreSQL store's database as a template);
 3. the ledger of nights 11 to `history - 6` is written the same way, and the last six nights
-   run for real (timed): then the same looks are timed at the clock after the last night.
+   run for real (timed);
+4. `tokokita-etl status` and `tokokita-etl due` (each a process of its own, as a person runs
+   them), the gate of a scheduled run of a done date (night 7's, the last night's) and the
+   rows the status page shows
+   (`date_states`) are timed on the copy after 10 nights (at the clock of night 11) and on
+   the year (at the clock after its last night), alternately, nothing of the watermark held
+   in this process from before.
 
 `start_date` is set so that the status window (the lookback plus 30 days) is full after 10
 nights already: both looks show as many dates, and only the ledger behind them differs.
@@ -35,6 +39,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from datetime import date, datetime, timedelta
 from pathlib import Path
 
@@ -128,20 +133,20 @@ def _cli_env(settings) -> dict[str, str]:
     return env
 
 
-def _looks(settings, work: Path, day_after: date, repeat: int) -> dict[str, float]:
-    """The least seconds of `repeat` of `status` and `due` (the commands, each a process of its own), of
-    the gate and of the page's rows (in this process, with nothing of the watermark held
-    from before: as a task process starts) at the clock after the night of
-    `day_after - 1`."""
+def _looks(settings, work: Path, day_after: date, done: date) -> dict[str, Callable[[], object]]:
+    """`status` and `due` (the commands, each a process of its own), the gate of a scheduled
+    run of `done` (a date a real night processed: it skips) and the page's rows (in this
+    process) at the clock after the night of `day_after - 1`."""
     from tokokita_etl.orders.pipeline import ORDERS
     from tokokita_etl.runner.sequence import gate
     from tokokita_etl.runner.status import date_states
-    from tokokita_etl.runner.stores import files
 
     now = _clock(settings, day_after - timedelta(days=1))
-    done = day_after - timedelta(days=2)
-    env = _cli_env(settings)
-    command = [str(Path(sys.executable).with_name("tokokita-etl"))]
+    import tokokita_etl
+
+    # the package this process imported (this checkout's, or `--project-src`'s)
+    env = {**_cli_env(settings), "PYTHONPATH": str(Path(tokokita_etl.__file__).parents[1])}
+    command = [sys.executable, "-m", "tokokita_etl"]
     clock = now.isoformat(timespec="minutes")
 
     def cli(*args: str) -> None:
@@ -150,20 +155,29 @@ def _looks(settings, work: Path, day_after: date, repeat: int) -> dict[str, floa
         if result.returncode != 0:
             raise SystemExit(f"tokokita-etl {' '.join(args)} failed: {result.stderr}")
 
-    def gate_() -> None:  # a scheduled run's gate on a done date (it skips)
-        gate(ORDERS, settings, done, force=False, reset_attempts=False, now=now, by="bench",
-             run_type="scheduled")
+    return {"status": lambda: cli("status"), "due": lambda: cli("due"),
+            "gate": lambda: gate(ORDERS, settings, done, force=False, reset_attempts=False,
+                                 now=now, by="bench", run_type="scheduled"),
+            "page": lambda: date_states(ORDERS, settings, now)}
+
+
+def _timed_side_by_side(few: dict, year: dict, repeat: int) -> dict[str, tuple[float, float]]:
+    """Each look's least seconds after few nights and after the year, the two alternating
+    (so that the machine's other work weighs on both alike), with nothing of the watermark
+    held from before (as a process of its own starts)."""
+    from tokokita_etl.runner.stores import database, files
 
     figures = {}
-    for name, look in (("status", lambda: cli("status")), ("due", lambda: cli("due")),
-                       ("gate", gate_), ("page", lambda: date_states(ORDERS, settings, now))):
-        times = []
+    for name in few:
+        times: tuple[list[float], list[float]] = ([], [])
         for _ in range(repeat):
-            files._SEEN.clear()  # (a process of its own has read nothing yet)
-            start = time.perf_counter()
-            look()
-            times.append(time.perf_counter() - start)
-        figures[name] = min(times)
+            for side, looks in enumerate((few, year)):
+                for module in (files, database):  # (an older checkout holds nothing)
+                    getattr(module, "_SEEN", {}).clear()
+                start = time.perf_counter()
+                looks[name]()
+                times[side].append(time.perf_counter() - start)
+        figures[name] = (min(times[0]), min(times[1]))
     return figures
 
 
@@ -179,27 +193,40 @@ def _one_store(store: str, history: int, rows: int, out: Path, pg_url: str,
     defaults = Settings.model_fields
     window = defaults["lookback_days"].default + 30
     start = FIRST - timedelta(days=window)
-    database = None
-    state_url = ""
-    if store == "postgresql":
-        database = f"tokokita_bench_history_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+    databases: list[str] = []
+
+    def state_url(copy_of: str | None = None) -> str:
+        if store != "postgresql":
+            return ""
+        name = f"tokokita_bench_history_{os.getpid()}_{uuid.uuid4().hex[:6]}"
         with _pg_admin(pg_url) as conn:
-            conn.execute(f'CREATE DATABASE "{database}"')
-        state_url = f"{pg_url.rpartition('/')[0]}/{database}"
+            conn.execute(f'CREATE DATABASE "{name}"'
+                         + (f' TEMPLATE "{copy_of}"' if copy_of else ""))
+        databases.append(name)
+        return f"{pg_url.rpartition('/')[0]}/{name}"
+
     try:
-        settings = _settings(work, raw, start, state_url)
+        settings = _settings(work, raw, start, state_url())
         early = [_night(settings, day) for day in days[:REAL_FIRST]][1:]
         _write_ledger(settings, days[REAL_FIRST - 1], days[REAL_FIRST:AFTER_FEW])
-        few = _looks(settings, work, days[AFTER_FEW], repeat)
+        # the state after few nights, kept aside: its looks alternate with the year's
+        few_work = out / "history" / f"{store}-after-{AFTER_FEW}"
+        shutil.rmtree(few_work, ignore_errors=True)
+        shutil.copytree(work, few_work)
+        few = _settings(few_work, raw, start,
+                        state_url(databases[0]) if databases else "")
         _write_ledger(settings, days[REAL_FIRST - 1], days[AFTER_FEW:history - REAL_LAST])
         late = [_night(settings, day) for day in days[history - REAL_LAST:]]
-        year = _looks(settings, work, days[-1] + timedelta(days=1), repeat)
+        looks = _timed_side_by_side(
+            _looks(few, few_work, days[AFTER_FEW], days[REAL_FIRST - 1]),
+            _looks(settings, work, days[-1] + timedelta(days=1), days[-1]), repeat)
         state_file = settings.state_file
         state_bytes = state_file.stat().st_size if state_file.exists() else None
     finally:
-        if database is not None:
+        if databases:
             with _pg_admin(pg_url) as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+                for name in databases:
+                    conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     result = {
         "nights_early_s": [round(t, 4) for t in early],
         "nights_late_s": [round(t, 4) for t in late],
@@ -207,10 +234,10 @@ def _one_store(store: str, history: int, rows: int, out: Path, pg_url: str,
         "night_median_ratio": round(statistics.median(late) / statistics.median(early), 3),
         "state_json_bytes": state_bytes,
     }
-    for name in ("status", "due", "gate", "page"):
-        result[f"{name}_{AFTER_FEW}_s"] = round(few[name], 4)
-        result[f"{name}_{history}_s"] = round(year[name], 4)
-        result[f"{name}_ratio"] = round(year[name] / few[name], 3)
+    for name, (after_few, after_year) in looks.items():
+        result[f"{name}_{AFTER_FEW}_s"] = round(after_few, 4)
+        result[f"{name}_{history}_s"] = round(after_year, 4)
+        result[f"{name}_ratio"] = round(after_year / after_few, 3)
     return result
 
 
