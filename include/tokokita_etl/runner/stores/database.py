@@ -135,24 +135,24 @@ class DatabaseStateStore(WatermarkRules):
         """The document of the rows (date, the entry's JSON text): an entry whose text this
         process has already parsed and checked is taken as it was (never changed in place:
         readers share it), every other one parsed and checked."""
-        seen = _SEEN.setdefault((self.database.display_url, self.pipeline), {})
+        where = (self.database.display_url, self.pipeline)
+        seen, now_seen = _SEEN.get(where, {}), {}
         runs = {}
         for day, entry_text in rows:
             key = day.isoformat()
             known = seen.get(key)
             if known is not None and known[0] == entry_text:
-                runs[key] = known[1]
-                continue
-            try:
-                entry = json.loads(entry_text)
-            except json.JSONDecodeError as exc:
-                raise StateError(f"{self.location}: corrupt watermark: bad entry for {key}: "
-                                 f"invalid JSON ({exc.msg})") from None
-            check_entry(self.location, key, entry)
-            seen[key] = (entry_text, entry)
+                entry = known[1]
+            else:
+                try:
+                    entry = json.loads(entry_text)
+                except json.JSONDecodeError as exc:
+                    raise StateError(f"{self.location}: corrupt watermark: bad entry for "
+                                     f"{key}: invalid JSON ({exc.msg})") from None
+                check_entry(self.location, key, entry)
+            now_seen[key] = (entry_text, entry)
             runs[key] = entry
-        for key in set(seen) - set(runs):
-            del seen[key]
+        _SEEN[where] = now_seen  # (replaced whole: a reader in another thread keeps its own)
         return {"pipeline": self.pipeline, "runs": runs}
 
     def read(self) -> Watermark:
