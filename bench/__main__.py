@@ -7,6 +7,7 @@
     python -m bench --object-storage --rows 1000000          # object storage vs local folders
     python -m bench --react                                  # time to react on a running stack
     python -m bench --backfill --days 90 --rows 2000 --json  # `airflow backfill create` vs the CLI
+    python -m bench --history 365 --json                     # a year of history vs 10 nights
 """
 
 from __future__ import annotations
@@ -74,6 +75,14 @@ def main(argv: list[str] | None = None) -> int:
                         "DAG's, 3)")
     parser.add_argument("--days", type=int, default=None,
                         help="with --catchup (default 30) or --backfill (default 90)")
+    parser.add_argument("--history", type=int, default=None, metavar="NIGHTS",
+                        help="a night's run and status, due, the gate and the page's rows "
+                        "after 10 nights and after NIGHTS nights, both state stores "
+                        "(bench/bench_history.py)")
+    parser.add_argument("--history-rows", type=int, default=2000,
+                        help="with --history: rows per night's partition")
+    parser.add_argument("--history-repeat", type=int, default=5,
+                        help="with --history: repetitions of each look (the least is kept)")
     parser.add_argument("--catchup-rows", type=int, default=2000, help="with --catchup")
     parser.add_argument("--all", action="store_true",
                         help="100k, 300k, 1M, 5M rows on both backends, DAG parse, cron; "
@@ -114,6 +123,22 @@ def main(argv: list[str] | None = None) -> int:
                                 args.max_active_runs or MAX_ACTIVE_RUNS)
         print(json.dumps(report, indent=None if args.json else 2))
         return 0 if report["identical"] else 1
+    if args.history is not None:
+        if args.project_src:  # (before anything imports the pipeline)
+            sys.path.insert(0, str(args.project_src.resolve()))
+        from bench.bench_history import bench_history
+
+        report = bench_history(
+            args.history, args.history_rows, out=args.out or Path(__file__).parent / "out",
+            pg_url=args.pg_url or os.environ.get("TOKOKITA_BENCH_PG_URL")
+            or "postgresql+psycopg://postgres@127.0.0.1:5432/postgres",
+            repeat=max(args.history_repeat, 1))
+        if args.record:
+            from bench.report import record_history
+
+            record_history(report, args.results)
+        print(json.dumps(report, indent=None if args.json else 2))
+        return 0
     if args.catchup and args.scale_out:
         from bench.bench_catchup import bench_scale_out_catchup
 

@@ -117,6 +117,54 @@ def record_run(report: dict, results: Path | None = None) -> None:
     (results or REPO / "bench" / "RESULTS.md").write_text(render(data), encoding="utf-8")
 
 
+def record_history(report: dict, results: Path | None = None) -> None:
+    """One `python -m bench --history N --record` run into bench/out/results.json (replacing
+    the last one) and RESULTS.md re-written from it."""
+    saved = OUT / "results.json"
+    if not saved.exists():
+        raise SystemExit(f"{saved} is missing: run `make bench` once before --record")
+    data = json.loads(saved.read_text(encoding="utf-8"))
+    data["history"] = {**report, "load_average_after": os.getloadavg(), "commit": _commit(),
+                       "measured": datetime.now(UTC).isoformat(timespec="seconds")}
+    saved.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    (results or REPO / "bench" / "RESULTS.md").write_text(render(data), encoding="utf-8")
+
+
+def history_section(history: dict) -> list[str]:
+    """The lines of RESULTS.md's history table (`bench/bench_history.py`)."""
+    n, few = history["history"], 10
+    stores = {"files": "files (`state.json`)", "postgresql": "PostgreSQL (`state_url`)"}
+    out = [
+        "## A year of history",
+        "",
+        f"`python -m bench --history {n} --json` (`bench/bench_history.py`): nights of "
+        f"{history['rows']:,} rows on an SQLite warehouse, nights 2-7 and "
+        f"{n - 5}-{n} run for real, the ledger between them written directly; `status` and "
+        "`due` are the commands (a process each), the gate a scheduled run's on a done date, "
+        "the page the rows the status page shows, with nothing of the watermark held from "
+        "before. Seconds are the least of the six nights, and of "
+        f"{history['repeat']} repetitions of each look (the machine's other work only adds "
+        "time); the median nights' ratio beside it. Measured "
+        f"{history.get('measured', '')}, commit {history.get('commit', '')}, load average "
+        f"after {', '.join(f'{x:.1f}' for x in history.get('load_average_after', []))}.",
+        "",
+        f"| store | nights 2-7 s | nights {n - 5}-{n} s | ratio (median's) | look | "
+        f"after {few} s | after {n} s | ratio |",
+        "|---|---:|---:|---:|---|---:|---:|---:|",
+    ]
+    for store, name in stores.items():
+        figures = history.get(store)
+        if not figures:
+            continue
+        night = (f"{min(figures['nights_early_s']):.3f} | {min(figures['nights_late_s']):.3f} | "
+                 f"{figures['night_ratio']} ({figures['night_median_ratio']})")
+        for look in ("status", "due", "gate", "page"):
+            out.append(f"| {name} | {night} | {look} | {figures[f'{look}_{few}_s']:.4f} | "
+                       f"{figures[f'{look}_{n}_s']:.4f} | {figures[f'{look}_ratio']} |")
+            name, night = "", " | | "
+    return [*out, ""]
+
+
 def render_saved(results: Path | None = None) -> int:
     """Re-write RESULTS.md from the last run's bench/out/results.json."""
     data = json.loads((OUT / "results.json").read_text(encoding="utf-8"))
@@ -326,6 +374,8 @@ def render(data: dict) -> str:
     out += ["", f"Against a naive minute-by-minute scan (`{naive['expression']}`, UTC): "
                 f"{naive['ours_ms']} ms vs {naive['naive_ms']} ms ({naive['speedup_vs_naive']}x), "
                 f"same runs: {naive['same_runs']}.", ""]
+    if data.get("history"):
+        out += history_section(data["history"])
     analysis = REPO / "bench" / "ANALYSIS.md"
     if analysis.exists():
         out.append(analysis.read_text(encoding="utf-8"))

@@ -337,3 +337,90 @@ def test_a_read_only_state_database_stops_the_run_before_any_stage(tmp_path, pip
     state_store(settings).read()  # reading works
     with pytest.raises(StateError, match="the state cannot be written"):
         check_writable(settings)
+
+
+# -- a year of history ---------------------------------------------------------------------
+
+
+def test_the_file_store_rewrites_state_json_as_json_dumps_writes_it_entry_after_entry(
+        tmp_path, pipeline):
+    """The file store keeps each entry's text between its writes and serialises only the
+    changed one: the file stays byte for byte `json.dumps(document, indent=2)`, whatever the
+    order of the changes (an entry added before others, one changed in the middle, one
+    removed), and so does `state export`."""
+    settings = make_settings(tmp_path, "file", pipeline)
+    store = state_store(settings)
+    for day in (DAYS[3], DAYS[1], DAYS[5]):
+        store.record(day, SUCCESS, {"rows": {"fact": 3}, "warnings": ["a \"quoted\"\nline é"]},
+                     NOW)
+    store.begin(DAYS[1], "run-b", "extract", NOW)
+    store.reset_attempts(DAYS[0], now=NOW, by="ops")  # no entry: nothing is written
+    store.update_entry(DAYS[5], lambda entry: entry.clear())
+    store.record(DAYS[0], FAILED, {"error": "boom"}, NOW)
+    text = settings.state_file.read_text(encoding="utf-8")
+    document = json.loads(text)
+    assert list(document["runs"]) == [str(day) for day in (DAYS[0], DAYS[1], DAYS[3])]
+    assert document["runs"][str(DAYS[1])]["in_progress"]["run"] == "run-b"
+    assert text == json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+    exported = run_cli(["state", "export"], cwd=tmp_path,
+                       env={"TOKOKITA_STATE_DIR": "data/state", "TOKOKITA_RAW_DIR": "data/raw",
+                            "TOKOKITA_STAGING_DIR": "data/staging",
+                            "TOKOKITA_PIPELINE": pipeline})
+    assert exported.returncode == 0, exported.stderr
+    assert exported.stdout == text
+
+
+def test_a_change_written_by_another_process_is_read_and_kept_by_the_next_update(
+        tmp_path, pipeline):
+    """Regression guard for the file store's reuse of the document it last read: another
+    process's write (here a hand edit) changes the file's bytes, so the next read and the
+    next update see it (no update of another process is lost), and a damaged edit is the
+    usual error naming the file, not the document read before."""
+    settings = make_settings(tmp_path, "file", pipeline)
+    store = state_store(settings)
+    store.record(DAYS[0], SUCCESS, {}, NOW)
+    store.record(DAYS[1], FAILED, {"error": "boom"}, NOW)
+    assert store.read().attempts(DAYS[1]) == 1
+    edited = json.loads(settings.state_file.read_text(encoding="utf-8"))
+    edited["runs"][str(DAYS[1])]["attempt"] = 5
+    settings.state_file.write_text(json.dumps(edited, indent=2), encoding="utf-8")
+    assert store.read().attempts(DAYS[1]) == 5
+    store.record(DAYS[2], SUCCESS, {}, NOW)
+    on_file = json.loads(settings.state_file.read_text(encoding="utf-8"))["runs"]
+    assert (on_file[str(DAYS[1])]["attempt"], on_file[str(DAYS[2])]["attempt"]) == (5, 1)
+    settings.state_file.write_text(
+        settings.state_file.read_text(encoding="utf-8").replace('"attempt": 5', '"attempt": -5'),
+        encoding="utf-8")
+    with pytest.raises(StateError, match=rf"{settings.state_file}: corrupt watermark: bad "
+                                         rf"entry for {DAYS[1]}: field 'attempt'"):
+        store.read()
+    with pytest.raises(StateError, match="corrupt watermark"):
+        store.record(DAYS[3], SUCCESS, {}, NOW)
+
+
+def test_a_reader_changing_its_watermark_leaves_the_stores_document_as_it_is(settings):
+    """The file store hands every reader the document it last read (not a copy per read):
+    `settled_watermark`, which counts a gone run's failure in its own view, must not change
+    what the next reader gets."""
+    from tokokita_etl.runner.claims import settled_watermark
+
+    store = state_store(settings)
+    store.begin(DAYS[0], "run-gone", "load", NOW)  # no claim: the run is gone
+    assert settled_watermark(settings, NOW, never_finished).entry(DAYS[0])["failures"] == 1
+    assert "failures" not in store.read().entry(DAYS[0])
+
+
+def test_the_last_outcome_and_the_claim_of_many_dates_are_read_at_once(settings):
+    """What the status rows read per date (the newest manifest with an outcome, the claim)
+    comes in one look at the store, with the same answers as a look per date."""
+    store = state_store(settings)
+    for name, day, status in (("a", DAYS[0], "success"), ("b", DAYS[0], "skipped"),
+                              ("c", DAYS[1], "skipped"), ("d", DAYS[3], "failed")):
+        store.write_manifest(f"run-{day}-{name}",
+                             {"partition_date": str(day), "status": status, "run": name})
+    outcomes = store.last_outcomes(DAYS)
+    assert {day: body["run"] for day, body in outcomes.items()} == {DAYS[0]: "a", DAYS[3]: "d"}
+    assert store.last_outcomes([]) == {}
+    claim_date(settings, DAYS[2], "run-c", NOW, never_finished)
+    claims = store.claims(DAYS)
+    assert list(claims) == [DAYS[2]] and claims[DAYS[2]] == read_claim(settings, DAYS[2])

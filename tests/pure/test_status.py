@@ -131,12 +131,18 @@ def test_an_expired_claim_does_not_make_a_date_running(tmp_path):
     assert by_date(date_states(ORDERS, settings, at(4)))[str(day)]["state"] == "due"
 
 
-def test_dates_in_the_watermark_outside_the_window_are_listed_too(tmp_path):
+def test_dates_in_the_watermark_outside_the_window_are_listed_too_unless_done(tmp_path):
+    """A year of done dates behind the window costs the status nothing: they are listed
+    when a longer window (`days`) covers them; an older date that is not done (failed,
+    blocked, needs re-run) is always listed."""
     settings = settings_in(tmp_path)
-    record(settings, date(2026, 11, 2), SUCCESS)
+    record(settings, date(2026, 11, 2), FAILED, error="bad bytes", failed_stage="extract")
+    record(settings, date(2026, 11, 3), SUCCESS)
     rows = date_states(ORDERS, settings, at(12, day=date(2027, 3, 1)))
-    assert rows[0]["date"] == "2026-11-02" and rows[0]["state"] == "done"
+    assert rows[0]["date"] == "2026-11-02" and rows[0]["state"] == "failed"
     assert len(rows) == settings.lookback_days + 30 + 1
+    longer = by_date(date_states(ORDERS, settings, at(12, day=date(2027, 3, 1)), days=150))
+    assert longer["2026-11-03"]["state"] == "done"
 
 
 def test_a_due_date_names_who_runs_it_the_catch_up_or_once_it_ended_a_person(tmp_path):

@@ -149,7 +149,8 @@ def settled_watermark(settings: Settings, now: datetime,
     only: `due`, `status` and the page agree with what the next run does."""
     store = state_store(settings)
     state = store.read()
-    data = copy.deepcopy(state.data)
+    # a copy of the document whose changed entries are copies: the store's stay as read
+    data = {**state.data, "runs": dict(state.runs)}
     ended = set()
     for iso, entry in state.runs.items():
         intent = entry.get(IN_PROGRESS)
@@ -159,7 +160,8 @@ def settled_watermark(settings: Settings, now: datetime,
                             holder_finished):
             ended.add(intent["run"])
             if not intent.get(STOPPED):  # a stopped run is recorded without a failure
-                data["runs"][iso]["failures"] = failures_since_success(entry) + 1
+                data["runs"][iso] = {**copy.deepcopy(entry),
+                                     "failures": failures_since_success(entry) + 1}
     return Watermark(data, frozenset(ended))
 
 

@@ -15,7 +15,7 @@ from functools import cache
 from typing import Any
 
 from tokokita_etl.errors import EtlError
-from tokokita_etl.runner.claims import interrupted_stage, read_claim, settled_watermark
+from tokokita_etl.runner.claims import interrupted_stage, settled_watermark
 from tokokita_etl.runner.declaration import Pipeline
 from tokokita_etl.runner.inputs import RawChange, changed_since_processed, raw_changed_of
 from tokokita_etl.runner.liveness import cli_holder_finished
@@ -35,7 +35,7 @@ from tokokita_etl.runner.policy import (
 from tokokita_etl.runner.schedule import DAILY, Grain, fire_time_for_partition, local_today
 from tokokita_etl.runner.stores import state_store
 from tokokita_etl.runner.upstream import UpstreamInputs, upstream_dates
-from tokokita_etl.runner.watermark import FAILED, STOPPED, SUCCESS, Watermark
+from tokokita_etl.runner.watermark import FAILED, IN_PROGRESS, STOPPED, Claim, Watermark
 from tokokita_etl.settings.layout import catchup_bound
 from tokokita_etl.settings.model import PATH_SETTINGS, Settings
 
@@ -106,6 +106,13 @@ def upstream_inputs(pipeline: Pipeline, settings: Settings, now: datetime,
     return UpstreamInputs(pipeline, upstream, rows)
 
 
+def _unsettled(state: Watermark) -> set[date]:
+    """The dates of the watermark whose last outcome is not a success still describing the
+    warehouse (failed, blocked, needs re-run), or with a run's intent on them."""
+    return {date.fromisoformat(key) for key, entry in state.runs.items()
+            if entry.get(IN_PROGRESS) is not None or not state.has_success(key)}
+
+
 def due_partitions(pipeline: Pipeline, settings: Settings, state, now: datetime,
                    inputs: UpstreamInputs | None = None,
                    look: Callable[[date], RawChange | None] | None = None) -> list[date]:
@@ -132,14 +139,6 @@ def due_partitions(pipeline: Pipeline, settings: Settings, state, now: datetime,
                     grain=pipeline.grain)
 
 
-def _last_manifest(settings: Settings, day: date) -> dict[str, Any]:
-    """The newest manifest of `day` with a recorded outcome (success or failed), or {}."""
-    for body in state_store(settings).manifests(day):
-        if body.get("status") in (SUCCESS, FAILED):
-            return body
-    return {}
-
-
 def _number(value: Any) -> float | None:
     try:
         return float(value)
@@ -150,7 +149,9 @@ def _number(value: Any) -> float | None:
 def date_states(pipeline: Pipeline, settings: Settings, now: datetime, days: int | None = None,
                 dates: list[date] | None = None, state: Watermark | None = None
                 ) -> list[dict[str, Any]]:
-    """One row per date, oldest first: the window (`window`) and every date in the watermark.
+    """One row per date, oldest first: the window (`window`) and every older date of the
+    watermark that is not done or has a run's intent on it (`_unsettled`): a year of done
+    dates behind the window costs nothing.
 
     Each row: `date`, `state` (a `DateState`), `label` (`failed 1/3`, `running`...),
     `reason` (one sentence), `unblock` (the exact action, for a blocked date), `holder` (of a
@@ -163,9 +164,8 @@ def date_states(pipeline: Pipeline, settings: Settings, now: datetime, days: int
     """
     if state is None:
         state = settled_watermark(settings, now)
-    known = {date.fromisoformat(d) for d in state.runs}
-    wanted = sorted(set(window(settings, now, days, pipeline.grain) if dates is None
-                        else dates) | (known if dates is None else set()))
+    wanted = sorted(set(dates) if dates is not None else
+                    set(window(settings, now, days, pipeline.grain)) | _unsettled(state))
     inputs = upstream_inputs(pipeline, settings, now, sorted(set(wanted) | set(
         past_partitions(now, settings.lookback_days, settings.timezone, pipeline.grain))))
     # one look at a done date's raw file for the due dates and its row (a changed file is
@@ -173,6 +173,10 @@ def date_states(pipeline: Pipeline, settings: Settings, now: datetime, days: int
     look = cache(lambda day: changed_since_processed(pipeline, settings, state.entry(day), day))
     due = set(due_partitions(pipeline, settings, state, now, inputs, look))
     wait_window = timedelta(hours=settings.wait_window_hours)
+    # each date's newest manifest with an outcome, in one look at the store
+    store = state_store(settings)
+    outcomes = store.last_outcomes([day for day in wanted if state.entry(day)])
+    claims = store.claims(wanted)
     rows = []
     for day in wanted:
         entry = state.entry(day)
@@ -196,24 +200,26 @@ def date_states(pipeline: Pipeline, settings: Settings, now: datetime, days: int
             "updated_at": entry.get("updated_at", ""), "warnings": entry.get("warnings", []),
             "raw_change": "", "inputs_change": "",
         }
-        manifest = _last_manifest(settings, day) if entry else {}
+        manifest = outcomes.get(day, {})
         if isinstance(manifest.get("duration_ms"), int | float) and manifest.get("duration_ms"):
             row["duration_s"] = round(manifest["duration_ms"] / 1000, 1)
-        row.update(_state_of(pipeline, settings, state, day, now, present=present,
+        row.update(_state_of(pipeline, settings, state, day, now, claims.get(day),
+                             present=present,
                              due=day in due, wait_window=wait_window, inputs=inputs,
                              look=look))
         rows.append(row)
     return rows
 
 
-def _state_of(pipeline: Pipeline, settings: Settings, state, day: date, now: datetime, *,
-              present: bool, due: bool, wait_window: timedelta,
-              look: Callable[[date], RawChange | None], inputs=None) -> dict[str, Any]:
-    """state, label, reason, holder and unblock of one date (see `date_states`)."""
-    try:
-        claim = read_claim(settings, day)
-    except EtlError as exc:
-        return {"state": DateState.RUNNING, "label": "running (claim unreadable)", "reason": str(exc)}
+def _state_of(pipeline: Pipeline, settings: Settings, state, day: date, now: datetime,
+              claim: Claim | EtlError | None, *, present: bool, due: bool,
+              wait_window: timedelta, look: Callable[[date], RawChange | None],
+              inputs=None) -> dict[str, Any]:
+    """state, label, reason, holder and unblock of one date (see `date_states`); `claim`:
+    its claim as the store read it (a damaged one: the error naming it)."""
+    if isinstance(claim, EtlError):
+        return {"state": DateState.RUNNING, "label": "running (claim unreadable)",
+                "reason": str(claim)}
     if claim is not None and claim.live(now, cli_holder_finished):
         return {"state": DateState.RUNNING, "label": "running", "holder": claim.owner,
                 "reason": f"being processed by {claim.owner} since "

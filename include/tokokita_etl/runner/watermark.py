@@ -104,11 +104,6 @@ _FIELD_RULES["warehouse"] = lambda v: None if isinstance(v, dict) and isinstance
     "must be an object with 'id' (a string) and 'revision' (a count)"
 
 
-def _field_problem(name: str, value: Any) -> str | None:
-    rule = _FIELD_RULES.get(name)
-    return rule(value) if rule else None
-
-
 class Watermark:
     """A read-only snapshot of the watermark document.
 
@@ -221,7 +216,8 @@ def check_entry(where: str, key: str, entry: Any) -> None:
         raise StateError(f"{where}: corrupt watermark: bad entry for {key}: it "
                          f"must be an object, got {_json_kind(entry)}")
     for name, value in entry.items():
-        problem = _field_problem(name, value)
+        rule = _FIELD_RULES.get(name)
+        problem = rule(value) if rule is not None else None
         if problem:
             raise StateError(
                 f"{where}: corrupt watermark: bad entry for {key}: field {name!r} {problem}, "

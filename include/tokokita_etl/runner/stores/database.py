@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import date
 from typing import Any
 
@@ -23,6 +23,8 @@ from sqlalchemy import Connection, text
 
 from tokokita_etl.errors import StateError, WarehouseError
 from tokokita_etl.runner.watermark import (
+    FAILED,
+    SUCCESS,
     Claim,
     Watermark,
     WatermarkRules,
@@ -63,6 +65,10 @@ _SCHEMA_LOCK_KEY = 0x746B6B7374617465  # "tkkstate"
 
 #: URLs whose schema this process has made sure of
 _READY: set[str] = set()
+
+#: by URL and pipeline, by date: each entry's JSON text as last read and the entry parsed
+#: and checked from it
+_SEEN: dict[tuple[str, str], dict[str, tuple[str, dict[str, Any]]]] = {}
 
 
 def _lock_key(pipeline: str, day: date) -> int:
@@ -126,18 +132,35 @@ class DatabaseStateStore(WatermarkRules):
     # -- watermark ---------------------------------------------------------------------------
 
     def _document(self, rows: list[Any]) -> dict[str, Any]:
+        """The document of the rows (date, the entry's JSON text): an entry whose text this
+        process has already parsed and checked is taken as it was (never changed in place:
+        readers share it), every other one parsed and checked."""
+        where = (self.database.display_url, self.pipeline)
+        seen, now_seen = _SEEN.get(where, {}), {}
         runs = {}
-        for day, entry in rows:
+        for day, entry_text in rows:
             key = day.isoformat()
-            check_entry(self.location, key, entry)
+            known = seen.get(key)
+            if known is not None and known[0] == entry_text:
+                entry = known[1]
+            else:
+                try:
+                    entry = json.loads(entry_text)
+                except json.JSONDecodeError as exc:
+                    raise StateError(f"{self.location}: corrupt watermark: bad entry for "
+                                     f"{key}: invalid JSON ({exc.msg})") from None
+                check_entry(self.location, key, entry)
+            now_seen[key] = (entry_text, entry)
             runs[key] = entry
+        _SEEN[where] = now_seen  # (replaced whole: a reader in another thread keeps its own)
         return {"pipeline": self.pipeline, "runs": runs}
 
     def read(self) -> Watermark:
         """The current watermark."""
         with self._begin() as conn:
+            # the entries' text: the same text as read before is not parsed again
             rows = conn.execute(text(
-                f"SELECT partition_date, entry FROM {WATERMARK} "
+                f"SELECT partition_date, entry::text FROM {WATERMARK} "
                 "WHERE pipeline = :p ORDER BY partition_date"), {"p": self.pipeline}).all()
         return Watermark(self._document(rows))
 
@@ -222,6 +245,24 @@ class DatabaseStateStore(WatermarkRules):
                                 {"p": self.pipeline, "d": day}).scalar_one_or_none()
         return None if data is None else parse_claim(data, self.claim_location(day))
 
+    def claims(self, days: Iterable[date]) -> dict[date, Claim | StateError]:
+        """The claim of each of `days` that has one (a damaged one: the StateError naming
+        it), in one query."""
+        days = list(days)
+        if not days:
+            return {}
+        with self._begin() as conn:
+            rows = conn.execute(text(f"SELECT partition_date, claim FROM {CLAIMS} WHERE "
+                                     "pipeline = :p AND partition_date = ANY(:ds)"),
+                                {"p": self.pipeline, "ds": days}).all()
+        found: dict[date, Claim | StateError] = {}
+        for day, data in rows:
+            try:
+                found[day] = parse_claim(data, self.claim_location(day))
+            except StateError as exc:
+                found[day] = exc
+        return found
+
     def put_claim(self, day: date, claim: Claim) -> None:
         """Write `day`'s claim (call under `date_locked`)."""
         with self._begin() as conn:
@@ -252,6 +293,20 @@ class DatabaseStateStore(WatermarkRules):
                 n += 1
                 final = f"{name}-{n}"
         return final, f"{self.database.display_url} ({MANIFESTS}, {final})"
+
+    def last_outcomes(self, days: Iterable[date]) -> dict[date, dict[str, Any]]:
+        """The newest manifest with a recorded outcome (success or failed) of each of `days`
+        that has one, in one query."""
+        days = list(days)
+        if not days:
+            return {}
+        with self._begin() as conn:
+            rows = conn.execute(text(
+                f"SELECT DISTINCT ON (partition_date) partition_date, body FROM {MANIFESTS} "
+                "WHERE pipeline = :p AND partition_date = ANY(:ds) "
+                "AND body->>'status' IN (:ok, :failed) ORDER BY partition_date, seq DESC"),
+                {"p": self.pipeline, "ds": days, "ok": SUCCESS, "failed": FAILED}).all()
+        return {day: body for day, body in rows if isinstance(body, dict)}
 
     def manifests(self, day: date) -> Iterator[dict[str, Any]]:
         """The manifests of `day`, newest first."""

@@ -9,7 +9,8 @@ import copy
 import json
 import os
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -17,12 +18,55 @@ from typing import Any
 from tokokita_etl.errors import StateError
 from tokokita_etl.files import atomic_writer, locked, write_new_atomic, write_text_atomic
 from tokokita_etl.runner.watermark import (
+    FAILED,
+    SUCCESS,
     Claim,
     Watermark,
     WatermarkRules,
     check_document,
     parse_claim,
 )
+
+
+@dataclass
+class _Seen:
+    """A watermark document as this process last read or wrote it: the file's bytes, the
+    checked document (never changed in place: readers share it) and the text of each entry
+    as the file holds it, filled as entries are serialised."""
+
+    raw: bytes
+    data: dict[str, Any]
+    texts: dict[str, str] = field(default_factory=dict)
+
+
+#: by watermark file
+_SEEN: dict[Path, _Seen] = {}
+
+
+def _json(value: Any, indent: str) -> str:
+    """`value` as `json.dumps(..., indent=2)` writes it nested `indent` deep."""
+    return json.dumps(value, indent=2, ensure_ascii=False).replace("\n", "\n" + indent)
+
+
+def _document_text(data: dict[str, Any], texts: dict[str, str]) -> str:
+    """`json.dumps(data, indent=2, ensure_ascii=False) + "\n"`, byte for byte, with each
+    entry's text taken from `texts` when there (and added to it when not)."""
+    if not data["runs"]:
+        return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    parts = []
+    for name, value in data.items():
+        if name != "runs":
+            parts.append(f"  {json.dumps(name, ensure_ascii=False)}: {_json(value, '  ')}")
+            continue
+        entries = []
+        for key, entry in value.items():
+            text = texts.get(key)
+            if text is None:
+                text = texts[key] = \
+                    f"    {json.dumps(key, ensure_ascii=False)}: {_json(entry, '    ')}"
+            entries.append(text)
+        parts.append('  "runs": {\n' + ",\n".join(entries) + "\n  }")
+    return "{\n" + ",\n".join(parts) + "\n}\n"
 
 
 class StateStore(WatermarkRules):
@@ -44,17 +88,32 @@ class StateStore(WatermarkRules):
 
     def read(self) -> Watermark:
         """Load the current watermark (an empty one when the file does not exist yet)."""
-        return Watermark(self._load())
+        data = self._shared()
+        return Watermark({**data, "runs": dict(data["runs"])})
 
     def _locked(self) -> contextlib.AbstractContextManager[None]:
         return locked(self.lock_path)
 
     def _load(self) -> dict[str, Any]:
+        """The document, the caller's own to change."""
+        return copy.deepcopy(self._shared())
+
+    def _shared(self) -> dict[str, Any]:
+        """The document, checked, shared with this process's other readers: never changed
+        in place. Parsed and checked again only when the file's bytes are not the ones this
+        process last read or wrote."""
         try:
-            text = self.path.read_text(encoding="utf-8")
+            raw = self.path.read_bytes()
         except FileNotFoundError:
             return {"pipeline": self.pipeline, "runs": {}}
-        except (OSError, UnicodeDecodeError) as exc:
+        except OSError as exc:
+            raise StateError(f"{self.path}: cannot read the watermark: {exc}") from None
+        seen = _SEEN.get(self.path)
+        if seen is not None and seen.raw == raw:
+            return seen.data
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
             raise StateError(f"{self.path}: cannot read the watermark: {exc}") from None
         try:
             data = json.loads(text)
@@ -64,7 +123,9 @@ class StateStore(WatermarkRules):
                 f"column {exc.colno}: {exc.msg}); fix or restore it by hand, "
                 "it is never reset automatically"
             ) from None
-        return check_document(str(self.path), data)
+        check_document(str(self.path), data)
+        _SEEN[self.path] = _Seen(raw, data)
+        return data
 
     def check_writable(self) -> None:
         """StateError unless the watermark and the manifests folder can be written now: an
@@ -102,28 +163,43 @@ class StateStore(WatermarkRules):
             before = copy.deepcopy(data)
             result = mutate(data)
             if data != before:
-                try:
-                    write_text_atomic(self.path, json.dumps(
-                        data, indent=2, ensure_ascii=False, sort_keys=False) + "\n")
-                except OSError as exc:  # the folder filled up (or turned read-only) since
-                    # check_writable: the change is not recorded, and the file is as it was
-                    raise StateError(
-                        f"{self.path}: the watermark cannot be written "
-                        f"({exc.strerror or exc}); it is unchanged: free space or fix the "
-                        "permissions, then run again") from None
+                self._write(data, {})
             return result
 
     def update_entry(self, day: date, mutate: Callable[[dict[str, Any]], Any]) -> Any:
-        def change(data: dict[str, Any]) -> Any:
-            key = day.isoformat()
-            entry = data["runs"].setdefault(key, {})
+        """Apply `mutate` to a copy of `day`'s entry under the lock and save the document
+        atomically when it changed (the other entries' texts as this process last saw
+        them)."""
+        key = day.isoformat()
+        with self._locked():
+            data = self._shared()
+            current = data["runs"].get(key, {})
+            entry = copy.deepcopy(current)
             result = mutate(entry)
-            if not entry:
-                del data["runs"][key]
-            data["runs"] = dict(sorted(data["runs"].items()))
+            if entry == current:
+                return result
+            runs = {name: value for name, value in data["runs"].items() if name != key}
+            if entry:
+                runs[key] = entry
+            seen = _SEEN.get(self.path)
+            texts = {} if seen is None or seen.data is not data else \
+                {name: text for name, text in seen.texts.items() if name != key}
+            self._write({**data, "runs": dict(sorted(runs.items()))}, texts)
             return result
 
-        return self.update(change)
+    def _write(self, data: dict[str, Any], texts: dict[str, str]) -> None:
+        """Save `data` atomically (`texts`: entries' texts known to be theirs)."""
+        raw = _document_text(data, texts).encode("utf-8")
+        try:
+            with atomic_writer(self.path, mode="wb") as handle:
+                handle.write(raw)
+        except OSError as exc:  # the folder filled up (or turned read-only) since
+            # check_writable: the change is not recorded, and the file is as it was
+            raise StateError(
+                f"{self.path}: the watermark cannot be written "
+                f"({exc.strerror or exc}); it is unchanged: free space or fix the "
+                "permissions, then run again") from None
+        _SEEN[self.path] = _Seen(raw, data, texts)
 
     def export(self) -> dict[str, Any]:
         """The watermark document (`state.json`'s format)."""
@@ -175,6 +251,24 @@ class StateStore(WatermarkRules):
                              "no run of this date is in progress") from None
         return parse_claim(data, str(path))
 
+    def claims(self, days: Iterable[date]) -> dict[date, Claim | StateError]:
+        """The claim of each of `days` that has one (a damaged one: the StateError naming
+        it), reading only the claim files there are."""
+        try:
+            present = {path.name for path in self.claims_dir.iterdir()}
+        except FileNotFoundError:
+            return {}
+        found: dict[date, Claim | StateError] = {}
+        for day in days:
+            if self.claim_path(day).name in present:
+                try:
+                    claim = self.read_claim(day)
+                except StateError as exc:
+                    claim = exc
+                if claim is not None:
+                    found[day] = claim
+        return found
+
     def put_claim(self, day: date, claim: Claim) -> None:
         """Write `day`'s claim (call under `date_locked`)."""
         try:
@@ -204,15 +298,36 @@ class StateStore(WatermarkRules):
 
     def manifests(self, day: date) -> Iterator[dict[str, Any]]:
         """The manifests of `day`, newest first (unreadable ones are passed over)."""
-        paths = sorted(self.runs_dir.glob(f"run-{day.isoformat()}-*.json"),
-                       key=lambda path: path.stat().st_mtime_ns, reverse=True)
-        for path in paths:
-            try:
-                body = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-                continue
-            if isinstance(body, dict):
-                yield body
+        return _bodies(self.runs_dir.glob(f"run-{day.isoformat()}-*.json"))
+
+    def last_outcomes(self, days: Iterable[date]) -> dict[date, dict[str, Any]]:
+        """The newest manifest with a recorded outcome (success or failed) of each of `days`
+        that has one: one look at the manifests folder, whatever its length."""
+        wanted = {f"run-{day.isoformat()}-": day for day in days}
+        found: dict[date, list[Path]] = {}
+        try:
+            listing = os.scandir(self.runs_dir)
+        except FileNotFoundError:
+            return {}
+        with listing:
+            for item in listing:
+                day = wanted.get(item.name[:15])
+                if day is not None and item.name.endswith(".json"):
+                    found.setdefault(day, []).append(Path(item.path))
+        return {day: body for day, paths in found.items()
+                if (body := next((body for body in _bodies(paths)
+                                  if body.get("status") in (SUCCESS, FAILED)), None))}
+
+
+def _bodies(paths: Iterable[Path]) -> Iterator[dict[str, Any]]:
+    """The manifests at `paths`, newest first (unreadable ones are passed over)."""
+    for path in sorted(paths, key=lambda path: path.stat().st_mtime_ns, reverse=True):
+        try:
+            body = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            continue
+        if isinstance(body, dict):
+            yield body
 
 
 def _probe(folder: Path, name: str, content: bytes) -> None:
