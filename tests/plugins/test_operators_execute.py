@@ -417,6 +417,24 @@ def test_a_run_whose_configuration_names_another_date_than_its_key_is_refused(
     assert gate().execute(context(conf={"partition_date": D02}))["partition_date"] == D02
 
 
+@pytest.mark.parametrize("key", ["20261102", "2026-W45-1"])
+def test_a_partition_key_not_written_as_yyyy_mm_dd_is_refused_by_every_task_naming_its_form(
+        project, holders_alive, key):
+    """Bug: Python's date.fromisoformat read `20261102` and `2026-W45-1` as 2026-11-02, so the
+    run processed that date while the grid's Partition Key filter never found it."""
+    odd = context(partition_key=key)
+    for call in (sensor().execute, gate().execute, stage("extract").execute):
+        with pytest.raises(AirflowFailException) as refused:
+            call(odd)
+        assert str(refused.value) == (f"partition key {key!r} is not a date as YYYY-MM-DD: "
+                                      "use '2026-11-02'")
+    with pytest.raises(AirflowFailException, match=r"^partition key '2026-11-2x' is not a date "
+                                                   r"as YYYY-MM-DD$"):
+        gate().execute(context(partition_key="2026-11-2x"))
+    assert entry(D02) == {}
+    assert manifests(project, D02) == []
+
+
 def test_a_users_failure_callbacks_run_after_the_claim_release_from_default_args_and_the_task():
     """Regression: `setdefault("on_failure_callback", ...)` dropped a team's own callback (from
     `default_args` or the task) or, the other way round, the claim release."""
