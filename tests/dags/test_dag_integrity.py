@@ -30,6 +30,17 @@ def test_every_dag_file_imports_without_errors(dagbag):
                                    "tokokita_sweep"}
 
 
+def test_every_task_of_every_dag_is_retried_at_least_twice(dagbag):
+    """Regression: the sweep DAG had no retries (a template DAG test that teams copy into CI
+    asks every DAG for retries >= 2); the stages' retry policies still decide which failures
+    are retried."""
+    for dag in dagbag.dags.values():
+        for task in dag.tasks:
+            assert task.retries >= 2, (dag.dag_id, task.task_id, task.retries)
+    sweep = dagbag.dags["tokokita_sweep"]
+    assert {task.retry_delay for task in sweep.tasks} == {timedelta(minutes=1)}
+
+
 def test_the_weekly_dag_runs_one_week_a_run_keyed_by_its_monday_after_its_days_settle(dagbag):
     from tokokita_airflow.sensors import UpstreamSettledSensor
 
