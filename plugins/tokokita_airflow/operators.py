@@ -160,7 +160,7 @@ def _release_claim(context: Context) -> None:
         settings = pipeline_settings(pipeline)
         # stopped before its stage began (its intent, if any, is not noted yet)
         stop_ended_run(settings, day, owner, stopped_by_airflow(task.stage, "before it ran"),
-                       getattr(task, "_clears", 0))
+                       getattr(task, "_clears", 0), stage=task.stage)
         release_date(settings, day, owner)
         return
     summary = None

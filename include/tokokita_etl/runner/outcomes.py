@@ -130,7 +130,7 @@ def finish_failure(pipeline: Pipeline, settings: Settings, day: date, error: Bas
         elif isinstance(error, RunStoppedError):
             # its stage's transaction rolled back, but an earlier stage may have changed the
             # warehouse: the date needs a re-run, which is no failure of the partition
-            store.mark_stopped(day, message, error.clears)
+            store.mark_stopped(day, message, error.clears, stage=stage)
         # from load on the intent stays: its run ends without a recorded outcome, so the next
         # gate records the date as interrupted (the warehouse may hold part of its work)
         attempt = store.read().attempts(day)
