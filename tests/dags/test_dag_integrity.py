@@ -114,6 +114,11 @@ def test_daily_dag_params_for_the_trigger_form_name_no_date(dagbag):
         param = params.get_param(name)
         assert param.schema["type"] == ["boolean", "null"]  # the form shows it as optional
         assert param.description
+    # Airflow 3.3's Backfill dialog sends the toggles only with "Override parameters on
+    # existing runs" ticked: the descriptions, shown under the toggles, say what that means
+    assert "A backfill reprocesses its dates without it" in params.get_param("force").description
+    assert ('In the Backfill dialog it is sent only when "Override parameters on existing runs" '
+            'is ticked') in params.get_param("reset_attempts").description
 
 
 def test_gold_asset_is_an_outlet_of_publish_gold(dagbag):
