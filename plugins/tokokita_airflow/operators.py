@@ -59,7 +59,7 @@ class WatermarkGateOperator(BaseOperator):
         """Apply the watermark rules for D (a refused database login fails at once)."""
         from tokokita_airflow.connections import failing_at_once
 
-        with failing_at_once():
+        with failing_at_once(self.log):
             return self._gate(context)
 
     def _gate(self, context: Context) -> dict[str, Any]:
@@ -143,11 +143,11 @@ def _release_claim(context: Context) -> None:
     retries), so D is free for the next run, and the run's end is logged and pinged. When the
     state cannot be reached with the run's connections (missing, login refused), the claim
     stays until its TTL and the alert says why."""
-    from tokokita_airflow.connections import ConnectionProblem, named
+    from tokokita_airflow.connections import ConnectionProblem, source_of
     from tokokita_airflow.runtime import configured_settings
     from tokokita_etl.errors import AccessDeniedError
     from tokokita_etl.runner.claims import release_date
-    from tokokita_etl.runner.outcomes import latest_summary
+    from tokokita_etl.runner.outcomes import latest_summary, refusal
 
     task = context["task"]
     log = task.log
@@ -170,7 +170,7 @@ def _release_claim(context: Context) -> None:
         summary = latest_summary(settings, day, owner)
         error = "the stage failed before its outcome was recorded"
     except (ConnectionProblem, AccessDeniedError) as exc:
-        settings, error = configured_settings(pipeline), str(named(exc))
+        settings, error = configured_settings(pipeline), refusal(exc, source_of(exc))
         log.warning("The claim on %s stays until its TTL: %s", day, error)
     summary = summary or {
         "event": "tokokita_run", "partition_date": day.isoformat(), "trigger": owner,
@@ -223,7 +223,7 @@ class EtlStageOperator(BaseOperator):
         (a refused database login fails at once)."""
         from tokokita_airflow.connections import failing_at_once
 
-        with failing_at_once():
+        with failing_at_once(self.log):
             return self._stage(context)
 
     def _stage(self, context: Context) -> dict[str, Any]:

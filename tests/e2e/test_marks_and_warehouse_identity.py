@@ -258,6 +258,13 @@ def test_a_run_on_another_empty_database_is_refused_at_once_and_creates_nothing(
         shown = status_page(stack, small, "status-warehouse-refused.png")
         assert "is not the one the watermark" in shown["banner"], shown
         assert before["warehouse"]["id"] in shown["banner"]
+        # bug: the banner did not name the connection; its first line is the sentence the
+        # refused task's log ends with
+        sentence = ("Airflow connection 'tokokita_warehouse' is not the warehouse the watermark "
+                    "describes: point it at that warehouse, or after a real loss run "
+                    "`tokokita-etl state reconcile`")
+        assert shown["banner"].splitlines()[0] == f"Every run is refused: {sentence}", shown
+        assert sentence in log, log[-2000:]  # the failure Airflow logs: its exception
         with psycopg.connect(psycopg.conninfo.make_conninfo(admin_conninfo(), dbname=empty),
                              connect_timeout=10) as conn:
             assert conn.execute("SELECT count(*) FROM information_schema.tables "

@@ -21,6 +21,7 @@ from airflow.sdk.exceptions import (
     AirflowSkipException,
     TaskDeferred,
 )
+from structlog.testing import capture_logs
 
 import tokokita_airflow.operators as operators_module
 from tests.conftest import HEADER
@@ -99,6 +100,17 @@ def holders_alive(monkeypatch) -> list[str]:
 
     monkeypatch.setattr(operators_module, "holder_finished", alive)
     return asked
+
+
+def refusal_of(call, ctx: dict) -> tuple[str, str]:
+    """What a refused task fails with (AirflowFailException: no retry; Airflow logs it as the
+    log's last entry) and the detail it logged on the line before."""
+    with capture_logs() as logged, pytest.raises(AirflowFailException) as refused:
+        call(ctx)
+    assert refused.value.__cause__ is None and refused.value.__suppress_context__
+    last = logged[-1]
+    assert last["log_level"] == "error" and last["event"].startswith("Refused: "), logged
+    return str(refused.value), last["event"].removeprefix("Refused: ")
 
 
 def gate(**kwargs) -> WatermarkGateOperator:
@@ -519,11 +531,14 @@ def test_a_refused_warehouse_login_fails_the_load_at_once_naming_the_connection_
         "conn_type": "postgres", "host": password_postgres.host, "port": password_postgres.port,
         "login": password_postgres.user, "password": wrong, "schema": "postgres"}))
     ctx = context()
-    with pytest.raises(AirflowFailException) as refused:  # the gate reads the warehouse first
-        gate().execute(ctx)
-    assert str(refused.value).startswith("Airflow connection 'tokokita_warehouse': warehouse "
-                                         "postgresql+psycopg://tokokita_etl:***@")
-    assert wrong not in str(refused.value) and entry(D02) == {}
+    sentence = ("Airflow connection 'tokokita_warehouse': the database refused its login: "
+                "correct its login or password")
+    # the gate reads the warehouse first
+    message, detail = refusal_of(gate().execute, ctx)
+    assert message == sentence
+    assert detail.startswith("Airflow connection 'tokokita_warehouse': warehouse "
+                             "postgresql+psycopg://tokokita_etl:***@")
+    assert wrong not in detail + message and entry(D02) == {}
     assert read_claim(configured_settings(ORDERS), day(D02)) is None
     monkeypatch.setenv("AIRFLOW_CONN_TOKOKITA_WAREHOUSE", json.dumps({
         "conn_type": "postgres", "host": password_postgres.host, "port": password_postgres.port,
@@ -535,9 +550,9 @@ def test_a_refused_warehouse_login_fails_the_load_at_once_naming_the_connection_
     monkeypatch.setenv("AIRFLOW_CONN_TOKOKITA_WAREHOUSE", json.dumps({
         "conn_type": "postgres", "host": password_postgres.host, "port": password_postgres.port,
         "login": password_postgres.user, "password": wrong, "schema": "postgres"}))
-    with pytest.raises(AirflowFailException) as failed:  # Airflow never retries it
-        stage("load").execute(ctx)
-    message = str(failed.value)
+    # Airflow never retries it (an AirflowFailException)
+    refused, message = refusal_of(stage("load").execute, ctx)
+    assert refused == sentence
     assert message.startswith("Airflow connection 'tokokita_warehouse': warehouse "
                               "postgresql+psycopg://tokokita_etl:***@")
     assert "password authentication failed" in message and "\n" not in message
