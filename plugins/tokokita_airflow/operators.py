@@ -243,9 +243,12 @@ class EtlStageOperator(BaseOperator):
         self.log.info("Stage %s of partition %s", self.stage, day)
         unfinished = self._upstream_not_run(context)
         if unfinished:
-            raise AirflowSkipException(
-                f"{unfinished} did not finish its work in this run (marked success while it "
-                f"ran?): {day} needs a re-run; clear the run or trigger the date to run it")
+            reason = (f"{unfinished} did not finish its work in this run (marked success while "
+                      f"it ran?): {day} needs a re-run; clear the run or trigger the date to "
+                      "run it")
+            # Airflow's own "Skipping task." line carries the reason only as a field
+            self.log.warning("Skipped: %s", reason)
+            raise AirflowSkipException(reason)
         try:
             decision = enter_stage(pipeline, settings, day, stage=self.stage, owner=owner,
                                    force=run_flag(context, "force"),

@@ -4,16 +4,20 @@ a minimal context (`dag_run` and `params`), against the `project` fixture's fold
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
 import re
 import shutil
+from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
 
 import pendulum
 import pytest
+import structlog
 from airflow.sdk import RetryAction
 from airflow.sdk.exceptions import (
     AirflowFailException,
@@ -102,13 +106,31 @@ def holders_alive(monkeypatch) -> list[str]:
     return asked
 
 
+@contextlib.contextmanager
+def task_log() -> Iterator[list[dict]]:
+    """The entries the tasks log meanwhile, from INFO up (the level of a task's log)."""
+    wrapper = structlog.get_config()["wrapper_class"]
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.INFO))
+    try:
+        with capture_logs() as logged:
+            yield logged
+    finally:
+        structlog.configure(wrapper_class=wrapper)
+
+
+def task_lines(logged: list[dict]) -> list[dict]:
+    """The captured log entries a task writes, without Airflow's warning that `execute()` is
+    called outside its task runner (what these tests do)."""
+    return [entry for entry in logged if "outside of the Task Runner" not in entry["event"]]
+
+
 def refusal_of(call, ctx: dict) -> tuple[str, str]:
     """What a refused task fails with (AirflowFailException: no retry; Airflow logs it as the
     log's last entry) and the detail it logged on the line before."""
-    with capture_logs() as logged, pytest.raises(AirflowFailException) as refused:
+    with task_log() as logged, pytest.raises(AirflowFailException) as refused:
         call(ctx)
     assert refused.value.__cause__ is None and refused.value.__suppress_context__
-    last = logged[-1]
+    last = task_lines(logged)[-1]
     assert last["log_level"] == "error" and last["event"].startswith("Refused: "), logged
     return str(refused.value), last["event"].removeprefix("Refused: ")
 
@@ -766,3 +788,45 @@ def test_the_sensor_and_its_trigger_check_an_object_in_object_storage(project, m
                                         "deadline": (datetime.now(UTC) + timedelta(seconds=1))
                                         .isoformat()})
         assert asyncio.run(first_event(absent))["status"] == "timeout"
+
+
+class MarkedUpstreamInstance:
+    """The part of a running task instance `EtlStageOperator._upstream_not_run` reads: its
+    upstream stage is `success` without the result a stage returns (marked success while it
+    ran)."""
+
+    dag_id, run_id = DAG_ID, FIRST
+
+    def xcom_pull(self, *, task_ids: str, key: str) -> None:
+        return None
+
+    def get_task_states(self, *, dag_id: str, task_ids: list[str],
+                        run_ids: list[str]) -> dict[str, dict[str, str]]:
+        return {FIRST: dict.fromkeys(task_ids, "success")}
+
+
+def test_a_stage_after_one_marked_success_while_it_ran_logs_why_it_skips(project, daily_dag):
+    """Bug: the stage after a marked one logged only Airflow's "Skipping task.", the reason
+    a field of it; the status page's log link led to that log."""
+    validate = daily_dag.get_task("validate")
+    with task_log() as logged, pytest.raises(AirflowSkipException) as skipped:
+        validate.execute({**context(), "ti": MarkedUpstreamInstance()})
+    reason = ("load did not finish its work in this run (marked success while it ran?): "
+              "2026-11-02 needs a re-run; clear the run or trigger the date to run it")
+    assert str(skipped.value) == reason
+    assert task_lines(logged)[-1] == {"event": f"Skipped: {reason}", "log_level": "warning"}
+    assert entry(D02) == {}
+
+
+def test_every_skip_of_a_stage_logs_its_reason_on_one_line(project, holders_alive):
+    """A stage skipped by the watermark rules (a done date, not cleared) says why in its own
+    line before Airflow's "Skipping task."."""
+    first = context()
+    gate().execute(first)
+    for name in STAGES:
+        stage(name).execute(first)
+    with task_log() as logged, pytest.raises(AirflowSkipException) as skipped:
+        stage("load").execute(context(run_id=SECOND))
+    last = task_lines(logged)[-1]
+    assert last == {"event": f"Skipped: {skipped.value}", "log_level": "info"}
+    assert "\n" not in last["event"]
