@@ -59,8 +59,11 @@ class WatermarkGateOperator(BaseOperator):
         """Apply the watermark rules for D (a refused database login fails at once)."""
         from tokokita_airflow.connections import failing_at_once
 
-        with failing_at_once(self.log):
-            return self._gate(context)
+        try:
+            with failing_at_once(self.log):
+                return self._gate(context)
+        except AirflowFailException as refused:
+            raise _refusal(refused) from None
 
     def _gate(self, context: Context) -> dict[str, Any]:
         from tokokita_etl.runner.policy import Action
@@ -104,6 +107,14 @@ class WatermarkGateOperator(BaseOperator):
         alert(settings, "start", context, start_line(settings.pipeline, day, now, owner),
               partition_date=day.isoformat(), warn=self.log.warning)
         return {"partition_date": day.isoformat(), "attempts_before": decision.attempt}
+
+
+def _refusal(refused: AirflowFailException) -> AirflowFailException:
+    """`refused`, to be raised again from `execute` without the frames below it: Airflow
+    logs every AirflowFailException with its traceback ("Task failed with exception"), and
+    a refusal's message is its whole story (the detail is logged on the line before), so
+    the traceback holds Airflow's frames and `execute` only."""
+    return refused.with_traceback(None)
 
 
 def _end_of_run(log: Any, settings: Any, kind: str, summary: dict[str, Any],
@@ -223,8 +234,11 @@ class EtlStageOperator(BaseOperator):
         (a refused database login fails at once)."""
         from tokokita_airflow.connections import failing_at_once
 
-        with failing_at_once(self.log):
-            return self._stage(context)
+        try:
+            with failing_at_once(self.log):
+                return self._stage(context)
+        except AirflowFailException as refused:
+            raise _refusal(refused) from None
 
     def _stage(self, context: Context) -> dict[str, Any]:
         from tokokita_etl.errors import ConcurrentRunError
@@ -396,6 +410,9 @@ class EtlStageOperator(BaseOperator):
             self.log.error("Stage %s failed for %s (%s error; %d of %d attempts used): %s",
                            stage, day, kind.value, failures, settings.max_attempts,
                            outcome.error)
+            if kind is ErrorKind.PARTITION:
+                raise AirflowFailException(f"{stage}: {outcome.error}: fix the partition, then "
+                                           "clear the run or trigger the date") from None
             if ends:
                 raise AirflowFailException(f"{stage}: {outcome.error}") from None
             raise

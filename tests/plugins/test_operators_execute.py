@@ -10,6 +10,7 @@ import logging
 import os
 import re
 import shutil
+import traceback
 from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
 from types import SimpleNamespace
@@ -130,6 +131,9 @@ def refusal_of(call, ctx: dict) -> tuple[str, str]:
     with task_log() as logged, pytest.raises(AirflowFailException) as refused:
         call(ctx)
     assert refused.value.__cause__ is None and refused.value.__suppress_context__
+    # Airflow logs the failure with its traceback: from `execute` down, nothing but it
+    assert [frame.name for frame in traceback.extract_tb(refused.tb)][-2:] == [
+        "wrapper", "execute"]  # (the wrapper: Airflow's, around every execute)
     last = task_lines(logged)[-1]
     assert last["log_level"] == "error" and last["event"].startswith("Refused: "), logged
     return str(refused.value), last["event"].removeprefix("Refused: ")
