@@ -254,7 +254,9 @@ def source_of(error: BaseException) -> str:
     url = getattr(error, "url", "")
     if url in _ORIGINS:
         return f"Airflow connection {_ORIGINS[url]!r}"
-    return "warehouse_url" if isinstance(error, WarehouseIdentityError) else f"the database {url}"
+    if isinstance(error, WarehouseIdentityError):
+        return "warehouse_url"
+    return url or "the database"
 
 
 @contextlib.contextmanager
