@@ -108,3 +108,22 @@ def _now():
     from datetime import UTC, datetime
 
     return datetime.now(UTC)
+
+
+def test_a_stage_stopped_before_it_ran_is_recorded_at_that_stage(project):
+    """Bug: a stop was recorded at the intent's first stage (extract), wherever it happened;
+    a stage Airflow stops before it began (its failure callback sees the stop `on_kill`
+    noted) is the stage the re-run is recorded at."""
+    first = context()
+    gate().execute(first)
+    stage("extract").execute(first)
+    transform = stage("transform")
+    transform._stopped = True  # what on_kill notes when Airflow stops the task
+    for callback in transform.on_failure_callback:
+        callback({**first, "task": transform})
+    intent = entry(D02)["in_progress"]
+    assert intent["stopped"] == "stage transform stopped by Airflow before it ran (the task " \
+                                "was marked or cleared)"
+    assert intent["stopped_stage"] == "transform"
+    gate().execute(context(run_id=SECOND))
+    assert (entry(D02)["needs_rerun"], entry(D02)["failed_stage"]) == (True, "transform")
