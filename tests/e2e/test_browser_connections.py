@@ -7,8 +7,9 @@ Postgres connection with its fields and offers the Postgres and Sqlite types, an
 button answers. The warehouse database lives on a PostgreSQL server that checks passwords
 (`password_postgres`). The person changes the password in the form and saves it; Test fails;
 the next run, triggered from the trigger form, fails at once in its gate `check_watermark`
-(the first task that opens the warehouse), whose log (read in the UI) says so in one line
-naming the connection; the password is in no page, file or manifest.
+(the first task that opens the warehouse), whose log (read in the UI, from the grid and from
+the status page's link) gives the detail in one line and ends with the refusal, one sentence
+naming the connection and what to do; the password is in no page, file or manifest.
 The person sets the password back: Test succeeds and the next run of the date succeeds.
 
 | date       | partition          | used for                                          |
@@ -255,6 +256,8 @@ def test_a_wrong_password_saved_in_the_form_fails_the_next_run_at_once_naming_it
     log.click()
     expect(ui.page).to_have_url(re.compile(rf"/tasks/{GATE}$"))
     expect_the_refusal_at_the_logs_end(ui)
+    ui.page.locator("summary").filter(has_text=f"Airflow connection '{CONN_ID}'").click()
+    expect(ui.page.get_by_text("task_runner.py").first).to_be_hidden()
     ui.shot("7b-failed-task-log-from-the-status-page")
     assert WRONG_PASSWORD not in ui.page.content()
     # in no file the stack wrote (logs, state, data) and no manifest
