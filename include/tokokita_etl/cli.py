@@ -205,7 +205,10 @@ def cmd_status(args: argparse.Namespace, pipeline: Pipeline,
     print(json.dumps(rows, indent=2) if args.json else format_status(pipeline, rows))
     problem = warehouse_problem(settings)
     if problem is not None:  # the rows are the watermark's; no run proceeds until resolved
+        from tokokita_etl.runner.outcomes import identity_refusal
+
         print(f"error: {problem}", file=sys.stderr)
+        print(f"error: {identity_refusal('warehouse_url')}", file=sys.stderr)
         return EXIT_USAGE
     return 0
 

@@ -246,15 +246,33 @@ def named(error: BaseException) -> BaseException:
     return error
 
 
+def source_of(error: BaseException) -> str:
+    """What a refused database error is to be fixed in: the Airflow connection its database
+    was resolved from in this process, else the setting (`warehouse_url`, `state_url`)."""
+    from tokokita_etl.runner.identity import WarehouseIdentityError
+
+    url = getattr(error, "url", "")
+    if url in _ORIGINS:
+        return f"Airflow connection {_ORIGINS[url]!r}"
+    if isinstance(error, WarehouseIdentityError):
+        return "warehouse_url"
+    return url or "the database"
+
+
 @contextlib.contextmanager
-def failing_at_once() -> Iterator[None]:
+def failing_at_once(log: Any = None) -> Iterator[None]:
     """A refused database login, or a warehouse that is not the watermark's, fails the task
-    at once (no retry), in one line naming the connection."""
+    at once (no retry): the detail (URL, the database's answer) logged on one line to `log`,
+    then the failure's own message, one sentence naming the connection and what to do
+    (`outcomes.refusal`), raised without the error it replaces."""
     from tokokita_etl.errors import AccessDeniedError
     from tokokita_etl.runner.identity import WarehouseIdentityError
+    from tokokita_etl.runner.outcomes import refusal
 
     try:
         yield
     except (AccessDeniedError, WarehouseIdentityError) as exc:
-        raise ConnectionProblem(str(named(exc))) from None
+        if log is not None:
+            log.error("Refused: %s", named(exc))
+        raise ConnectionProblem(refusal(exc, source_of(exc))) from None
 

@@ -33,6 +33,14 @@ DEFAULT_ARGS: dict[str, Any] = {
     "max_retry_delay": timedelta(minutes=15),
 }
 
+#: what the trigger form and the Backfill dialog say under each toggle
+BACKFILL_NOTE = ("In the Backfill dialog it is sent only when \"Override parameters on "
+                 "existing runs\" is ticked")
+FORCE_DESCRIPTION = ("Reprocess the date even if it already succeeded. A backfill reprocesses "
+                     "its dates without it")
+RESET_DESCRIPTION = ("Unblock a date that reached max attempts (recorded in the watermark). "
+                     f"{BACKFILL_NOTE}; without it a backfill of a blocked date fails")
+
 
 def pipeline_dag(pipeline: Pipeline, *, doc_md: str | None = None,
                  settings: Settings | None = None) -> DAG:
@@ -92,12 +100,13 @@ def pipeline_dag(pipeline: Pipeline, *, doc_md: str | None = None,
         max_active_tasks=8,
         tags=list(pipeline.tags),
         default_args=dict(DEFAULT_ARGS),
+        # Airflow 3.3's Backfill dialog shows these toggles but sends them only with its
+        # "Override parameters on existing runs" box ticked: each description says so
         params={
             "force": Param(False, type=["boolean", "null"], title="Force",
-                           description="Reprocess the date even if it already succeeded"),
+                           description=FORCE_DESCRIPTION),
             "reset_attempts": Param(False, type=["boolean", "null"], title="Reset attempts",
-                                    description="Unblock a date that reached max attempts "
-                                                "(recorded in the watermark)"),
+                                    description=RESET_DESCRIPTION),
         },
     ) as dag:
         if pipeline.upstream is not None:

@@ -59,8 +59,11 @@ class WatermarkGateOperator(BaseOperator):
         """Apply the watermark rules for D (a refused database login fails at once)."""
         from tokokita_airflow.connections import failing_at_once
 
-        with failing_at_once():
-            return self._gate(context)
+        try:
+            with failing_at_once(self.log):
+                return self._gate(context)
+        except AirflowFailException as refused:
+            raise _refusal(refused) from None
 
     def _gate(self, context: Context) -> dict[str, Any]:
         from tokokita_etl.runner.policy import Action
@@ -106,6 +109,14 @@ class WatermarkGateOperator(BaseOperator):
         return {"partition_date": day.isoformat(), "attempts_before": decision.attempt}
 
 
+def _refusal(refused: AirflowFailException) -> AirflowFailException:
+    """`refused`, to be raised again from `execute` without the frames below it: Airflow
+    logs every AirflowFailException with its traceback ("Task failed with exception"), and
+    a refusal's message is its whole story (the detail is logged on the line before), so
+    the traceback holds Airflow's frames and `execute` only."""
+    return refused.with_traceback(None)
+
+
 def _end_of_run(log: Any, settings: Any, kind: str, summary: dict[str, Any],
                 context: Any) -> None:
     """The task that ends a run logs its summary line and alerts its notifiers with it
@@ -143,11 +154,11 @@ def _release_claim(context: Context) -> None:
     retries), so D is free for the next run, and the run's end is logged and pinged. When the
     state cannot be reached with the run's connections (missing, login refused), the claim
     stays until its TTL and the alert says why."""
-    from tokokita_airflow.connections import ConnectionProblem, named
+    from tokokita_airflow.connections import ConnectionProblem, source_of
     from tokokita_airflow.runtime import configured_settings
     from tokokita_etl.errors import AccessDeniedError
     from tokokita_etl.runner.claims import release_date
-    from tokokita_etl.runner.outcomes import latest_summary
+    from tokokita_etl.runner.outcomes import latest_summary, refusal
 
     task = context["task"]
     log = task.log
@@ -160,7 +171,7 @@ def _release_claim(context: Context) -> None:
         settings = pipeline_settings(pipeline)
         # stopped before its stage began (its intent, if any, is not noted yet)
         stop_ended_run(settings, day, owner, stopped_by_airflow(task.stage, "before it ran"),
-                       getattr(task, "_clears", 0))
+                       getattr(task, "_clears", 0), stage=task.stage)
         release_date(settings, day, owner)
         return
     summary = None
@@ -170,7 +181,7 @@ def _release_claim(context: Context) -> None:
         summary = latest_summary(settings, day, owner)
         error = "the stage failed before its outcome was recorded"
     except (ConnectionProblem, AccessDeniedError) as exc:
-        settings, error = configured_settings(pipeline), str(named(exc))
+        settings, error = configured_settings(pipeline), refusal(exc, source_of(exc))
         log.warning("The claim on %s stays until its TTL: %s", day, error)
     summary = summary or {
         "event": "tokokita_run", "partition_date": day.isoformat(), "trigger": owner,
@@ -223,8 +234,11 @@ class EtlStageOperator(BaseOperator):
         (a refused database login fails at once)."""
         from tokokita_airflow.connections import failing_at_once
 
-        with failing_at_once():
-            return self._stage(context)
+        try:
+            with failing_at_once(self.log):
+                return self._stage(context)
+        except AirflowFailException as refused:
+            raise _refusal(refused) from None
 
     def _stage(self, context: Context) -> dict[str, Any]:
         from tokokita_etl.errors import ConcurrentRunError
@@ -243,9 +257,12 @@ class EtlStageOperator(BaseOperator):
         self.log.info("Stage %s of partition %s", self.stage, day)
         unfinished = self._upstream_not_run(context)
         if unfinished:
-            raise AirflowSkipException(
-                f"{unfinished} did not finish its work in this run (marked success while it "
-                f"ran?): {day} needs a re-run; clear the run or trigger the date to run it")
+            reason = (f"{unfinished} did not finish its work in this run (marked success while "
+                      f"it ran?): {day} needs a re-run; clear the run or trigger the date to "
+                      "run it")
+            # Airflow's own "Skipping task." line carries the reason only as a field
+            self.log.warning("Skipped: %s", reason)
+            raise AirflowSkipException(reason)
         try:
             decision = enter_stage(pipeline, settings, day, stage=self.stage, owner=owner,
                                    force=run_flag(context, "force"),
@@ -393,6 +410,9 @@ class EtlStageOperator(BaseOperator):
             self.log.error("Stage %s failed for %s (%s error; %d of %d attempts used): %s",
                            stage, day, kind.value, failures, settings.max_attempts,
                            outcome.error)
+            if kind is ErrorKind.PARTITION:
+                raise AirflowFailException(f"{stage}: {outcome.error}: fix the partition, then "
+                                           "clear the run or trigger the date") from None
             if ends:
                 raise AirflowFailException(f"{stage}: {outcome.error}") from None
             raise

@@ -86,16 +86,24 @@ def partition_date_of(dag_run: Any, tz: str, grain: Any = None) -> date:
 
 def refuse_run_conf(context: Context) -> None:
     """Fail the task without retry when the policy refuses the run's configuration
-    (`policy.run_conf_problem`: a `partition_date` other than the run's partition key)."""
+    (`policy.run_conf_problem`: a `partition_date` other than the run's partition key) or its
+    partition key is not a date as `YYYY-MM-DD` (`schedule.parse_partition_key`)."""
     from airflow.sdk.exceptions import AirflowFailException
 
+    from tokokita_etl.errors import ConfigError
     from tokokita_etl.runner.policy import run_conf_problem
+    from tokokita_etl.runner.schedule import parse_partition_key
 
     dag_run = context["dag_run"]
-    problem = run_conf_problem(run_type(context), getattr(dag_run, "conf", None),
-                               getattr(dag_run, "partition_key", None))
+    key = getattr(dag_run, "partition_key", None)
+    problem = run_conf_problem(run_type(context), getattr(dag_run, "conf", None), key)
     if problem:
         raise AirflowFailException(problem)
+    if key:
+        try:
+            parse_partition_key(key)
+        except ConfigError as exc:
+            raise AirflowFailException(str(exc)) from None
 
 
 def partition_date(context: Context, settings: Settings, grain: Any = None) -> date:

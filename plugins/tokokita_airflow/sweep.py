@@ -73,7 +73,9 @@ def sweep_dag(*, doc_md: str | None = None) -> DAG | None:
         is_paused_upon_creation=False,
         max_active_runs=1,
         tags=["tokokita", "sweep"],
-        default_args={**DEFAULT_ARGS, "retries": 0},
+        # a failed sweep (the state or Airflow's API did not answer) is tried again: finding
+        # is read-only and a run it already triggered is skipped, never made twice
+        default_args=dict(DEFAULT_ARGS),
     ) as dag:
         found = task(task_id=FIND_TASK)(changed_partitions)()
         TriggerDagRunOperator.partial(

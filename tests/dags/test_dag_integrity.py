@@ -44,6 +44,17 @@ def test_the_monthly_dag_runs_one_month_a_run_keyed_by_its_first_day_after_its_d
     assert isinstance(dag.get_task("wait_for_inputs"), UpstreamSettledSensor)
 
 
+def test_every_task_of_every_dag_is_retried_at_least_twice(dagbag):
+    """Regression: the sweep DAG had no retries (a template DAG test that teams copy into CI
+    asks every DAG for retries >= 2); the stages' retry policies still decide which failures
+    are retried."""
+    for dag in dagbag.dags.values():
+        for task in dag.tasks:
+            assert task.retries >= 2, (dag.dag_id, task.task_id, task.retries)
+    sweep = dagbag.dags["tokokita_sweep"]
+    assert {task.retry_delay for task in sweep.tasks} == {timedelta(minutes=1)}
+
+
 def test_the_weekly_dag_runs_one_week_a_run_keyed_by_its_monday_after_its_days_settle(dagbag):
     from tokokita_airflow.sensors import UpstreamSettledSensor
 
@@ -117,6 +128,11 @@ def test_daily_dag_params_for_the_trigger_form_name_no_date(dagbag):
         param = params.get_param(name)
         assert param.schema["type"] == ["boolean", "null"]  # the form shows it as optional
         assert param.description
+    # Airflow 3.3's Backfill dialog sends the toggles only with "Override parameters on
+    # existing runs" ticked: the descriptions, shown under the toggles, say what that means
+    assert "A backfill reprocesses its dates without it" in params.get_param("force").description
+    assert ('In the Backfill dialog it is sent only when "Override parameters on existing runs" '
+            'is ticked') in params.get_param("reset_attempts").description
 
 
 def test_gold_asset_is_an_outlet_of_publish_gold(dagbag):

@@ -68,6 +68,10 @@ def test_a_missing_sqlite_warehouse_is_refused_and_no_file_is_created(sqlite_wor
     for command in (["due", "--now", "2026-11-05T02:30"], ["status"]):
         out = cli(ws, *command)
         assert out.returncode == 2 and wanted in out.stderr, out.stderr
+    # status ends with the sentence the status page and a refused Airflow task end with
+    assert out.stderr.splitlines()[-1] == (
+        "error: warehouse_url is not the warehouse the watermark describes: point it at that "
+        "warehouse, or after a real loss run `tokokita-etl state reconcile`")
     assert not sqlite_file(ws).parent.exists()
 
 

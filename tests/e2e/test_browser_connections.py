@@ -7,8 +7,9 @@ Postgres connection with its fields and offers the Postgres and Sqlite types, an
 button answers. The warehouse database lives on a PostgreSQL server that checks passwords
 (`password_postgres`). The person changes the password in the form and saves it; Test fails;
 the next run, triggered from the trigger form, fails at once in its gate `check_watermark`
-(the first task that opens the warehouse), whose log (read in the UI) says so in one line
-naming the connection; the password is in no page, file or manifest.
+(the first task that opens the warehouse), whose log (read in the UI, from the grid and from
+the status page's link) gives the detail in one line and ends with the refusal, one sentence
+naming the connection and what to do; the password is in no page, file or manifest.
 The person sets the password back: Test succeeds and the next run of the date succeeds.
 
 | date       | partition          | used for                                          |
@@ -49,6 +50,7 @@ REPO = Path(__file__).resolve().parents[2]
 SCHEDULED_DAY, EDITED_DAY = date(2026, 11, 2), date(2026, 11, 3)
 CONN_ID = "tokokita_warehouse"
 GATE = "check_watermark"  # the first task that opens the warehouse (its identity)
+STATUS_FRAME = "iframe[title='TokoKita status']"
 WRONG_PASSWORD = "wr0ng-Form-9Tq4"
 
 
@@ -175,6 +177,24 @@ def task_log(ui: Ui, run_id: str, task_id: str) -> None:
     ui.page.get_by_role("menuitem", name="Wrap").click()
 
 
+def expect_the_refusal_at_the_logs_end(ui: Ui) -> None:
+    """The task log's last entry is Airflow's account of the failure, whose summary line is
+    the refusal: the connection and what to do; its traceback holds Airflow's frames and the
+    operator's `execute` only (no frame of the code below it)."""
+    from playwright.sync_api import expect
+
+    sentence = (f"ConnectionProblem: Airflow connection '{CONN_ID}': the database refused its "
+                "login: correct its login or password")
+    summary = ui.page.locator("summary").filter(has_text=sentence)
+    expect(summary).to_have_count(1)
+    expect(summary).to_be_visible()
+    entries = ui.page.locator("summary")
+    assert entries.last.inner_text().strip() in (sentence, "Post Execute"), \
+        entries.all_inner_texts()
+    expect(ui.page.get_by_text("connections.py")).to_have_count(0)
+    expect(ui.page.get_by_text("operators.py")).to_have_count(1)  # execute's raise
+
+
 def test_admin_connections_lists_the_warehouse_connection_with_its_postgres_form(ui):
     from playwright.sync_api import expect
 
@@ -221,10 +241,24 @@ def test_a_wrong_password_saved_in_the_form_fails_the_next_run_at_once_naming_it
         re.compile(rf"Airflow connection '{CONN_ID}': warehouse postgresql\+psycopg://"
                    rf"tokokita_etl:\*\*\*@.*password authentication failed")).first
     expect(line).to_be_visible()
+    expect_the_refusal_at_the_logs_end(ui)
     # the exception's traceback folded, as a person reading the error folds it
     ui.page.locator("summary").filter(has_text=f"Airflow connection '{CONN_ID}'").click()
     expect(ui.page.get_by_text("task_runner.py").first).to_be_hidden()
     ui.shot("7-failed-task-log")
+    # the same log from the status page's link of the date's failed run
+    ui.goto("/")
+    ui.page.get_by_role("button", name="Browse").click()
+    ui.page.get_by_role("menuitem", name="TokoKita status").click()
+    row = ui.page.frame_locator(STATUS_FRAME).locator(f"#d-{EDITED_DAY}")
+    log = row.locator(f"a[title='{run_id}'] + a")
+    expect(log).to_have_text(f"log {GATE}")
+    log.click()
+    expect(ui.page).to_have_url(re.compile(rf"/tasks/{GATE}$"))
+    expect_the_refusal_at_the_logs_end(ui)
+    ui.page.locator("summary").filter(has_text=f"Airflow connection '{CONN_ID}'").click()
+    expect(ui.page.get_by_text("task_runner.py").first).to_be_hidden()
+    ui.shot("7b-failed-task-log-from-the-status-page")
     assert WRONG_PASSWORD not in ui.page.content()
     # in no file the stack wrote (logs, state, data) and no manifest
     written = [path for path in ui.stack.root.rglob("*") if path.is_file()

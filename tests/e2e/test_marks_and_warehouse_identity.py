@@ -215,6 +215,10 @@ def test_a_mark_while_load_runs_stops_it_merges_nothing_and_counts_no_failure(ma
     states = {t: ti["state"] for t, ti in stack.api.task_instances(DAG_ID, run_id).items()}
     if mark == "success":  # the rest of the run does not validate rows it never loaded
         assert states["validate"] == states["publish_gold"] == "skipped", states
+        # bug: validate's log said only Airflow's "Skipping task."; it says why first
+        # (publish_gold, skipped by Airflow's trigger rule, never runs: no log)
+        skipped = stack.task_log(run_id, "validate")
+        assert '"event":"Skipped: ' in skipped, skipped[-3000:]
     assert [m["status"] for m in stack.manifests(big)].count("stopped") >= 1
 
 
@@ -258,6 +262,13 @@ def test_a_run_on_another_empty_database_is_refused_at_once_and_creates_nothing(
         shown = status_page(stack, small, "status-warehouse-refused.png")
         assert "is not the one the watermark" in shown["banner"], shown
         assert before["warehouse"]["id"] in shown["banner"]
+        # bug: the banner did not name the connection; its first line is the sentence the
+        # refused task's log ends with
+        sentence = ("Airflow connection 'tokokita_warehouse' is not the warehouse the watermark "
+                    "describes: point it at that warehouse, or after a real loss run "
+                    "`tokokita-etl state reconcile`")
+        assert shown["banner"].splitlines()[0] == f"Every run is refused: {sentence}", shown
+        assert sentence in log, log[-2000:]  # the failure Airflow logs: its exception
         with psycopg.connect(psycopg.conninfo.make_conninfo(admin_conninfo(), dbname=empty),
                              connect_timeout=10) as conn:
             assert conn.execute("SELECT count(*) FROM information_schema.tables "

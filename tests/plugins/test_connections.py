@@ -10,7 +10,9 @@ import re
 from pathlib import Path
 
 import pytest
+import structlog
 from sqlalchemy import text
+from structlog.testing import capture_logs
 
 from tests.conftest import PG_URL
 from tokokita_airflow.connections import ConnectionProblem, failing_at_once, resolve
@@ -137,15 +139,23 @@ def test_a_wrong_password_fails_at_once_in_one_line_naming_the_connection_withou
     with pytest.raises(AccessDeniedError) as denied:
         select_one(url)
     assert classify(denied.value) is ErrorKind.NOT_AN_ATTEMPT  # no attempt, no retry
-    with pytest.raises(ConnectionProblem) as failed, failing_at_once():
+    with capture_logs() as logged, pytest.raises(ConnectionProblem) as failed, \
+            failing_at_once(structlog.get_logger("task")):
         select_one(url)
-    message = str(failed.value)
+    # the failure's message is one sentence: the connection at fault and what to do
+    assert str(failed.value) == ("Airflow connection 'tokokita_warehouse': the database "
+                                 "refused its login: correct its login or password")
+    # the detail is the line logged before it
+    [detail] = [entry["event"] for entry in logged]
+    assert detail.startswith("Refused: ")
+    message = detail.removeprefix("Refused: ")
     assert message.startswith("Airflow connection 'tokokita_warehouse': warehouse "
                               f"postgresql+psycopg://tokokita_etl:***@127.0.0.1:"
                               f"{password_postgres.port}/postgres: ")
     assert 'password authentication failed for user "tokokita_etl"' in message
     assert "\n" not in message
     assert WRONG_PASSWORD not in message and WRONG_PASSWORD not in str(denied.value)
+    assert WRONG_PASSWORD not in str(failed.value)
 
 
 def test_the_object_store_connection_gives_the_storage_its_endpoint_and_keys(

@@ -4,16 +4,21 @@ a minimal context (`dag_run` and `params`), against the `project` fixture's fold
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
 import re
 import shutil
+import traceback
+from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
 
 import pendulum
 import pytest
+import structlog
 from airflow.sdk import RetryAction
 from airflow.sdk.exceptions import (
     AirflowFailException,
@@ -21,6 +26,7 @@ from airflow.sdk.exceptions import (
     AirflowSkipException,
     TaskDeferred,
 )
+from structlog.testing import capture_logs
 
 import tokokita_airflow.operators as operators_module
 from tests.conftest import HEADER
@@ -99,6 +105,38 @@ def holders_alive(monkeypatch) -> list[str]:
 
     monkeypatch.setattr(operators_module, "holder_finished", alive)
     return asked
+
+
+@contextlib.contextmanager
+def task_log() -> Iterator[list[dict]]:
+    """The entries the tasks log meanwhile, from INFO up (the level of a task's log)."""
+    wrapper = structlog.get_config()["wrapper_class"]
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.INFO))
+    try:
+        with capture_logs() as logged:
+            yield logged
+    finally:
+        structlog.configure(wrapper_class=wrapper)
+
+
+def task_lines(logged: list[dict]) -> list[dict]:
+    """The captured log entries a task writes, without Airflow's warning that `execute()` is
+    called outside its task runner (what these tests do)."""
+    return [entry for entry in logged if "outside of the Task Runner" not in entry["event"]]
+
+
+def refusal_of(call, ctx: dict) -> tuple[str, str]:
+    """What a refused task fails with (AirflowFailException: no retry; Airflow logs it as the
+    log's last entry) and the detail it logged on the line before."""
+    with task_log() as logged, pytest.raises(AirflowFailException) as refused:
+        call(ctx)
+    assert refused.value.__cause__ is None and refused.value.__suppress_context__
+    # Airflow logs the failure with its traceback: from `execute` down, nothing but it
+    assert [frame.name for frame in traceback.extract_tb(refused.tb)][-2:] == [
+        "wrapper", "execute"]  # (the wrapper: Airflow's, around every execute)
+    last = task_lines(logged)[-1]
+    assert last["log_level"] == "error" and last["event"].startswith("Refused: "), logged
+    return str(refused.value), last["event"].removeprefix("Refused: ")
 
 
 def gate(**kwargs) -> WatermarkGateOperator:
@@ -417,6 +455,24 @@ def test_a_run_whose_configuration_names_another_date_than_its_key_is_refused(
     assert gate().execute(context(conf={"partition_date": D02}))["partition_date"] == D02
 
 
+@pytest.mark.parametrize("key", ["20261102", "2026-W45-1"])
+def test_a_partition_key_not_written_as_yyyy_mm_dd_is_refused_by_every_task_naming_its_form(
+        project, holders_alive, key):
+    """Bug: Python's date.fromisoformat read `20261102` and `2026-W45-1` as 2026-11-02, so the
+    run processed that date while the grid's Partition Key filter never found it."""
+    odd = context(partition_key=key)
+    for call in (sensor().execute, gate().execute, stage("extract").execute):
+        with pytest.raises(AirflowFailException) as refused:
+            call(odd)
+        assert str(refused.value) == (f"partition key {key!r} is not a date as YYYY-MM-DD: "
+                                      "use '2026-11-02'")
+    with pytest.raises(AirflowFailException, match=r"^partition key '2026-11-2x' is not a date "
+                                                   r"as YYYY-MM-DD$"):
+        gate().execute(context(partition_key="2026-11-2x"))
+    assert entry(D02) == {}
+    assert manifests(project, D02) == []
+
+
 def test_a_users_failure_callbacks_run_after_the_claim_release_from_default_args_and_the_task():
     """Regression: `setdefault("on_failure_callback", ...)` dropped a team's own callback (from
     `default_args` or the task) or, the other way round, the claim release."""
@@ -501,11 +557,14 @@ def test_a_refused_warehouse_login_fails_the_load_at_once_naming_the_connection_
         "conn_type": "postgres", "host": password_postgres.host, "port": password_postgres.port,
         "login": password_postgres.user, "password": wrong, "schema": "postgres"}))
     ctx = context()
-    with pytest.raises(AirflowFailException) as refused:  # the gate reads the warehouse first
-        gate().execute(ctx)
-    assert str(refused.value).startswith("Airflow connection 'tokokita_warehouse': warehouse "
-                                         "postgresql+psycopg://tokokita_etl:***@")
-    assert wrong not in str(refused.value) and entry(D02) == {}
+    sentence = ("Airflow connection 'tokokita_warehouse': the database refused its login: "
+                "correct its login or password")
+    # the gate reads the warehouse first
+    message, detail = refusal_of(gate().execute, ctx)
+    assert message == sentence
+    assert detail.startswith("Airflow connection 'tokokita_warehouse': warehouse "
+                             "postgresql+psycopg://tokokita_etl:***@")
+    assert wrong not in detail + message and entry(D02) == {}
     assert read_claim(configured_settings(ORDERS), day(D02)) is None
     monkeypatch.setenv("AIRFLOW_CONN_TOKOKITA_WAREHOUSE", json.dumps({
         "conn_type": "postgres", "host": password_postgres.host, "port": password_postgres.port,
@@ -517,9 +576,9 @@ def test_a_refused_warehouse_login_fails_the_load_at_once_naming_the_connection_
     monkeypatch.setenv("AIRFLOW_CONN_TOKOKITA_WAREHOUSE", json.dumps({
         "conn_type": "postgres", "host": password_postgres.host, "port": password_postgres.port,
         "login": password_postgres.user, "password": wrong, "schema": "postgres"}))
-    with pytest.raises(AirflowFailException) as failed:  # Airflow never retries it
-        stage("load").execute(ctx)
-    message = str(failed.value)
+    # Airflow never retries it (an AirflowFailException)
+    refused, message = refusal_of(stage("load").execute, ctx)
+    assert refused == sentence
     assert message.startswith("Airflow connection 'tokokita_warehouse': warehouse "
                               "postgresql+psycopg://tokokita_etl:***@")
     assert "password authentication failed" in message and "\n" not in message
@@ -733,3 +792,45 @@ def test_the_sensor_and_its_trigger_check_an_object_in_object_storage(project, m
                                         "deadline": (datetime.now(UTC) + timedelta(seconds=1))
                                         .isoformat()})
         assert asyncio.run(first_event(absent))["status"] == "timeout"
+
+
+class MarkedUpstreamInstance:
+    """The part of a running task instance `EtlStageOperator._upstream_not_run` reads: its
+    upstream stage is `success` without the result a stage returns (marked success while it
+    ran)."""
+
+    dag_id, run_id = DAG_ID, FIRST
+
+    def xcom_pull(self, *, task_ids: str, key: str) -> None:
+        return None
+
+    def get_task_states(self, *, dag_id: str, task_ids: list[str],
+                        run_ids: list[str]) -> dict[str, dict[str, str]]:
+        return {FIRST: dict.fromkeys(task_ids, "success")}
+
+
+def test_a_stage_after_one_marked_success_while_it_ran_logs_why_it_skips(project, daily_dag):
+    """Bug: the stage after a marked one logged only Airflow's "Skipping task.", the reason
+    a field of it; the status page's log link led to that log."""
+    validate = daily_dag.get_task("validate")
+    with task_log() as logged, pytest.raises(AirflowSkipException) as skipped:
+        validate.execute({**context(), "ti": MarkedUpstreamInstance()})
+    reason = ("load did not finish its work in this run (marked success while it ran?): "
+              "2026-11-02 needs a re-run; clear the run or trigger the date to run it")
+    assert str(skipped.value) == reason
+    assert task_lines(logged)[-1] == {"event": f"Skipped: {reason}", "log_level": "warning"}
+    assert entry(D02) == {}
+
+
+def test_every_skip_of_a_stage_logs_its_reason_on_one_line(project, holders_alive):
+    """A stage skipped by the watermark rules (a done date, not cleared) says why in its own
+    line before Airflow's "Skipping task."."""
+    first = context()
+    gate().execute(first)
+    for name in STAGES:
+        stage(name).execute(first)
+    with task_log() as logged, pytest.raises(AirflowSkipException) as skipped:
+        stage("load").execute(context(run_id=SECOND))
+    last = task_lines(logged)[-1]
+    assert last == {"event": f"Skipped: {skipped.value}", "log_level": "info"}
+    assert "\n" not in last["event"]

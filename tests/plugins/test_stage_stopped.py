@@ -81,6 +81,8 @@ def test_a_stage_stopped_while_it_loads_rolls_back_and_counts_no_failure(project
     stopped = entry(D02)
     assert (stopped["attempt"], stopped["failures"]) == (1, 0)
     assert stopped["in_progress"]["stopped"].startswith("stage load stopped by Airflow")
+    # bug: the stop was recorded at the intent's first stage, extract, not where it happened
+    assert stopped["in_progress"]["stopped_stage"] == "load"
     [row] = [r for r in date_states(ORDERS, pipeline_settings(ORDERS), _now()) if r["date"] == D02]
     assert (row["state"], row["label"]) == ("needs re-run", "needs re-run"), row
     assert "records no failure" in row["reason"]
@@ -92,6 +94,7 @@ def test_a_stage_stopped_while_it_loads_rolls_back_and_counts_no_failure(project
     again = context(run_id=THIRD)
     gate().execute(again)
     assert (entry(D02)["failures"], entry(D02)["needs_rerun"]) == (0, True)
+    assert entry(D02)["failed_stage"] == "load"  # where the stop happened
     for name in STAGES:
         stage(name).execute(again)
     after = entry(D02)
@@ -105,3 +108,22 @@ def _now():
     from datetime import UTC, datetime
 
     return datetime.now(UTC)
+
+
+def test_a_stage_stopped_before_it_ran_is_recorded_at_that_stage(project):
+    """Bug: a stop was recorded at the intent's first stage (extract), wherever it happened;
+    a stage Airflow stops before it began (its failure callback sees the stop `on_kill`
+    noted) is the stage the re-run is recorded at."""
+    first = context()
+    gate().execute(first)
+    stage("extract").execute(first)
+    transform = stage("transform")
+    transform._stopped = True  # what on_kill notes when Airflow stops the task
+    for callback in transform.on_failure_callback:
+        callback({**first, "task": transform})
+    intent = entry(D02)["in_progress"]
+    assert intent["stopped"] == "stage transform stopped by Airflow before it ran (the task " \
+                                "was marked or cleared)"
+    assert intent["stopped_stage"] == "transform"
+    gate().execute(context(run_id=SECOND))
+    assert (entry(D02)["needs_rerun"], entry(D02)["failed_stage"]) == (True, "transform")

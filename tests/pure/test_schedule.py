@@ -313,3 +313,20 @@ def test_a_date_that_keys_no_week_is_refused_naming_its_monday():
         WEEKLY.check(date(2026, 11, 4))
     with pytest.raises(ConfigError, match=r"partition_date: 2026-11-05 is not the first date"):
         partition_date_for_run(at("2026-11-09 04:00"), ZONE, "2026-11-05", grain=WEEKLY)
+
+
+@pytest.mark.parametrize(("grain", "key", "canonical"), [
+    (DAILY, "20261102", "2026-11-02"),
+    (DAILY, "2026-W45-1", "2026-11-02"),
+    (WEEKLY, "2026-W45", "2026-11-02"),
+    (WEEKLY, "20261102", "2026-11-02"),
+])
+def test_a_partition_key_in_another_iso_form_is_refused_naming_the_canonical_key(
+        grain, key, canonical):
+    """Bug: Python 3.11's date.fromisoformat reads `20261102`, `2026-W45-1` and `2026-W45` as
+    2026-11-02, so a run keyed so processed that date under a key no filter finds."""
+    with pytest.raises(ConfigError, match=rf"^partition key '{key}' is not a date as "
+                                          rf"YYYY-MM-DD: use '{canonical}'$"):
+        partition_date_for_run(at("2026-11-09 04:00"), ZONE, key, grain=grain)
+    assert partition_date_for_run(at("2026-11-09 04:00"), ZONE, canonical,
+                                  grain=grain) == date(2026, 11, 2)

@@ -22,6 +22,7 @@ from tokokita_etl.runner.watermark import (
     FAILED,
     IN_PROGRESS,
     STOPPED,
+    STOPPED_STAGE,
     Claim,
     HolderCheck,
     Watermark,
@@ -65,12 +66,13 @@ def claim_started(settings: Settings, day: date, owner: str, default: datetime) 
     return held.since if held is not None and held.owner == owner else default
 
 
-def stop_ended_run(settings: Settings, day: date, owner: str, why: str, clears: int) -> bool:
+def stop_ended_run(settings: Settings, day: date, owner: str, why: str, clears: int,
+                   stage: str | None = None) -> bool:
     """A run that ended well (on Airflow: its DAG run succeeded) while its intent on `day`
-    still stands (a stage cleared alone, a stage marked success): mark the intent stopped
-    (`StateStore.mark_stopped`), so the date needs a re-run that counts no failure. Returns
-    whether it did."""
-    return state_store(settings).mark_stopped(day, why, clears, run=owner)
+    still stands (a stage cleared alone, a stage marked success), or whose stage `stage` was
+    stopped before it ran: mark the intent stopped (`StateStore.mark_stopped`), so the date
+    needs a re-run that counts no failure. Returns whether it did."""
+    return state_store(settings).mark_stopped(day, why, clears, run=owner, stage=stage)
 
 
 def release_date(settings: Settings, day: date, owner: str) -> None:
@@ -125,7 +127,7 @@ def reconcile_intent(pipeline: Pipeline, settings: Settings, day: date, now: dat
             return None
         if not intent_run_ended(intent, _claim_or_none(store, day), now, holder_finished):
             return None
-        stage = interrupted_stage(pipeline, settings, day)
+        stage = intent.get(STOPPED_STAGE) or interrupted_stage(pipeline, settings, day)
         if intent.get(STOPPED):
             message = (f"run {intent['run']} was stopped: {intent[STOPPED]}; the warehouse "
                        f"rows and the gold file of {day} may hold part of its work: it needs "

@@ -32,6 +32,30 @@ SKIPPED, BLOCKED, MISSING = "skipped", "blocked", "missing"
 WAITING = "waiting"
 
 
+# -- refusals ----------------------------------------------------------------------------------
+
+def refusal(error: BaseException, source: str) -> str:
+    """The one sentence a refused run ends with, wherever it is read (a task's log, the status
+    page, `tokokita-etl status`): why, naming `source` (the Airflow connection or the
+    setting at fault), and what to do. The error's own text (URLs, the database's answer) is
+    the detail, written on the line before it."""
+    from tokokita_etl.errors import AccessDeniedError
+    from tokokita_etl.runner.identity import WarehouseIdentityError
+
+    if isinstance(error, WarehouseIdentityError):
+        return identity_refusal(source)
+    if isinstance(error, AccessDeniedError):
+        return f"{source}: the database refused its login: correct its login or password"
+    return str(error)
+
+
+def identity_refusal(source: str) -> str:
+    """`refusal` of a warehouse that is not the watermark's (`identity.verify`), `source` the
+    Airflow connection or setting that names it."""
+    return (f"{source} is not the warehouse the watermark describes: point it at that "
+            "warehouse, or after a real loss run `tokokita-etl state reconcile`")
+
+
 # -- outcomes and manifests --------------------------------------------------------------------
 
 @dataclass
@@ -130,7 +154,7 @@ def finish_failure(pipeline: Pipeline, settings: Settings, day: date, error: Bas
         elif isinstance(error, RunStoppedError):
             # its stage's transaction rolled back, but an earlier stage may have changed the
             # warehouse: the date needs a re-run, which is no failure of the partition
-            store.mark_stopped(day, message, error.clears)
+            store.mark_stopped(day, message, error.clears, stage=stage)
         # from load on the intent stays: its run ends without a recorded outcome, so the next
         # gate records the date as interrupted (the warehouse may hold part of its work)
         attempt = store.read().attempts(day)

@@ -112,23 +112,34 @@ def parse_now(text: str, tz: str) -> datetime:
     return value
 
 
+def parse_partition_key(key: str) -> date:
+    """The date a partition key names, in its one form `YYYY-MM-DD`; a ConfigError naming the
+    canonical key otherwise. Python's `date.fromisoformat` also reads `20261102` and
+    `2026-W45-1` as 2026-11-02: a run keyed so would process that date while Airflow's
+    Partition Key filter, which compares the text, never finds it under `2026-11-02`."""
+    try:
+        day = date.fromisoformat(key)
+    except ValueError:
+        raise ConfigError(f"partition key {key!r} is not a date as YYYY-MM-DD") from None
+    if day.isoformat() != key:
+        raise ConfigError(f"partition key {key!r} is not a date as YYYY-MM-DD: "
+                          f"use {day.isoformat()!r}")
+    return day
+
+
 def partition_date_for_run(anchor: datetime, tz: str, override: str | date | None = None,
                            grain: Grain = DAILY) -> date:
     """The partition a run processes: `grain.for_fire` of its fire time's local date (the day
     before, for a daily grain), unless given.
 
     `anchor` is the run's scheduled fire time (its logical date) or, for a run without one,
-    the time it was queued; `override` is an explicit `YYYY-MM-DD` (manual runs), which must
-    key a partition of `grain`.
+    the time it was queued; `override` is an explicit key (manual runs), which must be a
+    `YYYY-MM-DD` date (`parse_partition_key`) keying a partition of `grain`.
     """
     if override:
         if isinstance(override, date):
             return grain.check(override, "partition_date")
-        try:
-            key = date.fromisoformat(str(override).strip())
-        except ValueError:
-            raise ConfigError(f"partition_date: expected YYYY-MM-DD, got {override!r}") from None
-        return grain.check(key, "partition_date")
+        return grain.check(parse_partition_key(str(override)), "partition_date")
     if anchor.tzinfo is None:
         raise ValueError("anchor must be time-zone aware")
     return grain.for_fire(anchor.astimezone(ZoneInfo(tz)).date())

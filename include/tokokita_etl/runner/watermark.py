@@ -35,6 +35,8 @@ IN_PROGRESS = "in_progress"
 #: the intent fields of a run stopped from outside (a person's mark): why, and after how many
 #: clears of the run
 STOPPED, STOPPED_CLEARS = "stopped", "stopped_clears"
+#: in a stopped run's intent record: the stage that was running when it was stopped
+STOPPED_STAGE = "stopped_stage"
 
 
 def _is_count(value: Any) -> bool:
@@ -303,13 +305,13 @@ class WatermarkRules:
         self.update_entry(day, mutate)
 
     def mark_stopped(self, day: date, why: str, clears: int = 0, *,
-                     run: str | None = None) -> bool:
+                     run: str | None = None, stage: str | None = None) -> bool:
         """Note on the intent record for `day` (of `run`, else whichever stands: the claim
         holder's, the caller) that its run was stopped from outside (not a failure of the
         partition), after `clears` clears of the run: its later stages of that clear skip,
         and the next gate of another run records the date as needing a re-run without
-        counting a failure (`claims.reconcile_intent`). An intent already stopped keeps its
-        reason. Returns whether it noted it."""
+        counting a failure (`claims.reconcile_intent`), at `stage`, the stage stopped (when
+        known). An intent already stopped keeps its reason. Returns whether it noted it."""
 
         def mutate(entry: dict[str, Any]) -> bool:
             intent = entry.get(IN_PROGRESS)
@@ -317,6 +319,8 @@ class WatermarkRules:
                 return False
             intent[STOPPED] = why
             intent[STOPPED_CLEARS] = clears
+            if stage:
+                intent[STOPPED_STAGE] = stage
             return True
 
         return self.update_entry(day, mutate)
@@ -325,7 +329,7 @@ class WatermarkRules:
         """Drop the stop noted on `day`'s intent record: its run was cleared and runs again."""
 
         def mutate(entry: dict[str, Any]) -> None:
-            for key in (STOPPED, STOPPED_CLEARS):
+            for key in (STOPPED, STOPPED_CLEARS, STOPPED_STAGE):
                 entry.get(IN_PROGRESS, {}).pop(key, None)
 
         self.update_entry(day, mutate)

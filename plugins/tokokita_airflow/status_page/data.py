@@ -51,18 +51,27 @@ def _airflow_runs(session, dag_id: str, settings, since: date, grain=None
     return by_day
 
 
-def warehouse_problem(pipeline) -> str | None:
-    """Why every run of `pipeline` is refused on its warehouse (`status.warehouse_problem`),
-    or None; a state that cannot be read is the rows' error, not this."""
+def warehouse_problem(pipeline) -> dict[str, str] | None:
+    """Why every run of `pipeline` is refused on its warehouse, or None: `sentence`, the one
+    its runs' logs end with (`outcomes.identity_refusal`, naming the Airflow connection), and
+    `detail` (`status.warehouse_problem`); a state that cannot be read is the rows' error,
+    not this."""
     from tokokita_airflow.connections import ConnectionProblem
     from tokokita_airflow.runtime import pipeline_settings
     from tokokita_etl.errors import EtlError
+    from tokokita_etl.runner.outcomes import identity_refusal
     from tokokita_etl.runner.status import warehouse_problem as problem
 
     try:
-        return problem(pipeline_settings(pipeline))
+        settings = pipeline_settings(pipeline)
+        detail = problem(settings)
     except (EtlError, ConnectionProblem):
         return None
+    if detail is None:
+        return None
+    source = (f"Airflow connection {settings.warehouse_conn_id!r}"
+              if settings.warehouse_conn_id else "warehouse_url")
+    return {"sentence": identity_refusal(source), "detail": detail}
 
 
 def status_rows(pipeline, days: int | None) -> list[dict[str, Any]]:
