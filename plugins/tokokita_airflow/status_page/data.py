@@ -77,13 +77,14 @@ def status_rows(pipeline, days: int | None) -> list[dict[str, Any]]:
 
     try:
         settings = pipeline_settings(pipeline)
-        rows = date_states(pipeline, settings, datetime.now(UTC), days)
+        # the runs first: a due date's row says whether a catch-up or a person runs it
+        with create_session() as session:
+            runs = _airflow_runs(session, pipeline.dag_id, settings, date.min, pipeline.grain)
+        rows = date_states(pipeline, settings, datetime.now(UTC), days,
+                           has_run=lambda day: day.isoformat() in runs)
     except (EtlError, ConnectionProblem) as exc:  # a damaged watermark, a missing connection,
         # a refused login: named, as the command line names it (never with a password)
         raise HTTPException(status_code=503, detail=str(named(exc))) from None
-    since = date.fromisoformat(rows[0]["date"]) if rows else date.today()
-    with create_session() as session:
-        runs = _airflow_runs(session, pipeline.dag_id, settings, since, pipeline.grain)
     for row in rows:
         row["airflow_runs"] = runs.get(row["date"], [])
     return rows
