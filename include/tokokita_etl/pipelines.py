@@ -4,6 +4,7 @@ own, and those the `declarations` setting names (`module:NAME`, imported when as
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterable
 from functools import cache
 
 from tokokita_etl.errors import ConfigError
@@ -44,6 +45,25 @@ def declared(declarations: str) -> tuple[Pipeline, ...]:
 def every(declarations: str = "") -> dict[str, Pipeline]:
     """Every pipeline, by name: the package's own, then the declared ones."""
     return {**PIPELINES, **{p.name: p for p in declared(declarations)}}
+
+
+def upstream_first(pipelines: Iterable[Pipeline]) -> list[Pipeline]:
+    """`pipelines` in dependency order: each after the pipeline it is built from (its
+    `upstream`), when that is among them; otherwise in the order given."""
+    given = list(pipelines)
+    names = {pipeline.name for pipeline in given}
+    ordered: dict[str, Pipeline] = {}
+
+    def place(pipeline: Pipeline) -> None:
+        if pipeline.name in ordered:
+            return
+        if pipeline.upstream is not None and pipeline.upstream.pipeline.name in names:
+            place(next(p for p in given if p.name == pipeline.upstream.pipeline.name))
+        ordered[pipeline.name] = pipeline
+
+    for pipeline in given:
+        place(pipeline)
+    return list(ordered.values())
 
 
 def by_name(name: str, declarations: str = "") -> Pipeline:

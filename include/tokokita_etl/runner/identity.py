@@ -263,8 +263,9 @@ def reconcile(pipeline: Pipeline, settings: Settings, now: datetime) -> Reconcil
                              "was reconciled", transient=True)
     created = found.presence in (Presence.MISSING, Presence.EMPTY)
     pipeline.declare_tables()
+    # its tables also when another pipeline's reconcile has just created the warehouse
+    warehouse.ensure_schema(created_by=settings.pipeline)
     if found.presence is not Presence.MARKED:
-        warehouse.ensure_schema(created_by=settings.pipeline)
         found = present(warehouse)
     identity = found.identity
     assert identity is not None  # (ensure_schema wrote it)
