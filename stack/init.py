@@ -191,14 +191,15 @@ def _database_exists(url) -> bool:
                             (url.database,)).fetchone() is not None
 
 
-def check_warehouse(env: Mapping[str, str]) -> None:
-    """Refuse, before anything is created, a warehouse that a watermark of any pipeline
-    describes otherwise (`runner.identity.refuse`: missing, another one, an older copy): one
-    line naming both identities and the way out (`tokokita-etl state reconcile`). The
-    package's own pipelines and the declared ones whose modules import here."""
+def warehouse_refusal(env: Mapping[str, str]) -> str | None:
+    """Why the warehouse of `env` is refused (`runner.identity.refuse`: a watermark of some
+    pipeline describes another one, or the one it describes is missing or an older copy), in
+    one line naming both identities and the way out (`tokokita-etl state reconcile`); None
+    when it is accepted. The package's own pipelines and the declared ones whose modules
+    import here. Creates nothing."""
     url_text = _warehouse_url(env)
     if not url_text:
-        return
+        return None
     from sqlalchemy.engine import make_url
 
     from stack.connections import pipeline_settings
@@ -237,7 +238,15 @@ def check_warehouse(env: Mapping[str, str]) -> None:
     try:
         refuse(settings, warehouse, found, watermarks)
     except WarehouseIdentityError as exc:
-        raise SystemExit(f"[airflow-init] error: {exc}") from None
+        return str(exc)
+    return None
+
+
+def check_warehouse(env: Mapping[str, str]) -> None:
+    """Exit with `warehouse_refusal`'s line when the warehouse is refused: before anything
+    is created."""
+    if (refusal := warehouse_refusal(env)) is not None:
+        raise SystemExit(f"[airflow-init] error: {refusal}")
 
 
 def prepare_warehouse(env: Mapping[str, str]) -> str | None:

@@ -134,3 +134,31 @@ def test_init_refuses_a_lost_warehouse_in_one_line_and_creates_nothing(
     out = run_cli(["state", "reconcile"], cwd=ws.root, env=ws.env())
     assert out.returncode == 0, out.stderr
     check_warehouse(env)  # the reconciled warehouse is the watermark's: accepted
+
+
+def test_make_ups_table_shows_every_date_refused_while_the_warehouse_is_refused(
+        workspace, tmp_path):  # noqa: F811 (the imported fixture)
+    """Bug: over a moved-away warehouse, `make up` printed the sample dates as done while
+    every run of them was refused."""
+    from stack.connections import pipeline_settings
+    from stack.demo import status_table
+    from stack.init import warehouse_refusal
+
+    ws: Workspace = workspace
+    d02, d03, _ = SAMPLE_DATES
+    ws.copy_samples(d02)
+    assert run_cli(["run", "--date", d02.isoformat()], cwd=ws.root, env=ws.env()).returncode == 0
+    env = {**ws.env(), "PATH": os.environ["PATH"]}
+    settings = pipeline_settings(env, cwd=ws.root)
+    assert warehouse_refusal(env) is None
+    accepted = status_table(settings, [d02, d03]).splitlines()
+    assert accepted[1].split()[:2] == [d02.isoformat(), "done"]
+
+    lose_warehouse(ws.warehouse_url)
+    refusal = warehouse_refusal(env)
+    assert refusal is not None and "`tokokita-etl state reconcile`" in refusal
+    lines = status_table(settings, [d02, d03], refusal).splitlines()
+    assert [line.split()[:2] for line in lines[1:3]] == [[d02.isoformat(), "refused"],
+                                                         [d03.isoformat(), "refused"]]
+    assert not any("done" in line for line in lines[1:3])
+    assert lines[-1] == f"refused: {refusal}"
