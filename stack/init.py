@@ -233,6 +233,11 @@ def warehouse_refusal(env: Mapping[str, str]) -> str | None:
         own = pipeline_settings(env, cwd=Path.cwd(), pipeline=pipeline)
         if own.state_url == "warehouse" and found.presence is Presence.MISSING:
             continue  # the watermark was in the warehouse: gone with it
+        if own.state_conn_id and not own.state_url:
+            say(f"the state database's connection {own.state_conn_id!r} is not in the "
+                f"environment: the watermark of {pipeline.name} is not checked here; its "
+                "first run checks it")
+            continue
         store = state_store(own)
         watermarks.append((store.read(), store.location))
     try:
