@@ -291,7 +291,8 @@ def test_a_lost_warehouse_refuses_both_pipelines_and_one_reconcile_recovers_both
     code, _, err = call("run", *WEEKLY, "--date", WEEKS[0].isoformat(), "--force")
     assert code == 2 and "`tokokita-etl state reconcile`" in one_error(err)
     for pipeline in ((), WEEKLY):
-        assert call("status", *pipeline)[0] == 2
+        code, _, err = call("status", *pipeline)
+        assert code == 2 and "`tokokita-etl state reconcile`" in one_error(err)
     assert warehouse_tables(ws) == []  # nothing created by a refusal
 
     code, out, err = call("state", "reconcile")
