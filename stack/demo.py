@@ -1,5 +1,8 @@
 """`make demo` and `make up`: the sample week through a running Airflow, on SQLite, no Docker.
 
+0. the warehouse is checked as airflow-init checks it first (`stack.init.warehouse_refusal`):
+   when a watermark describes another warehouse, the sample dates are printed as refused,
+   with the one line and its remedy, and nothing starts (exit code 2);
 1. airflow-init (the compose file's init command) on the embedded target: `airflow db migrate`
    on `airflow_home/airflow.db`, the admin login, the SQLite warehouse's tables, and its
    connection `tokokita_warehouse` in the metadata database (Admin > Connections);
