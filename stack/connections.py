@@ -99,6 +99,9 @@ def pipeline_settings(env: Mapping[str, str], *, cwd: Path,
     if settings.warehouse_conn_id and settings.warehouse_conn_id in connections:
         changes["warehouse_url"] = _adapter(env).database_url(
             connections[settings.warehouse_conn_id], "warehouse_conn_id", root=cwd)
+    if settings.state_conn_id and settings.state_conn_id in connections:
+        changes["state_url"] = _adapter(env).database_url(
+            connections[settings.state_conn_id], "state_conn_id", root=cwd, postgres_only=True)
     return settings.replace(**changes)
 
 

@@ -1,5 +1,8 @@
 """`make demo` and `make up`: the sample week through a running Airflow, on SQLite, no Docker.
 
+0. the warehouse is checked as airflow-init checks it first (`stack.init.warehouse_refusal`):
+   when a watermark describes another warehouse, the sample dates are printed as refused,
+   with the one line and its remedy, and nothing starts (exit code 2);
 1. airflow-init (the compose file's init command) on the embedded target: `airflow db migrate`
    on `airflow_home/airflow.db`, the admin login, the SQLite warehouse's tables, and its
    connection `tokokita_warehouse` in the metadata database (Admin > Connections);
@@ -45,12 +48,42 @@ def describe(run: dict, tasks: dict[str, dict]) -> str:
            f"({run['dag_run_id']})"
 
 
-def print_status(settings, days: list[date]) -> None:
-    """The state of each date of the sample week and the gold files."""
+#: the label of every date while the warehouse is refused
+REFUSED = "refused"
+
+
+def status_table(settings, days: list[date], refusal: str | None = None) -> str:
+    """The per-date status table `make up` and `make demo` print. While the warehouse is
+    refused (`refusal`: `stack.init.warehouse_refusal`'s line) no run proceeds on any date,
+    whatever the watermark recorded: every date reads *refused*, and the line follows."""
     from tokokita_etl.runner.schedule import utc_now
     from tokokita_etl.runner.status import date_states, format_status
 
-    print(format_status(ORDERS, date_states(ORDERS, settings, utc_now(), dates=days)))
+    rows = date_states(ORDERS, settings, utc_now(), dates=days)
+    if refusal is None:
+        return format_status(ORDERS, rows)
+    rows = [{**row, "state": REFUSED, "label": REFUSED, "warnings": [],
+             "error": ""} for row in rows]
+    return f"{format_status(ORDERS, rows)}\n\n{REFUSED}: {refusal}"
+
+
+def sample_dates(settings) -> list[date]:
+    """The partitions of the stack's catch-up (`start_date` .. `end_date`) and those the
+    watermark holds."""
+    from datetime import timedelta
+
+    from tokokita_etl.runner.stores import state_store
+
+    end = settings.catchup_end.date() if settings.catchup_end is not None \
+        else settings.start_date
+    first = settings.start_date - timedelta(days=1)
+    days = {first + timedelta(days=n) for n in range((end - first).days)}
+    return sorted(days | {date.fromisoformat(d) for d in state_store(settings).read().runs})
+
+
+def print_status(settings, days: list[date], refusal: str | None = None) -> None:
+    """The state of each date of the sample week and the gold files."""
+    print(status_table(settings, days, refusal))
     print("\ngold files:")
     for path in sorted(settings.gold_dir.glob("summary_harian_*.csv")):
         print(f"  {path.relative_to(REPO) if path.is_relative_to(REPO) else path}")
@@ -75,6 +108,7 @@ def write_stack_settings(env: dict[str, str], root: Path = REPO) -> Path:
 def run_sample_week(*, keep_running: bool, timeout: float = 300) -> int:
     """Start the services, wait for the sample week's scheduled runs, print what they did."""
     from stack.connections import pipeline_settings
+    from stack.init import warehouse_refusal
     from stack.rest import AirflowApi, wait_for
 
     target = embedded_target()
@@ -85,6 +119,12 @@ def run_sample_week(*, keep_running: bool, timeout: float = 300) -> int:
     password = stack.env(INIT_SERVICE).get("_AIRFLOW_WWW_USER_PASSWORD", "")
     print(f"Airflow home {AIRFLOW_HOME} (metadata: airflow.db, SQLite); initialising ...",
           flush=True)
+    init_env = stack.env(INIT_SERVICE)
+    if (refusal := warehouse_refusal(init_env)) is not None:  # what airflow-init refuses
+        settings = pipeline_settings(init_env, cwd=REPO)
+        print(status_table(settings, sample_dates(settings), refusal), flush=True)
+        print("\nNothing was started.", file=sys.stderr)
+        return 2
     stack.init()
     stack.start()
     if keep_running:
@@ -125,8 +165,9 @@ def run_sample_week(*, keep_running: bool, timeout: float = 300) -> int:
     print()
     # the connections as airflow-init is given them (the services read them from the metadata
     # database)
-    print_status(pipeline_settings(stack.env(INIT_SERVICE), cwd=REPO),
-                 sorted(date.fromisoformat(r["partition_key"]) for r in runs))
+    print_status(pipeline_settings(init_env, cwd=REPO),
+                 sorted(date.fromisoformat(r["partition_key"]) for r in runs),
+                 warehouse_refusal(init_env))
     if keep_running:
         print(f"\nAirflow UI and REST API: {target.api_url}   login: {username} / {password}")
         print(f"DAG: {target.api_url}/dags/{DAG_ID}")

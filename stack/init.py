@@ -11,7 +11,9 @@ Idempotent, driven only by the environment docker-compose.yaml declares:
    (`tokokita_airflow.upgrade`; nothing to do on a new database);
 3. the admin login: `_AIRFLOW_WWW_USER_USERNAME` / `_AIRFLOW_WWW_USER_PASSWORD` are written
    to the SimpleAuthManager password file the api-server reads;
-4. the warehouse: the database of the warehouse's Airflow connection
+4. the warehouse: refused first, before any other step creates anything, when a watermark
+   of any pipeline describes another warehouse (`check_warehouse`: one line, the remedy
+   `tokokita-etl state reconcile`); else the database of the warehouse's Airflow connection
    (`AIRFLOW_CONN_TOKOKITA_WAREHOUSE`; `TOKOKITA_WAREHOUSE_URL` when there is none) is created
    on its PostgreSQL server when missing (or the SQLite file's folder), then its tables. A
    connection defined elsewhere (the UI, the REST API, a secrets backend) is not read here:
@@ -170,11 +172,92 @@ def write_login(env: Mapping[str, str], uid: int | None) -> str | None:
     return username
 
 
-def prepare_warehouse(env: Mapping[str, str]) -> str | None:
-    """Create the warehouse database (PostgreSQL) when missing, then its tables."""
+def _warehouse_url(env: Mapping[str, str]) -> str | None:
+    """The URL of the warehouse's connection in the environment (`TOKOKITA_WAREHOUSE_URL`
+    when there is none), or None."""
     from stack.connections import warehouse_url
 
-    url_text = warehouse_url(env) or env.get("TOKOKITA_WAREHOUSE_URL")
+    return warehouse_url(env) or env.get("TOKOKITA_WAREHOUSE_URL") or None
+
+
+def _database_exists(url) -> bool:
+    """Whether the PostgreSQL database of `url` exists on its server."""
+    import psycopg
+
+    server = url.set(drivername="postgresql", database="postgres", query={})
+    with psycopg.connect(server.render_as_string(hide_password=False), autocommit=True,
+                         connect_timeout=10) as conn:
+        return conn.execute("SELECT 1 FROM pg_database WHERE datname = %s",
+                            (url.database,)).fetchone() is not None
+
+
+def warehouse_refusal(env: Mapping[str, str]) -> str | None:
+    """Why the warehouse of `env` is refused (`runner.identity.refuse`: a watermark of some
+    pipeline describes another one, or the one it describes is missing or an older copy), in
+    one line naming both identities and the way out (`tokokita-etl state reconcile`); None
+    when it is accepted. The package's own pipelines and the declared ones whose modules
+    import here. Creates nothing."""
+    url_text = _warehouse_url(env)
+    if not url_text:
+        return None
+    from sqlalchemy.engine import make_url
+
+    from stack.connections import pipeline_settings
+    from tokokita_etl.errors import ConfigError
+    from tokokita_etl.pipelines import PIPELINES, declared
+    from tokokita_etl.runner.identity import (
+        Presence,
+        Present,
+        WarehouseIdentityError,
+        present,
+        refuse,
+    )
+    from tokokita_etl.runner.stores import state_store
+    from tokokita_etl.settings.model import default
+    from tokokita_etl.warehouse.database import Warehouse
+
+    url = make_url(url_text)
+    warehouse = Warehouse(url_text, env.get("TOKOKITA_TIMEZONE") or default("timezone"))
+    postgres = url.get_backend_name() == "postgresql" and bool(url.database)
+    found = Present(Presence.MISSING) if postgres and not _database_exists(url) \
+        else present(warehouse)
+    pipelines = list(PIPELINES.values())
+    settings = pipeline_settings(env, cwd=Path.cwd())
+    try:
+        pipelines += declared(settings.declarations)
+    except ConfigError as exc:
+        say(f"the declared pipelines' watermarks are not checked here ({exc}); their first "
+            "run checks them")
+    watermarks = []
+    for pipeline in pipelines:
+        own = pipeline_settings(env, cwd=Path.cwd(), pipeline=pipeline)
+        if own.state_url == "warehouse" and found.presence is Presence.MISSING:
+            continue  # the watermark was in the warehouse: gone with it
+        if own.state_conn_id and not own.state_url:
+            say(f"the state database's connection {own.state_conn_id!r} is not in the "
+                f"environment: the watermark of {pipeline.name} is not checked here; its "
+                "first run checks it")
+            continue
+        store = state_store(own)
+        watermarks.append((store.read(), store.location))
+    try:
+        refuse(settings, warehouse, found, watermarks)
+    except WarehouseIdentityError as exc:
+        return str(exc)
+    return None
+
+
+def check_warehouse(env: Mapping[str, str]) -> None:
+    """Exit with `warehouse_refusal`'s line when the warehouse is refused: before anything
+    is created."""
+    if (refusal := warehouse_refusal(env)) is not None:
+        raise SystemExit(f"[airflow-init] error: {refusal}")
+
+
+def prepare_warehouse(env: Mapping[str, str]) -> str | None:
+    """Create the warehouse database (PostgreSQL) when missing, then its tables (once
+    `check_warehouse` accepted it)."""
+    url_text = _warehouse_url(env)
     if not url_text:
         say("no warehouse connection in the environment (AIRFLOW_CONN_TOKOKITA_WAREHOUSE): "
             "its tables are made by the first load")
@@ -182,18 +265,15 @@ def prepare_warehouse(env: Mapping[str, str]) -> str | None:
     from sqlalchemy.engine import make_url
 
     url = make_url(url_text)
-    if url.get_backend_name() == "postgresql" and url.database:
+    if url.get_backend_name() == "postgresql" and url.database and not _database_exists(url):
         import psycopg
         from psycopg import sql
 
         server = url.set(drivername="postgresql", database="postgres", query={})
-        conninfo = server.render_as_string(hide_password=False)
-        with psycopg.connect(conninfo, autocommit=True, connect_timeout=10) as conn:
-            exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s",
-                                  (url.database,)).fetchone()
-            if not exists:
-                conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(url.database)))
-                say(f"created warehouse database {url.database!r}")
+        with psycopg.connect(server.render_as_string(hide_password=False), autocommit=True,
+                             connect_timeout=10) as conn:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(url.database)))
+        say(f"created warehouse database {url.database!r}")
     from tokokita_etl.pipelines import PIPELINES
     from tokokita_etl.settings.model import default
     from tokokita_etl.warehouse.database import Warehouse
@@ -252,6 +332,7 @@ def add_connections(env: Mapping[str, str]) -> list[str]:
 def main(env: Mapping[str, str] | None = None) -> int:
     """Run every init step; exit non-zero on the first failure."""
     env = dict(os.environ if env is None else env)
+    check_warehouse(env)  # before anything is created
     uid = owner_uid(env)
     prepare_folders(env, uid)
     prepare_buckets(env)

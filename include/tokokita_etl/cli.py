@@ -16,7 +16,7 @@ from typing import NoReturn
 
 from tokokita_etl.errors import EXIT_USAGE, EtlError, StateError
 from tokokita_etl.files import write_text_atomic
-from tokokita_etl.pipelines import DEFAULT, by_name, every, settings_of
+from tokokita_etl.pipelines import DEFAULT, by_name, every, settings_of, upstream_first
 from tokokita_etl.runner.claims import settled_watermark
 from tokokita_etl.runner.declaration import Pipeline
 from tokokita_etl.runner.identity import reconcile, verify
@@ -100,10 +100,12 @@ def _parser() -> argparse.ArgumentParser:
                                    "state.json file to the configured store (refused, nothing "
                                    "imported, when a date already has an entry)")
     imports.add_argument("file", help="a state.json file")
-    state_sub.add_parser("reconcile", parents=[common], help="after a lost or replaced "
-                         "warehouse: make the watermark describe the present one (created "
-                         "when missing); the done dates it does not hold with their recorded "
-                         "checksums become needs re-run")
+    reconciles = state_sub.add_parser(
+        "reconcile", parents=[common], help="after a lost or replaced warehouse: make the "
+        "watermark of every pipeline (or of --pipeline NAME), upstream before downstream, "
+        "describe the present warehouse (created when missing); the done dates it does not "
+        "hold with their recorded checksums become needs re-run")
+    reconciles.set_defaults(pipeline=None)  # every pipeline unless one is named
 
     config = sub.add_parser("config", parents=[common], help="print every effective setting "
                             "and where its value came from (default, the YAML file, a "
@@ -120,10 +122,17 @@ def _parser() -> argparse.ArgumentParser:
 def _pipeline(args: argparse.Namespace) -> Pipeline:
     """The pipeline `--pipeline` names: the package's own, an installed one, or one the
     `declarations` setting names (read without the flags: it has none)."""
-    name = getattr(args, "pipeline", DEFAULT)
+    name = getattr(args, "pipeline", None) or DEFAULT
     if name in (known := every()):
         return known[name]
     return by_name(name, load_settings(args.config, stack=stack_environment()).declarations)
+
+
+def _every_pipeline(args: argparse.Namespace) -> list[Pipeline]:
+    """Every pipeline (the package's own and the declared ones), upstream before
+    downstream."""
+    declarations = load_settings(args.config, stack=stack_environment()).declarations
+    return upstream_first(every(declarations).values())
 
 
 def _settings(args: argparse.Namespace, pipeline: Pipeline) -> Settings:
@@ -215,10 +224,13 @@ def cmd_status(args: argparse.Namespace, pipeline: Pipeline,
 
 def cmd_state(args: argparse.Namespace, pipeline: Pipeline) -> int:
     """`state export [--output FILE]` and `state import FILE`."""
+    if args.state_command == "reconcile":
+        pipelines = [pipeline] if args.pipeline else _every_pipeline(args)
+        for each in pipelines:
+            _reconcile(each, _settings(args, each))
+        return 0
     settings = _settings(args, pipeline)
     store = state_store(settings)
-    if args.state_command == "reconcile":
-        return _reconcile(pipeline, settings, store.location)
     if args.state_command == "export":
         data = store.export()
         text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
@@ -251,21 +263,27 @@ def cmd_state(args: argparse.Namespace, pipeline: Pipeline) -> int:
     return 0
 
 
-def _reconcile(pipeline: Pipeline, settings: Settings, where: str) -> int:
-    """`state reconcile`: what it found, what it kept and what now needs a re-run."""
+def _reconcile(pipeline: Pipeline, settings: Settings) -> None:
+    """`state reconcile` of one pipeline: what it found, what it kept and what now needs a
+    re-run, each line naming the pipeline."""
     done = reconcile(pipeline, settings, utc_now())
+    say = f"[{pipeline.name}]"
     made = "created" if done.created else "found"
-    print(f"warehouse {Warehouse.from_settings(settings).display_url} ({made}): identity "
-          f"{done.identity}")
-    print(f"{len(done.kept)} done dates it holds as recorded stay done; "
-          f"{len(done.rerun)} need a re-run; watermark {where}")
+    print(f"{say} warehouse {Warehouse.from_settings(settings).display_url} ({made}): "
+          f"identity {done.identity}")
+    print(f"{say} {len(done.kept)} done dates it holds as recorded stay done; "
+          f"{len(done.rerun)} need a re-run; watermark {state_store(settings).location}")
     for iso in done.rerun:
-        print(f"needs re-run: {iso}")
+        print(f"{say} needs re-run: {iso}")
     if done.rerun:
-        print(f"reload them with `tokokita-etl run --date D` for each, or on Airflow a "
-              f"backfill of {done.rerun[0]} .. {done.rerun[-1]} (reprocess behaviour: all "
-              "runs); `tokokita-etl due` lists those inside the lookback")
-    return 0
+        first, last = done.rerun[0], done.rerun[-1]
+        after = f" once the {pipeline.upstream.pipeline.name} dates they are built from are " \
+            "done again" if pipeline.upstream is not None else ""
+        print(f"{say} reload them{after}: `{pipeline.command_line('run', '--date', 'D')}` for "
+              f"each, or on Airflow a backfill of {pipeline.dag_id} over {first} .. {last} "
+              f"(reprocess behaviour: all runs); "
+              f"`{pipeline.command_line('due', '--now', 'T')}` lists those inside the "
+              "lookback")
 
 
 def cmd_config(args: argparse.Namespace, pipeline: Pipeline) -> int:

@@ -6,6 +6,7 @@ own, those installed packages register under the entry point group `tokokita_etl
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterable
 from functools import cache
 
 from tokokita_etl.errors import ConfigError
@@ -75,6 +76,25 @@ def _checked(value: object, where: str, known: tuple[Pipeline, ...]) -> Pipeline
 def every(declarations: str = "") -> dict[str, Pipeline]:
     """Every pipeline, by name: the package's own, the installed ones, then the declared."""
     return {**PIPELINES, **{p.name: p for p in (*installed(), *declared(declarations))}}
+
+
+def upstream_first(pipelines: Iterable[Pipeline]) -> list[Pipeline]:
+    """`pipelines` in dependency order: each after the pipeline it is built from (its
+    `upstream`), when that is among them; otherwise in the order given."""
+    given = list(pipelines)
+    names = {pipeline.name for pipeline in given}
+    ordered: dict[str, Pipeline] = {}
+
+    def place(pipeline: Pipeline) -> None:
+        if pipeline.name in ordered:
+            return
+        if pipeline.upstream is not None and pipeline.upstream.pipeline.name in names:
+            place(next(p for p in given if p.name == pipeline.upstream.pipeline.name))
+        ordered[pipeline.name] = pipeline
+
+    for pipeline in given:
+        place(pipeline)
+    return list(ordered.values())
 
 
 def by_name(name: str, declarations: str = "") -> Pipeline:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from datetime import date, datetime, timedelta
+from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -239,3 +240,133 @@ def test_the_sweep_lists_a_changed_week_once_until_it_is_rebuilt(built, call):
     assert needs()[0].run_id == found[0].run_id  # asked again: the same run
     assert call("run", *WEEKLY, "--date", WEEKS[2].isoformat())[0] == 0
     assert needs() == []
+
+
+def lose_warehouse(ws: Workspace) -> None:
+    """The warehouse is lost: the SQLite file removed, or the PostgreSQL schema emptied."""
+    from sqlalchemy.engine import make_url
+
+    url = make_url(ws.warehouse_url)
+    if url.get_backend_name() == "sqlite":
+        Path(url.database).unlink()
+        return
+    from tests.db.conftest import _pg_connect
+
+    schema = url.query["options"].split("search_path=", 1)[1]
+    with _pg_connect(ws.warehouse_url) as conn:
+        conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+
+
+def warehouse_tables(ws: Workspace) -> list[str]:
+    """The tables the warehouse holds now (none when its SQLite file is not there)."""
+    from sqlalchemy import create_engine, inspect
+    from sqlalchemy.engine import make_url
+
+    url = make_url(ws.warehouse_url)
+    if url.get_backend_name() == "sqlite" and not Path(url.database).exists():
+        return []
+    engine = create_engine(url)
+    try:
+        return sorted(inspect(engine).get_table_names())
+    finally:
+        engine.dispose()
+
+
+def one_error(err: str) -> str:
+    [line] = [line for line in err.splitlines() if line.startswith("error:")]
+    return line
+
+
+def test_a_lost_warehouse_refuses_both_pipelines_and_one_reconcile_recovers_both(built, call):
+    """Bug: after a lost warehouse, `state reconcile` reconciled the orders alone, `status
+    --pipeline weekly_city_report` still exited 2 saying nothing of it, and the hint to reload
+    a week (`tokokita-etl run --date D`) ran the orders."""
+    ws = built
+    gold = {week: week_gold(ws, week) for week in WEEKS}
+    lose_warehouse(ws)
+
+    code, _, err = call("run", "--date", WEEKS[0].isoformat(), "--force")
+    assert code == 2 and "`tokokita-etl state reconcile`" in one_error(err)
+    code, _, err = call("run", *WEEKLY, "--date", WEEKS[0].isoformat(), "--force")
+    assert code == 2 and "`tokokita-etl state reconcile`" in one_error(err)
+    for pipeline in ((), WEEKLY):
+        code, _, err = call("status", *pipeline)
+        assert code == 2 and "`tokokita-etl state reconcile`" in one_error(err)
+    assert warehouse_tables(ws) == []  # nothing created by a refusal
+
+    code, out, err = call("state", "reconcile")
+    assert code == 0, err
+    lines = out.splitlines()
+    orders = [n for n, line in enumerate(lines) if line.startswith("[orders] ")]
+    weekly = [n for n, line in enumerate(lines) if line.startswith("[weekly_city_report] ")]
+    assert orders and weekly and max(orders) < min(weekly)  # upstream first
+    assert "[orders] 0 done dates it holds as recorded stay done; 20 need a re-run" in out
+    assert "[weekly_city_report] 0 done dates it holds as recorded stay done; 3 need a " \
+           "re-run" in out
+    for week in WEEKS:
+        assert f"[weekly_city_report] needs re-run: {week}" in lines
+    assert "`tokokita-etl run --pipeline weekly_city_report --date D`" in out
+    assert "backfill of tokokita_weekly_city_report over 2026-11-02 .. 2026-11-16" in out
+    assert "`tokokita-etl run --date D`" in out  # the orders' own hint
+
+    for pipeline in ((), WEEKLY):
+        code, _, err = call("status", *pipeline)
+        assert code == 0, err
+    run_orders(call, dates())
+    assert due(call) == [week.isoformat() for week in WEEKS]
+    row = week_row(call, WEEKS[0])
+    assert row["state"] == "needs re-run"
+    assert "next scheduled catch-up" not in row["reason"]
+    assert f"trigger tokokita_weekly_city_report with partition key {WEEKS[0]}, or run " \
+           f"`tokokita-etl run --pipeline weekly_city_report --date {WEEKS[0]}`" in row["reason"]
+    for week in WEEKS:
+        code, out, err = call("run", *WEEKLY, "--date", week.isoformat())
+        assert code == 0, out + err
+        assert week_gold(ws, week) == gold[week]
+    assert due(call) == []
+
+
+@SQLITE_ONLY
+def test_the_weekly_report_creates_no_warehouse_the_orders_watermark_describes_otherwise(
+        workspace, call):
+    """Bug: with the warehouse lost and the weekly report's own watermark empty, its run
+    created a new warehouse (a new identity), after which every orders run was refused as
+    "another warehouse"."""
+    ws = workspace
+    week = dates(WEEKS[0], 7)
+    write_days(ws, week)
+    run_orders(call, week)
+    lose_warehouse(ws)
+
+    code, out, err = call("run", *WEEKLY, "--date", WEEKS[0].isoformat())
+    assert code == 2, out + err
+    error = one_error(err)
+    assert "it is missing or empty" in error and "`tokokita-etl state reconcile`" in error
+    assert warehouse_tables(ws) == []
+    assert not (ws.state_dir / "weekly_city_report" / "state.json").exists() or \
+        WEEKS[0].isoformat() not in week_state(ws)
+
+
+@SQLITE_ONLY
+def test_reconcile_of_one_named_pipeline_reconciles_that_one_alone(workspace, call):
+    ws = workspace
+    week = dates(WEEKS[0], 7)
+    write_days(ws, week)
+    run_orders(call, week[:2])
+    lose_warehouse(ws)
+
+    code, out, err = call("state", "reconcile", *WEEKLY)
+    assert code == 0, err
+    assert all(line.startswith("[weekly_city_report] ") for line in out.splitlines())
+    code, _, err = call("run", "--date", week[2].isoformat())
+    assert code == 2 and "another warehouse" in one_error(err)  # the orders: not reconciled
+    code, out, err = call("state", "reconcile", "--pipeline", "orders")
+    assert code == 0, err
+    assert "[orders] 0 done dates it holds as recorded stay done; 2 need a re-run" in out
+    assert "[orders] reload them: `tokokita-etl run --date D`" in out
+    assert call("run", "--date", week[2].isoformat())[0] == 0
+
+
+def week_state(ws: Workspace) -> dict:
+    return json.loads((ws.state_dir / "weekly_city_report" / "state.json").read_text())["runs"]

@@ -186,3 +186,19 @@ def test_each_date_state_names_the_actions_it_allows_and_reads_as_its_string(tmp
                        "not processed": ["reprocess"]}
     assert json.loads(json.dumps(blocked))["state"] == "blocked"
 
+
+
+def test_a_due_dates_row_says_a_catch_up_runs_it_only_when_it_has_no_airflow_run(tmp_path):
+    """Regression: a due date whose Airflow run already existed (it had failed) read "the next
+    scheduled catch-up runs it", and a catch-up never creates a run that exists. The status
+    page tells (it reads the DAG's runs): `has_run`."""
+    settings = settings_in(tmp_path)
+    day = TODAY - timedelta(days=2)
+    partition(settings, day)
+    record(settings, day, FAILED, error="warehouse: connection refused", failed_stage="load")
+    ran = by_date(date_states(ORDERS, settings, at(12), has_run=lambda d: d == day))[str(day)]
+    assert f"it is due: its Airflow run exists, so no catch-up runs it again: trigger " \
+           f"tokokita_orders_daily with partition key {day}, or run " \
+           f"`tokokita-etl run --date {day}`" in ran["reason"]
+    not_yet = by_date(date_states(ORDERS, settings, at(12), has_run=lambda d: False))[str(day)]
+    assert "it is due: the next scheduled catch-up runs it" in not_yet["reason"]

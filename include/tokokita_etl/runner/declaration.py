@@ -16,6 +16,7 @@ from datetime import date
 from typing import Any
 
 from tokokita_etl.errors import ConfigError
+from tokokita_etl.runner.policy import PROGRAM, RUN_COMMAND
 from tokokita_etl.runner.schedule import DAILY, Grain
 from tokokita_etl.settings.layout import join, partition_file_exists
 from tokokita_etl.settings.model import Settings
@@ -162,10 +163,24 @@ class Pipeline:
 
             importlib.import_module(self.schema)
 
+    def command_line(self, words: str, *options: str) -> str:
+        """The one builder of a command line a hint names: `words` (`run`, `state
+        reconcile`, `status`...) for this pipeline, then `options` (`--date 2026-11-02`).
+        `run` is its `command` when it declares one; every other command is the command
+        line's, with `--pipeline NAME` unless this is its default pipeline (the one whose
+        `command` is `tokokita-etl run`)."""
+        if words == "run" and self.command:
+            base = self.command
+        elif self.command == RUN_COMMAND:
+            base = f"{PROGRAM} {words}"
+        else:
+            base = f"{PROGRAM} {words} --pipeline {self.name}"
+        return " ".join((base, *options))
+
     @property
     def run_command(self) -> str:
         """The command that runs a date of this pipeline, without its date."""
-        return self.command or f"tokokita-etl run --pipeline {self.name}"
+        return self.command_line("run")
 
     @property
     def stage_names(self) -> tuple[str, ...]:

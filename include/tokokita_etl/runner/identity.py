@@ -20,6 +20,7 @@ done dates it does not hold with the recorded checksums become *needs re-run*.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date, datetime
 from enum import StrEnum
@@ -192,25 +193,42 @@ def message(settings: Settings, warehouse: Warehouse, found: Present, wanted: Re
             f"needs re-run")
 
 
+def refuse(settings: Settings, warehouse: Warehouse, found: Present,
+           watermarks: Iterable[tuple[Watermark, str]]) -> None:
+    """The one rule: WarehouseIdentityError (one line naming both identities and the way
+    out) when `found`, what is at `warehouse`'s URL, is not the warehouse one of
+    `watermarks` (each with where it is) describes. Writes nothing."""
+    for watermark, where in watermarks:
+        wanted = recorded(watermark)
+        why = problem(found, wanted)
+        if why is not None:
+            raise WarehouseIdentityError(message(settings, warehouse, found, wanted, why,
+                                                 where=where), url=warehouse.display_url)
+
+
 def verify(settings: Settings, watermark: Watermark, *, where: str) -> Present:
     """What is at the warehouse URL, when it is the warehouse `watermark` describes (or the
     watermark names none); WarehouseIdentityError naming both otherwise. Writes nothing."""
     warehouse = Warehouse.from_settings(settings)
-    found, wanted = present(warehouse), recorded(watermark)
-    why = problem(found, wanted)
-    if why is not None:
-        raise WarehouseIdentityError(message(settings, warehouse, found, wanted, why,
-                                             where=where), url=warehouse.display_url)
+    found = present(warehouse)
+    refuse(settings, warehouse, found, [(watermark, where)])
     return found
 
 
 def ensure(pipeline: Pipeline, settings: Settings, found: Present) -> None:
     """Create the warehouse (a first run: with `pipeline`'s tables) or give an existing one
     made before identities its identity, once `verify` accepted it: what a run that proceeds
-    does first."""
+    does first. A pipeline built from another's results creates none that the other's
+    watermark describes otherwise (WarehouseIdentityError, as `verify`'s)."""
     if found.presence not in (Presence.MARKED, Presence.UNREACHABLE):
+        warehouse = Warehouse.from_settings(settings)
+        if pipeline.upstream is not None:
+            from tokokita_etl.runner.stores import state_store
+
+            upstream = state_store(settings.upstream)
+            refuse(settings, warehouse, found, [(upstream.read(), upstream.location)])
         pipeline.declare_tables()
-        Warehouse.from_settings(settings).ensure_schema(created_by=settings.pipeline)
+        warehouse.ensure_schema(created_by=settings.pipeline)
 
 
 # -- recovery ----------------------------------------------------------------------------------
@@ -245,8 +263,9 @@ def reconcile(pipeline: Pipeline, settings: Settings, now: datetime) -> Reconcil
                              "was reconciled", transient=True)
     created = found.presence in (Presence.MISSING, Presence.EMPTY)
     pipeline.declare_tables()
+    # its tables also when another pipeline's reconcile has just created the warehouse
+    warehouse.ensure_schema(created_by=settings.pipeline)
     if found.presence is not Presence.MARKED:
-        warehouse.ensure_schema(created_by=settings.pipeline)
         found = present(warehouse)
     identity = found.identity
     assert identity is not None  # (ensure_schema wrote it)

@@ -90,8 +90,10 @@ def is_blocked(state: Watermark, day: date, max_attempts: int) -> bool:
         at_max_attempts(failures_since_success(state.entry(day)), max_attempts)
 
 
+#: the command line's program
+PROGRAM = "tokokita-etl"
 #: the command that runs a date of the default pipeline
-RUN_COMMAND = "tokokita-etl run"
+RUN_COMMAND = f"{PROGRAM} run"
 
 
 def unblock_hint(day: date, command: str = RUN_COMMAND) -> str:

@@ -147,8 +147,8 @@ def _number(value: Any) -> float | None:
 
 
 def date_states(pipeline: Pipeline, settings: Settings, now: datetime, days: int | None = None,
-                dates: list[date] | None = None, state: Watermark | None = None
-                ) -> list[dict[str, Any]]:
+                dates: list[date] | None = None, state: Watermark | None = None,
+                has_run: Callable[[date], bool] | None = None) -> list[dict[str, Any]]:
     """One row per date, oldest first: the window (`window`) and every older date of the
     watermark that is not done or has a run's intent on it (`_unsettled`): a year of done
     dates behind the window costs nothing.
@@ -160,7 +160,9 @@ def date_states(pipeline: Pipeline, settings: Settings, now: datetime, days: int
     `max_attempts` counts), `max_attempts`, `blocked`, `rows`, `quarantine_share`, `bruto`,
     `bersih`, `duration_s`, `error`, `failed_stage`, `gold` (done dates only), `updated_at`,
     `warnings`, `raw_change` (a done date's raw file changed since its success, else "").
-    `state`: the watermark as `settled_watermark` reads it, when the caller has it.
+    `state`: the watermark as `settled_watermark` reads it, when the caller has it;
+    `has_run`: whether a partition has an Airflow run already, when the caller can tell
+    (the status page), which says who runs a due date (`_who_runs_it`).
     """
     if state is None:
         state = settled_watermark(settings, now)
@@ -206,7 +208,7 @@ def date_states(pipeline: Pipeline, settings: Settings, now: datetime, days: int
         row.update(_state_of(pipeline, settings, state, day, now, claims.get(day),
                              present=present,
                              due=day in due, wait_window=wait_window, inputs=inputs,
-                             look=look))
+                             look=look, has_run=has_run))
         rows.append(row)
     return rows
 
@@ -214,7 +216,7 @@ def date_states(pipeline: Pipeline, settings: Settings, now: datetime, days: int
 def _state_of(pipeline: Pipeline, settings: Settings, state, day: date, now: datetime,
               claim: Claim | EtlError | None, *, present: bool, due: bool,
               wait_window: timedelta, look: Callable[[date], RawChange | None],
-              inputs=None) -> dict[str, Any]:
+              inputs=None, has_run: Callable[[date], bool] | None = None) -> dict[str, Any]:
     """state, label, reason, holder and unblock of one date (see `date_states`); `claim`:
     its claim as the store read it (a damaged one: the error naming it)."""
     if isinstance(claim, EtlError):
@@ -227,7 +229,8 @@ def _state_of(pipeline: Pipeline, settings: Settings, state, day: date, now: dat
     used = f"{failures_since_success(state.entry(day))}/{settings.max_attempts}"
     intent = state.intent(day)
     entry = state.entry(day)
-    later = (f"it is due: {_who_runs_it(settings, now)}" if due else
+    who = _who_runs_it(pipeline, settings, now, day, has_run)
+    later = (f"it is due: {who}" if due else
              "older than the lookback: a backfill or a manual run processes it")
     if intent is not None:  # its run is gone (a live one holds the claim, see above)
         if intent.get(STOPPED):
@@ -259,7 +262,8 @@ def _state_of(pipeline: Pipeline, settings: Settings, state, day: date, now: dat
                         "raw_change": str(change),
                         "reason": f"{done}; {change}: on_raw_change=reprocess: on Airflow "
                                   "the sweep DAG runs it again; a plain run of the date "
-                                  f"reprocesses it too ({pipeline.run_command} --date {day}, "
+                                  "reprocesses it too "
+                                  f"({pipeline.command_line('run', '--date', str(day))}, "
                                   f"or a trigger of partition key {day})"}
             then = "its results stay" if change.gone else \
                 "a forced run (Clear in Airflow) reprocesses it"
@@ -280,7 +284,7 @@ def _state_of(pipeline: Pipeline, settings: Settings, state, day: date, now: dat
     if due:
         there = "its inputs are settled" if inputs is not None else "the partition is there"
         return {"state": DateState.DUE, "label": "due",
-                "reason": f"{there}: {_who_runs_it(settings, now)}"}
+                "reason": f"{there}: {who}"}
     if inputs is not None and not present:
         return {"state": DateState.WAITING, "label": "waiting for days",
                 "reason": inputs.waiting_message(day)}
@@ -320,7 +324,8 @@ def _done_from_upstream(pipeline: Pipeline, inputs, entry: dict[str, Any], day: 
         return {"state": DateState.DUE, "label": "due (changed)",
                 "inputs_change": "; ".join(changed),
                 "reason": f"{done}; {'; '.join(notes)}: on Airflow the sweep DAG builds it "
-                          f"again; a plain run does too ({pipeline.run_command} --date {day})"}
+                          "again; a plain run does too "
+                          f"({pipeline.command_line('run', '--date', str(day))})"}
     return {"state": DateState.DONE, "label": "done",
             "inputs_change": "; ".join(notes),
             "reason": "; ".join([done, *notes])}
@@ -339,14 +344,26 @@ def warehouse_problem(settings: Settings) -> str | None:
     return None
 
 
-def _who_runs_it(settings: Settings, now: datetime) -> str:
-    """Who processes a due date next where these settings run: the scheduler's catch-up,
-    unless its end (`end_date`) has passed."""
+def _who_runs_it(pipeline: Pipeline, settings: Settings, now: datetime, day: date,
+                 has_run: Callable[[date], bool] | None) -> str:
+    """Who processes a due partition next where these settings run. The scheduler's
+    catch-up creates only the runs that do not exist yet: once the partition's Airflow run
+    exists (`has_run`, when the caller can tell), a person triggers it; where that cannot be
+    told, a partition built from another pipeline's results (whose run exists once its
+    sensor waited for them) is given both ways. None of it once the catch-up's end
+    (`end_date`) has passed."""
     if settings.end_date is not None and \
             catchup_bound(settings.end_date, settings.timezone) < now:
         return (f"the scheduled catch-up ended at end_date {settings.end_date.isoformat()}, "
                 "so a manual run or a backfill processes it")
-    return "the next scheduled catch-up runs it"
+    known = has_run(day) if has_run is not None else None
+    if known is False or (known is None and pipeline.upstream is None):
+        return "the next scheduled catch-up runs it"
+    trigger = (f"trigger {pipeline.dag_id} with partition key {day}, or run "
+               f"`{pipeline.command_line('run', '--date', str(day))}`")
+    if known:
+        return f"its Airflow run exists, so no catch-up runs it again: {trigger}"
+    return f"the scheduled catch-up runs it only if it has no Airflow run yet; else {trigger}"
 
 
 def display_text(settings: Settings, text: str) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, date, datetime
+from functools import cache
 from typing import Any
 
 
@@ -84,15 +85,21 @@ def status_rows(pipeline, days: int | None) -> list[dict[str, Any]]:
     from tokokita_etl.errors import EtlError
     from tokokita_etl.runner.status import date_states
 
+    @cache
+    def runs() -> dict[str, list[dict[str, Any]]]:
+        with create_session() as session:
+            return _airflow_runs(session, pipeline.dag_id, settings, date.min, pipeline.grain)
+
     try:
         settings = pipeline_settings(pipeline)
-        rows = date_states(pipeline, settings, datetime.now(UTC), days)
+        # a due date's row says whether a catch-up or a person runs it: the runs are read
+        # once, when a row first asks (the watermark's errors come first)
+        rows = date_states(pipeline, settings, datetime.now(UTC), days,
+                           has_run=lambda day: day.isoformat() in runs())
     except (EtlError, ConnectionProblem) as exc:  # a damaged watermark, a missing connection,
         # a refused login: named, as the command line names it (never with a password)
         raise HTTPException(status_code=503, detail=str(named(exc))) from None
-    since = date.fromisoformat(rows[0]["date"]) if rows else date.today()
-    with create_session() as session:
-        runs = _airflow_runs(session, pipeline.dag_id, settings, since, pipeline.grain)
+    by_day = runs()
     for row in rows:
-        row["airflow_runs"] = runs.get(row["date"], [])
+        row["airflow_runs"] = by_day.get(row["date"], [])
     return rows
