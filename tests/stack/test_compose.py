@@ -192,7 +192,8 @@ def test_the_services_get_the_warehouse_and_object_store_as_airflow_connections_
 
     for name in (*AIRFLOW_SERVICES, "airflow-init", "airflow-worker", "airflow-worker-2"):
         env = DEFAULTS[name].environment
-        assert "TOKOKITA_WAREHOUSE_URL" not in env, name
+        # the generated block gives it empty unless set, and empty means not set
+        assert not env.get("TOKOKITA_WAREHOUSE_URL"), name
         assert not [var for var in env if var.startswith("AWS_")], name
     env = DEFAULTS["airflow-scheduler"].environment
     assert parse("tokokita_warehouse", env["AIRFLOW_CONN_TOKOKITA_WAREHOUSE"]).conn_type == \
@@ -257,3 +258,113 @@ def test_interpolation_required_variable():
 def test_unknown_service_is_an_error():
     with pytest.raises(ComposeError, match="no service"):
         service(load(), "nope")
+
+
+# -- the settings' variables: one generated block, every setting of the model ------------------
+
+def _settings_variables() -> dict[str, str]:
+    """Every variable of the model, enumerated from it here (not from the helper that writes
+    the block): the YAML file's, each setting's, each own setting of each package pipeline."""
+    from tokokita_etl.pipelines import DEFAULT, PIPELINES
+    from tokokita_etl.settings.model import (
+        SETTINGS,
+        SHARED_SETTINGS,
+        WATERMARK_NAME,
+        env_var,
+        pipeline_env_var,
+    )
+
+    found = {"TOKOKITA_CONFIG": "config", **{env_var(name): name for name in SETTINGS}}
+    for pipeline in PIPELINES:
+        if pipeline != DEFAULT:
+            found.update({pipeline_env_var(pipeline, name): f"{pipeline}.{name}"
+                          for name in SETTINGS
+                          if name not in SHARED_SETTINGS and name != WATERMARK_NAME})
+    return found
+
+
+def test_the_compose_files_settings_block_is_up_to_date_with_the_settings_model():
+    """Regression: the compose file named its own list of TOKOKITA_* variables, so a setting
+    set in the shell (TOKOKITA_ON_RAW_CHANGE=reprocess) reached the command line and no
+    service. The block is generated from the model; out of date, this says how to rewrite it."""
+    from stack.compose import settings_block
+
+    text = COMPOSE_FILE.read_text(encoding="utf-8")
+    assert settings_block(text) == text, \
+        "docker-compose.yaml's settings block is out of date: run `.venv/bin/python -m stack.compose`"
+    done = subprocess.run([sys.executable, "-m", "stack.compose", "--check"], cwd=REPO,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+
+
+def test_the_block_rewrite_keeps_the_files_defaults_and_adds_a_missing_setting():
+    from stack.compose import BLOCK_BEGIN, BLOCK_END, settings_block
+
+    text = COMPOSE_FILE.read_text(encoding="utf-8")
+    stale = text.replace("    TOKOKITA_ON_RAW_CHANGE: ${TOKOKITA_ON_RAW_CHANGE:-}\n", "")
+    assert stale != text and settings_block(stale) == text
+    assert BLOCK_BEGIN in text and BLOCK_END in text
+    with pytest.raises(ComposeError, match="no block of the settings' variables"):
+        settings_block(text.replace(BLOCK_BEGIN, "    # something else"))
+
+
+@pytest.mark.parametrize("service_name", [*AIRFLOW_SERVICES, "airflow-init", "airflow-worker",
+                                          "airflow-worker-2"])
+def test_every_setting_of_every_package_pipeline_has_a_variable_in_every_airflow_service(
+        service_name):
+    variables = _settings_variables()
+    assert "TOKOKITA_ON_RAW_CHANGE" in variables
+    assert "TOKOKITA_WEEKLY_CITY_REPORT__ON_RAW_CHANGE" in variables
+    given = {var: f"given-{index}" for index, var in enumerate(variables)}
+    env = services(env=given)[service_name].environment
+    assert {var: env.get(var) for var in variables} == given
+
+
+def test_no_variable_set_gives_the_settings_nothing_but_the_container_paths():
+    """Empty means not set (`load_settings` skips an empty variable): without any variable
+    the services' settings are config/pipeline.yaml's and the defaults, but for the folders,
+    the YAML file's path and the catch-up's start the compose file always gave."""
+    env = DEFAULTS["airflow-scheduler"].environment
+    given = {var: env[var] for var in _settings_variables() if env[var]}
+    assert given == {
+        "TOKOKITA_CONFIG": "/opt/airflow/config/pipeline.yaml",
+        **{f"TOKOKITA_{folder}_DIR": f"/opt/airflow/data/{folder.lower()}"
+           for folder in ("RAW", "GOLD", "QUARANTINE", "STATE", "STAGING", "WORK")},
+        "TOKOKITA_START_DATE": "2026-11-01"}
+
+
+@pytest.mark.skipif(not DOCKER_COMPOSE, reason="docker-compose is not installed "
+                    "(apt-get install -y docker-compose)")
+@pytest.mark.parametrize("profile", ["default", "scale-out"])
+def test_docker_compose_resolves_every_settings_variable_into_every_airflow_service(profile):
+    """`docker-compose config` (compose v1) with every variable of the model set in the
+    environment: each Airflow service of the profile gets each value as set."""
+    variables = _settings_variables()
+    given = {var: f"given-{index}" for index, var in enumerate(variables)}
+    args = ("--env-file", str(REPO / "config" / "scale-out.env")) if profile == "scale-out" \
+        else ()
+    resolved = yaml.safe_load(_compose_config(*args, env=given))["services"]
+    names = [*AIRFLOW_SERVICES, "airflow-init"]
+    if profile == "scale-out":
+        names += ["airflow-worker", "airflow-worker-2"]
+        assert resolved["airflow-scheduler"]["environment"]["AIRFLOW__CORE__EXECUTOR"] == \
+            "CeleryExecutor"
+    assert set(names) <= set(resolved)
+    for name in names:
+        env = resolved[name]["environment"]
+        assert {var: env.get(var) for var in variables} == given, name
+
+
+def test_the_embedded_stack_gives_every_settings_variable_of_the_shell_to_every_service():
+    """Regression: the embedded stack handed its services a fixed list of four TOKOKITA_*
+    variables: `TOKOKITA_ON_RAW_CHANGE=reprocess make up` reached `tokokita-etl status` in
+    the same shell, not the sweep DAG."""
+    from stack.embedded import embedded_target
+    from stack.local import LocalStack
+
+    variables = _settings_variables()
+    shell = {var: f"/given/{index}" for index, var in enumerate(variables)}
+    stack = LocalStack(embedded_target(api_port=8080, health_port=8974, env=shell))
+    for name in (*AIRFLOW_SERVICES, "airflow-init"):
+        env = stack.env(name)
+        assert {var: env.get(var) for var in variables} == shell, name

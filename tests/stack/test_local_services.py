@@ -69,7 +69,7 @@ def test_substituted_values(tmp_path):
         "postgresql+psycopg://postgres@127.0.0.1:5432/airflow_e2e_x"
     assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_ASYNC"] == \
         "postgresql+psycopg_async://postgres@127.0.0.1:5432/airflow_e2e_x"
-    assert "TOKOKITA_WAREHOUSE_URL" not in env
+    assert not env.get("TOKOKITA_WAREHOUSE_URL")  # empty: not set
     assert env["AIRFLOW_CONN_TOKOKITA_WAREHOUSE"] == \
         "postgresql://postgres@127.0.0.1:5432/tokokita_e2e_x"
     assert env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"] == "http://127.0.0.1:18123/execution/"
