@@ -84,3 +84,19 @@ def test_the_settings_page_is_a_table_linked_from_the_status_page(client):
     weekly = client.get("/tokokita/settings", params={"pipeline": "weekly_city_report"})
     assert weekly.status_code == 200 and "href='/tokokita/?pipeline=weekly_city_report'" \
         in weekly.text
+
+
+def test_the_page_keeps_the_address_of_the_plugins_own_url_route():
+    """The page's script keeps Airflow's address at /plugin/<url_route> (see
+    tests/e2e/test_one_configuration.py): it must name the plugin's route and the page's
+    own path, or it keeps nothing."""
+    from tokokita_plugin import TokokitaPlugin
+
+    from tokokita_airflow.status_page.auth import PREFIX
+    from tokokita_airflow.status_page.render import CSP, LINKS_SCRIPT, LINKS_SCRIPT_HASH
+
+    [view] = TokokitaPlugin.external_views
+    assert view["href"] == f"{PREFIX}/" and view["destination"] == "nav"
+    assert f'var ROUTE = "/plugin/{view["url_route"]}";' in LINKS_SCRIPT
+    assert f'var PAGE = "{PREFIX}/";' in LINKS_SCRIPT
+    assert f"'sha256-{LINKS_SCRIPT_HASH}'" in CSP
