@@ -25,7 +25,7 @@ from stack.ephemeral import DAG_ID, PASSWORD, USERNAME, EphemeralStack
 from stack.rest import AirflowApi
 from tests.conftest import run_cli
 
-pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
+pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.browser]
 
 WEEKLY = "weekly_city_report"
 #: the date the test's one run processes (no catch-up runs: the window holds no fire time)
