@@ -322,15 +322,15 @@ def test_every_setting_of_every_package_pipeline_has_a_variable_in_every_airflow
 
 def test_no_variable_set_gives_the_settings_nothing_but_the_container_paths():
     """Empty means not set (`load_settings` skips an empty variable): without any variable
-    the services' settings are config/pipeline.yaml's and the defaults, but for the folders,
-    the YAML file's path and the catch-up's start the compose file always gave."""
+    the services' settings are config/pipeline.yaml's and the defaults, but for the folders
+    and the YAML file's path, which are the container's (the compose file once also gave the
+    catch-up's start, which then overrode a `start_date` of config/pipeline.yaml)."""
     env = DEFAULTS["airflow-scheduler"].environment
     given = {var: env[var] for var in _settings_variables() if env[var]}
     assert given == {
         "TOKOKITA_CONFIG": "/opt/airflow/config/pipeline.yaml",
         **{f"TOKOKITA_{folder}_DIR": f"/opt/airflow/data/{folder.lower()}"
-           for folder in ("RAW", "GOLD", "QUARANTINE", "STATE", "STAGING", "WORK")},
-        "TOKOKITA_START_DATE": "2026-11-01"}
+           for folder in ("RAW", "GOLD", "QUARANTINE", "STATE", "STAGING", "WORK")}}
 
 
 @pytest.mark.skipif(not DOCKER_COMPOSE, reason="docker-compose is not installed "
@@ -368,3 +368,73 @@ def test_the_embedded_stack_gives_every_settings_variable_of_the_shell_to_every_
     for name in (*AIRFLOW_SERVICES, "airflow-init"):
         env = stack.env(name)
         assert {var: env.get(var) for var in variables} == shell, name
+
+
+#: a valid value other than the default for every setting
+NON_DEFAULT = {
+    "pipeline": "etl-other", "cron": "5 1 * * *", "timezone": "Asia/Makassar",
+    "lookback_days": "9", "max_attempts": "4", "raw_dir": "/x/raw", "gold_dir": "/x/gold",
+    "quarantine_dir": "/x/quarantine", "state_dir": "/x/state", "staging_dir": "/x/staging",
+    "work_dir": "/x/work", "warehouse_url": "postgresql+psycopg://etl:secret@db:5432/wh",
+    "state_url": "warehouse", "warehouse_conn_id": "wh", "state_conn_id": "st",
+    "object_storage_conn_id": "objects", "duckdb_memory_limit": "300MB",
+    "wait_window_hours": "5", "claim_ttl_hours": "4", "sweep_cron": "20 * * * *",
+    "start_date": "2026-10-01", "end_date": "2026-12-01T06:00:00", "volume_min_share": "0.3",
+    "volume_check": "fail", "on_raw_change": "reprocess", "ping_url": "https://hc.example/p",
+    "deadline_local_time": "07:30", "deadline_webhook_url": "https://hooks.example/d",
+    "notifiers": '[{"class": "package.module.Notifier"}]', "declarations": "module:NAME",
+    "db_connect_timeout_s": "11", "db_statement_timeout_s": "601",
+    "db_answer_timeout_s": "46", "db_lock_timeout_s": "61",
+}
+
+
+#: the folder settings, which the compose file gives as container paths unless set
+FOLDERS = ("raw_dir", "gold_dir", "quarantine_dir", "state_dir", "staging_dir", "work_dir")
+
+
+@pytest.mark.parametrize("half", [0, 1])
+def test_every_setting_as_yaml_or_as_a_variable_reads_the_same_in_each_service_and_the_shell(
+        tmp_path, half):
+    """Each setting given away from its default, half of them in the YAML file that
+    TOKOKITA_CONFIG names and half as variables, then the other way round (the folders as
+    variables both times: in the containers they are paths the compose file gives unless a
+    variable does, docs/configuration.md): the settings each
+    Airflow service (both profiles' LocalExecutor services, airflow-init and the Celery
+    workers) reads from the environment the compose file gives it as a local process (what a
+    task's `load_settings` sees) are the shell's, value and source, for the orders and the
+    weekly city report (the running stack: tests/e2e/test_one_configuration.py)."""
+    from stack.local import LocalStack, LocalTarget
+    from tokokita_etl.pipelines import PIPELINES, settings_of
+    from tokokita_etl.settings.model import OWN_SETTINGS, SETTINGS, env_var, pipeline_env_var
+    from tokokita_etl.settings.show import shown
+
+    assert set(NON_DEFAULT) == set(SETTINGS)  # a new setting needs a value here
+    weekly = "weekly_city_report"
+    in_yaml: dict = {"pipelines": {weekly: {}}}
+    shell = {"TOKOKITA_CONFIG": str(tmp_path / "settings.yaml")}
+    for index, (name, value) in enumerate(NON_DEFAULT.items()):
+        if index % 2 == half and name not in FOLDERS:
+            in_yaml[name] = value
+        else:
+            shell[env_var(name)] = value
+    for index, name in enumerate(OWN_SETTINGS):
+        value = NON_DEFAULT[name]
+        if index % 2 != half:
+            in_yaml["pipelines"][weekly][name] = value
+        else:
+            shell[pipeline_env_var(weekly, name)] = value
+    (tmp_path / "settings.yaml").write_text(yaml.safe_dump(in_yaml), encoding="utf-8")
+
+    names = (*AIRFLOW_SERVICES, "airflow-init", "airflow-worker", "airflow-worker-2")
+    stack = LocalStack(LocalTarget(
+        airflow_home=tmp_path / "home", api_port=18123, scheduler_health_port=18974,
+        databases={"airflow": "sqlite:////x/airflow.db", "tokokita": "sqlite:////x/wh.db"},
+        compose_env=shell), names=names)
+    for pipeline in (PIPELINES["orders"], PIPELINES[weekly]):
+        in_shell = shown(settings_of(pipeline, env=shell, cwd=tmp_path))
+        assert {value for name, value, _ in in_shell if name not in ("pipeline",)} >= \
+            {v for n, v in NON_DEFAULT.items() if n in OWN_SETTINGS and "secret" not in v}
+        for name in names:
+            env = stack.env(name)
+            assert shown(settings_of(pipeline, env=env, cwd=tmp_path)) == in_shell, \
+                (pipeline.name, name)
