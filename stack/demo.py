@@ -112,7 +112,7 @@ def run_sample_week(*, keep_running: bool, timeout: float = 300) -> int:
             api.set_paused(DAG_ID, False)
             print(f"unpaused {DAG_ID}")
         print(f"healthy; catching up {env['TOKOKITA_START_DATE']} .. "
-              f"{env['TOKOKITA_END_DATE'] or 'now'} ...", flush=True)
+              f"{env.get('TOKOKITA_END_DATE') or 'now'} ...", flush=True)
 
         def caught_up():
             scheduled = [r for r in api.dag_runs(DAG_ID) if r["run_type"] == "scheduled"]
