@@ -171,13 +171,20 @@ BLOCK_END = "    # END the settings' variables"
 _BLOCK_LINE = re.compile(r"^    (?P<name>TOKOKITA_\w+): \$\{(?P=name):-(?P<default>.*)\}$")
 
 
-def settings_block(text: str) -> str:
-    """`text` (the compose file) with its block of the settings' variables as the settings
-    model lists them (`setting_variables`): `NAME: ${NAME:-default}` for each, the default the
-    block already gives it (a container path, the catch-up's start) or empty; an empty value
-    means "not set" to the settings."""
+def settings_variables() -> dict[str, str]:
+    """Every variable the settings read for the package's pipelines
+    (`tokokita_etl.settings.sources.setting_variables` of each but the orders)."""
+    from tokokita_etl.pipelines import DEFAULT, PIPELINES
     from tokokita_etl.settings.sources import setting_variables
 
+    return setting_variables(name for name in PIPELINES if name != DEFAULT)
+
+
+def settings_block(text: str) -> str:
+    """`text` (the compose file) with its block of the settings' variables as the settings
+    model lists them (`settings_variables`): `NAME: ${NAME:-default}` for each, the default the
+    block already gives it (a container path, the catch-up's start) or empty; an empty value
+    means "not set" to the settings."""
     lines = text.split("\n")
     try:
         begin, end = lines.index(BLOCK_BEGIN), lines.index(BLOCK_END)
@@ -186,7 +193,7 @@ def settings_block(text: str) -> str:
                            f"{BLOCK_END.strip()!r}) in the compose file") from None
     defaults = {match["name"]: match["default"] for line in lines[begin + 1:end]
                 if (match := _BLOCK_LINE.match(line))}
-    block = [f"    {name}: ${{{name}:-{defaults.get(name, '')}}}" for name in setting_variables()]
+    block = [f"    {name}: ${{{name}:-{defaults.get(name, '')}}}" for name in settings_variables()]
     return "\n".join([*lines[:begin + 1], *block, *lines[end:]])
 
 

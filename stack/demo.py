@@ -57,20 +57,21 @@ def print_status(settings, days: list[date]) -> None:
 
 
 def write_stack_settings(env: dict[str, str], root: Path = REPO) -> Path:
-    """Write the settings' variables the services get in `env` (those of `setting_variables`)
+    """Write the settings' variables the services get in `env` (those of `settings_variables`)
     to `STACK_SETTINGS_FILE` under the project folder `root`, which the command line run there
     reads: both see one set of settings. Left out: the empty ones (not set) and those that
     are what the compose file gives when no variable is set (its folders and its YAML file
     are the project folder's, which the command line finds there by itself)."""
     from dataclasses import replace
 
-    from tokokita_etl.settings.sources import STACK_SETTINGS_FILE, setting_variables
+    from stack.compose import settings_variables
+    from tokokita_etl.settings.sources import STACK_SETTINGS_FILE
 
     unset = replace(embedded_target(env={}, api_port=8080, health_port=8974), compose_env={})
     compose_default = LocalStack(unset).env("airflow-scheduler")
     path = root / STACK_SETTINGS_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
-    lines = [f"{name}={_quoted(env[name])}" for name in setting_variables()
+    lines = [f"{name}={_quoted(env[name])}" for name in settings_variables()
              if env.get(name) and env[name] != compose_default.get(name)]
     path.write_text("# the local Airflow stack's settings (written by `make up` / `make demo`)\n"
                     + "\n".join(lines) + "\n", encoding="utf-8")

@@ -36,9 +36,9 @@ def user_vars() -> tuple[str, ...]:
     """The compose variables the embedded stack takes from the shell: the Airflow ones of
     `AIRFLOW_USER_VARS` and every variable the pipeline's settings read, which the compose
     file's generated block hands to every service (`stack.compose.settings_block`)."""
-    from tokokita_etl.settings.sources import setting_variables
+    from stack.compose import settings_variables
 
-    return (*AIRFLOW_USER_VARS, *setting_variables())
+    return (*AIRFLOW_USER_VARS, *settings_variables())
 
 
 def sample_week_lookback(today: date | None = None) -> int:

@@ -242,10 +242,10 @@ def _shell(stack: EphemeralStack) -> dict[str, str]:
     """The environment of a shell that started the stack: the settings' variables its
     services got (none of them given to the services but through the compose file), with the
     folders and the warehouse where this stack keeps them."""
-    from tokokita_etl.settings.sources import setting_variables
+    from stack.compose import settings_variables
 
     env = stack.service_env()
-    shell = {name: env[name] for name in setting_variables() if env.get(name)}
+    shell = {name: env[name] for name in settings_variables() if env.get(name)}
     shell["TOKOKITA_WAREHOUSE_URL"] = stack.settings().warehouse_url
     return shell
 

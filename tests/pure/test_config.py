@@ -449,13 +449,14 @@ def test_the_model_lists_every_variable_it_reads_and_an_empty_one_is_not_set(tmp
     from tokokita_etl.settings.model import OWN_SETTINGS, SETTINGS
     from tokokita_etl.settings.sources import setting_variables
 
-    variables = setting_variables()
+    variables = setting_variables(["weekly_city_report"])
     assert list(variables)[:2] == ["TOKOKITA_CONFIG", "TOKOKITA_PIPELINE"]
     assert {variables[f"TOKOKITA_{name.upper()}"] for name in SETTINGS} == set(SETTINGS)
     assert {variables[f"TOKOKITA_WEEKLY_CITY_REPORT__{name.upper()}"] for name in OWN_SETTINGS} \
         == {f"weekly_city_report.{name}" for name in OWN_SETTINGS}
     assert len(variables) == 1 + len(SETTINGS) + len(OWN_SETTINGS)
-    assert "TOKOKITA_STOCK__CRON" in setting_variables(["orders", "stock"])
+    assert "TOKOKITA_STOCK__CRON" in setting_variables(["stock"])
+    assert list(setting_variables()) == ["TOKOKITA_CONFIG", *(f"TOKOKITA_{n.upper()}" for n in SETTINGS)]
     empty = dict.fromkeys(variables, "")
     assert load_settings(env=empty, cwd=tmp_path) == load_settings(env={}, cwd=tmp_path)
 

@@ -67,23 +67,17 @@ def stack_environment(cwd: Path | None = None) -> dict[str, str]:
             if name.startswith("TOKOKITA_") and value}
 
 
-def setting_variables(pipelines: Iterable[str] | None = None) -> dict[str, str]:
+def setting_variables(pipelines: Iterable[str] = ()) -> dict[str, str]:
     """Every environment variable `load_settings` reads, in the model's order: the YAML
     file's (`TOKOKITA_CONFIG`), each setting's `TOKOKITA_<NAME>` (the orders' own and the
     shared ones), then `TOKOKITA_<PIPELINE>__<NAME>` of each own setting (`OWN_SETTINGS`) of
-    each pipeline of `pipelines` other than the orders (None: the package's own pipelines).
-    Variable -> what it sets: `config`, the setting's name, or `<pipeline>.<name>`."""
-    if pipelines is None:
-        from tokokita_etl.pipelines import PIPELINES
-
-        pipelines = PIPELINES
-    from tokokita_etl.pipelines import DEFAULT
-
+    each pipeline named in `pipelines` (those other than the orders, whose own settings are
+    the top level's). Variable -> what it sets: `config`, the setting's name, or
+    `<pipeline>.<name>`."""
     found = {CONFIG_VAR: "config", **{env_var(name): name for name in SETTINGS}}
     for pipeline in pipelines:
-        if pipeline != DEFAULT:
-            found.update({pipeline_env_var(pipeline, name): f"{pipeline}.{name}"
-                          for name in OWN_SETTINGS})
+        found.update({pipeline_env_var(pipeline, name): f"{pipeline}.{name}"
+                      for name in OWN_SETTINGS})
     return found
 
 
