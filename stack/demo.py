@@ -90,19 +90,33 @@ def print_status(settings, days: list[date], refusal: str | None = None) -> None
 
 
 def write_stack_settings(env: dict[str, str], root: Path = REPO) -> Path:
-    """Write the TOKOKITA_* variables the services get to `config.STACK_SETTINGS_FILE` under
-    the project folder `root`, which the command line run there reads: both see one set of
-    settings."""
+    """Write the settings' variables the services get in `env` (those of `settings_variables`)
+    to `STACK_SETTINGS_FILE` under the project folder `root`, which the command line run there
+    reads: both see one set of settings. Left out: the empty ones (not set) and those that
+    are what the compose file gives when no variable is set (its folders and its YAML file
+    are the project folder's, which the command line finds there by itself)."""
+    from dataclasses import replace
+
+    from stack.compose import settings_variables
     from tokokita_etl.settings.sources import STACK_SETTINGS_FILE
 
+    unset = replace(embedded_target(env={}, api_port=8080, health_port=8974), compose_env={})
+    compose_default = LocalStack(unset).env("airflow-scheduler")
     path = root / STACK_SETTINGS_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
-    names = ("TOKOKITA_START_DATE", "TOKOKITA_END_DATE", "TOKOKITA_LOOKBACK_DAYS",
-             "TOKOKITA_MAX_ATTEMPTS")
-    lines = [f"{name}={env[name]}" for name in names if env.get(name)]
+    lines = [f"{name}={_quoted(env[name])}" for name in settings_variables()
+             if env.get(name) and env[name] != compose_default.get(name)]
     path.write_text("# the local Airflow stack's settings (written by `make up` / `make demo`)\n"
                     + "\n".join(lines) + "\n", encoding="utf-8")
     return path
+
+
+def _quoted(value: str) -> str:
+    """`value` as a dotenv value that reads back as itself (JSON such as `notifiers` has
+    quotes and spaces)."""
+    if value and all(c.isalnum() or c in "-_./:+@%,=" for c in value):
+        return value
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def run_sample_week(*, keep_running: bool, timeout: float = 300) -> int:
@@ -139,7 +153,7 @@ def run_sample_week(*, keep_running: bool, timeout: float = 300) -> int:
             api.set_paused(DAG_ID, False)
             print(f"unpaused {DAG_ID}")
         print(f"healthy; catching up {env['TOKOKITA_START_DATE']} .. "
-              f"{env['TOKOKITA_END_DATE'] or 'now'} ...", flush=True)
+              f"{env.get('TOKOKITA_END_DATE') or 'now'} ...", flush=True)
 
         def caught_up():
             scheduled = [r for r in api.dag_runs(DAG_ID) if r["run_type"] == "scheduled"]

@@ -25,11 +25,20 @@ STATE_FILE = AIRFLOW_HOME / "stack.json"
 #: firing 2026-11-02..08 02:30 WIB (partitions 2026-11-01..07)
 SAMPLE_WEEK = ("2026-11-02", "2026-11-08T12:00:00")
 SAMPLE_FIRST_DAY = date(2026, 11, 1)
-#: compose variables a user may set in the shell, as with `docker compose`
-USER_VARS = ("_AIRFLOW_WWW_USER_USERNAME", "_AIRFLOW_WWW_USER_PASSWORD",
-             "AIRFLOW__CORE__FERNET_KEY", "AIRFLOW__API_AUTH__JWT_SECRET",
-             "AIRFLOW__CORE__PARALLELISM", "TOKOKITA_START_DATE", "TOKOKITA_END_DATE",
-             "TOKOKITA_LOOKBACK_DAYS", "TOKOKITA_MAX_ATTEMPTS")
+#: the Airflow compose variables a user may set in the shell, as with `docker compose`; the
+#: pipeline's are every variable its settings read (`user_vars`)
+AIRFLOW_USER_VARS = ("_AIRFLOW_WWW_USER_USERNAME", "_AIRFLOW_WWW_USER_PASSWORD",
+                     "AIRFLOW__CORE__FERNET_KEY", "AIRFLOW__API_AUTH__JWT_SECRET",
+                     "AIRFLOW__CORE__PARALLELISM")
+
+
+def user_vars() -> tuple[str, ...]:
+    """The compose variables the embedded stack takes from the shell: the Airflow ones of
+    `AIRFLOW_USER_VARS` and every variable the pipeline's settings read, which the compose
+    file's generated block hands to every service (`stack.compose.settings_block`)."""
+    from stack.compose import settings_variables
+
+    return (*AIRFLOW_USER_VARS, *settings_variables())
 
 
 def sample_week_lookback(today: date | None = None) -> int:
@@ -42,7 +51,7 @@ def embedded_target(*, api_port: int | None = None, health_port: int | None = No
                     env: dict[str, str] | None = None) -> LocalTarget:
     """The SQLite target of `make demo` / `make up`."""
     env = dict(os.environ if env is None else env)
-    compose_env = {k: env[k] for k in USER_VARS if k in env}
+    compose_env = {k: env[k] for k in user_vars() if k in env}
     compose_env.setdefault("TOKOKITA_START_DATE", SAMPLE_WEEK[0])
     compose_env.setdefault("TOKOKITA_END_DATE", SAMPLE_WEEK[1])
     compose_env.setdefault("TOKOKITA_LOOKBACK_DAYS", str(sample_week_lookback()))

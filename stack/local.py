@@ -20,7 +20,9 @@ What the image provides is added: `AIRFLOW_HOME`, the api-server and scheduler h
 ports and hosts (their container defaults, made explicit), `PATH` with this virtualenv first,
 and the working directory (the image's /opt/airflow holds `stack/`, locally the repository).
 A target's `extra_env` is applied last and is the only other difference (tests use it for
-fast settings, and say so).
+fast settings, and say so). A `TOKOKITA_*` variable that the compose file gives empty (its
+generated block names every setting's variable) is left out: the settings skip an empty one
+as unset.
 
 Where the Airflow connections live is the target's `connections`: `"env"` as in the compose
 file (every service gets the `AIRFLOW_CONN_*` variables), or `"metadata"` (the embedded stack
@@ -58,6 +60,7 @@ CONTAINER_HOME = "/opt/airflow"
 COMPOSE_DB_HOST = "postgres"
 COMPOSE_API = ("airflow-apiserver:8080", "localhost:8080")
 COMPOSE_SCHEDULER_HEALTH = "localhost:8974"
+SETTINGS_PREFIX = "TOKOKITA_"
 PASSTHROUGH = ("HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "USER", "LOGNAME", "TERM")
 BIN = Path(sys.executable).parent
 #: where a target's Airflow connections live (`LocalTarget.connections`)
@@ -182,7 +185,11 @@ def service_env(service: Service, target: LocalTarget) -> dict[str, str]:
     loc = Localiser(target, service)
     env = {k: os.environ[k] for k in PASSTHROUGH if k in os.environ}
     env["PATH"] = os.pathsep.join([str(BIN), os.environ.get("PATH", "/usr/bin:/bin")])
-    env.update({key: loc.value(value) for key, value in service.environment.items()})
+    # an empty TOKOKITA_* variable is one the settings skip, as if unset: left out, so that a
+    # setting nobody gave is in no process's environment (the compose file's generated block
+    # names every setting's variable, empty unless set)
+    env.update({key: loc.value(value) for key, value in service.environment.items()
+                if value or not key.startswith(SETTINGS_PREFIX)})
     env.update({
         "AIRFLOW_HOME": str(target.home_of(service.name)),
         "AIRFLOW__API__HOST": target.host,

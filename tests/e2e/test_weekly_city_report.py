@@ -13,6 +13,7 @@ Screenshots are written to docs/screenshots/ only with TOKOKITA_SAVE_SCREENSHOTS
 
 from __future__ import annotations
 
+import json
 import os
 from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
@@ -22,6 +23,7 @@ import pytest
 
 from stack.ephemeral import DAG_ID, PASSWORD, USERNAME, EphemeralStack, fire_time
 from stack.rest import AirflowApi, wait_for
+from tests.conftest import run_cli
 from tests.weekly_sums import WEEK_HEADER, csv_rows, independent_week
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
@@ -70,12 +72,14 @@ def report(tmp_path_factory):
     stack = EphemeralStack(
         tmp_path_factory.mktemp("weekly"), start_date=str(DAYS[-1] + timedelta(days=1)),
         end_date=fire_time(DAYS[-1]).isoformat(),
+        # as a user sets them in the shell before starting the stack (compose variables:
+        # they reach the services through docker-compose.yaml's generated block)
         tokokita_env={"TOKOKITA_WEEKLY_CITY_REPORT__START_DATE": str(W2),
                       "TOKOKITA_WEEKLY_CITY_REPORT__END_DATE": f"{W3 + timedelta(days=7)}"
-                                                               "T05:00:00+07:00"})
-    stack.target.extra_env["TOKOKITA_LOOKBACK_DAYS"] = "35"  # the sweep looks 21 dates back
-    stack.target.extra_env["TOKOKITA_ON_RAW_CHANGE"] = "reprocess"
-    stack.target.extra_env["TOKOKITA_SWEEP_CRON"] = "* * * * *"
+                                                               "T05:00:00+07:00",
+                      "TOKOKITA_LOOKBACK_DAYS": "35",  # the sweep looks 21 dates back
+                      "TOKOKITA_ON_RAW_CHANGE": "reprocess",
+                      "TOKOKITA_SWEEP_CRON": "* * * * *"})
     try:
         stack.prepare()
         raw = stack.data / "raw"
@@ -144,7 +148,10 @@ def test_an_identical_forced_reprocess_of_a_day_rebuilds_nothing(report):
 
 def test_a_corrected_raw_file_rebuilds_its_week_without_a_person_and_only_it(report):
     """The sweep is paused twice only to look at the page between its steps, as a person
-    would; every run is the sweep's."""
+    would; every run is the sweep's. Regression: `TOKOKITA_ON_RAW_CHANGE=reprocess` set in
+    the shell that started the stack reached `tokokita-etl status` there ("due (raw
+    changed) ... the sweep DAG runs it again") and not the stack's services, which never
+    reprocessed the date: the variables are now given as compose variables, as a shell is."""
     stack = report
     before = {week: _gold(stack, week).read_bytes() for week in (W1, W2, W3)}
     weeks_before = stack.watermark(weekly_pipeline())
@@ -164,6 +171,18 @@ def _correct_and_watch(stack: EphemeralStack, before: dict[date, bytes],
     raw.write_text("".join(lines[:len(lines) // 2]), encoding="utf-8")
     orders_page = _status_page(stack, "orders")
     assert orders_page[str(CHANGED)]["label"] == "due (raw changed)"
+    # the command line in the shell that started the stack says the same, and what follows
+    shell = _shell(stack)
+    assert shell["TOKOKITA_ON_RAW_CHANGE"] == "reprocess"
+    said = run_cli(["status", "--json", "--days", "40"], cwd=stack.home, env=shell)
+    assert said.returncode == 0, said.stderr
+    [row] = [row for row in json.loads(said.stdout) if row["date"] == str(CHANGED)]
+    assert row["label"] == "due (raw changed)"
+    assert "on Airflow the sweep DAG runs it again" in row["reason"]
+    now = datetime.now(UTC).astimezone(JKT).strftime("%Y-%m-%dT%H:%M")
+    due = run_cli(["due", "--json", "--now", now], cwd=stack.home, env=shell)
+    assert due.returncode == 0, due.stderr
+    assert str(CHANGED) in json.loads(due.stdout)
     _look(stack, "orders", CHANGED, "due (raw changed)", "status-orders-raw-changed.png")
 
     stack.api.set_paused(SWEEP_DAG, False)
@@ -217,6 +236,18 @@ def test_a_blocked_date_holds_its_week_with_the_reason_on_the_page(report):
     # it waits: a week is never built from a blocked day, forced or not
     assert wait_for(sensor_state, 120, 1, "the forced week's sensor to poke") \
         == "up_for_reschedule"
+
+
+def _shell(stack: EphemeralStack) -> dict[str, str]:
+    """The environment of a shell that started the stack: the settings' variables its
+    services got (none of them given to the services but through the compose file), with the
+    folders and the warehouse where this stack keeps them."""
+    from stack.compose import settings_variables
+
+    env = stack.service_env()
+    shell = {name: env[name] for name in settings_variables() if env.get(name)}
+    shell["TOKOKITA_WAREHOUSE_URL"] = stack.settings().warehouse_url
+    return shell
 
 
 def _status_page(stack: EphemeralStack, pipeline: str) -> dict[str, dict]:

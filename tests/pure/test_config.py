@@ -443,3 +443,33 @@ def test_the_settings_table_of_the_docs_is_the_class():
             assert row[3] == "" and "`--pipeline NAME` is another thing" in row[4], row
             continue
         assert row[3].startswith(f"`{flag}`") == (flag in flags), name
+
+
+def test_the_model_lists_every_variable_it_reads_and_an_empty_one_is_not_set(tmp_path):
+    from tokokita_etl.settings.model import OWN_SETTINGS, SETTINGS
+    from tokokita_etl.settings.sources import setting_variables
+
+    variables = setting_variables(["weekly_city_report"])
+    assert list(variables)[:2] == ["TOKOKITA_CONFIG", "TOKOKITA_PIPELINE"]
+    assert {variables[f"TOKOKITA_{name.upper()}"] for name in SETTINGS} == set(SETTINGS)
+    assert {variables[f"TOKOKITA_WEEKLY_CITY_REPORT__{name.upper()}"] for name in OWN_SETTINGS} \
+        == {f"weekly_city_report.{name}" for name in OWN_SETTINGS}
+    assert len(variables) == 1 + len(SETTINGS) + len(OWN_SETTINGS)
+    assert "TOKOKITA_STOCK__CRON" in setting_variables(["stock"])
+    assert list(setting_variables()) == ["TOKOKITA_CONFIG", *(f"TOKOKITA_{n.upper()}" for n in SETTINGS)]
+    empty = dict.fromkeys(variables, "")
+    assert load_settings(env=empty, cwd=tmp_path) == load_settings(env={}, cwd=tmp_path)
+
+
+def test_the_stacks_yaml_file_is_read_when_the_environment_names_none(tmp_path):
+    """The local stack may have been started with TOKOKITA_CONFIG naming another file: the
+    command line in its project folder reads that one, as the stack's services do."""
+    other = tmp_path / "other.yaml"
+    other.write_text("lookback_days: 12\n")
+    stack = {"TOKOKITA_CONFIG": str(other)}
+    s = load_settings(env={}, cwd=tmp_path, stack=stack)
+    assert (s.lookback_days, s.source("lookback_days")) == (12, str(other))
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("lookback_days: 13\n")
+    assert load_settings(env={"TOKOKITA_CONFIG": str(mine)}, cwd=tmp_path,
+                         stack=stack).lookback_days == 13

@@ -192,7 +192,8 @@ def test_the_services_get_the_warehouse_and_object_store_as_airflow_connections_
 
     for name in (*AIRFLOW_SERVICES, "airflow-init", "airflow-worker", "airflow-worker-2"):
         env = DEFAULTS[name].environment
-        assert "TOKOKITA_WAREHOUSE_URL" not in env, name
+        # the generated block gives it empty unless set, and empty means not set
+        assert not env.get("TOKOKITA_WAREHOUSE_URL"), name
         assert not [var for var in env if var.startswith("AWS_")], name
     env = DEFAULTS["airflow-scheduler"].environment
     assert parse("tokokita_warehouse", env["AIRFLOW_CONN_TOKOKITA_WAREHOUSE"]).conn_type == \
@@ -257,3 +258,183 @@ def test_interpolation_required_variable():
 def test_unknown_service_is_an_error():
     with pytest.raises(ComposeError, match="no service"):
         service(load(), "nope")
+
+
+# -- the settings' variables: one generated block, every setting of the model ------------------
+
+def _settings_variables() -> dict[str, str]:
+    """Every variable of the model, enumerated from it here (not from the helper that writes
+    the block): the YAML file's, each setting's, each own setting of each package pipeline."""
+    from tokokita_etl.pipelines import DEFAULT, PIPELINES
+    from tokokita_etl.settings.model import (
+        SETTINGS,
+        SHARED_SETTINGS,
+        WATERMARK_NAME,
+        env_var,
+        pipeline_env_var,
+    )
+
+    found = {"TOKOKITA_CONFIG": "config", **{env_var(name): name for name in SETTINGS}}
+    for pipeline in PIPELINES:
+        if pipeline != DEFAULT:
+            found.update({pipeline_env_var(pipeline, name): f"{pipeline}.{name}"
+                          for name in SETTINGS
+                          if name not in SHARED_SETTINGS and name != WATERMARK_NAME})
+    return found
+
+
+def test_the_compose_files_settings_block_is_up_to_date_with_the_settings_model():
+    """Regression: the compose file named its own list of TOKOKITA_* variables, so a setting
+    set in the shell (TOKOKITA_ON_RAW_CHANGE=reprocess) reached the command line and no
+    service. The block is generated from the model; out of date, this says how to rewrite it."""
+    from stack.compose import settings_block
+
+    text = COMPOSE_FILE.read_text(encoding="utf-8")
+    assert settings_block(text) == text, \
+        "docker-compose.yaml's settings block is out of date: run `.venv/bin/python -m stack.compose`"
+    done = subprocess.run([sys.executable, "-m", "stack.compose", "--check"], cwd=REPO,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+
+
+def test_the_block_rewrite_keeps_the_files_defaults_and_adds_a_missing_setting():
+    from stack.compose import BLOCK_BEGIN, BLOCK_END, settings_block
+
+    text = COMPOSE_FILE.read_text(encoding="utf-8")
+    stale = text.replace("    TOKOKITA_ON_RAW_CHANGE: ${TOKOKITA_ON_RAW_CHANGE:-}\n", "")
+    assert stale != text and settings_block(stale) == text
+    assert BLOCK_BEGIN in text and BLOCK_END in text
+    with pytest.raises(ComposeError, match="no block of the settings' variables"):
+        settings_block(text.replace(BLOCK_BEGIN, "    # something else"))
+
+
+@pytest.mark.parametrize("service_name", [*AIRFLOW_SERVICES, "airflow-init", "airflow-worker",
+                                          "airflow-worker-2"])
+def test_every_setting_of_every_package_pipeline_has_a_variable_in_every_airflow_service(
+        service_name):
+    variables = _settings_variables()
+    assert "TOKOKITA_ON_RAW_CHANGE" in variables
+    assert "TOKOKITA_WEEKLY_CITY_REPORT__ON_RAW_CHANGE" in variables
+    given = {var: f"given-{index}" for index, var in enumerate(variables)}
+    env = services(env=given)[service_name].environment
+    assert {var: env.get(var) for var in variables} == given
+
+
+def test_no_variable_set_gives_the_settings_nothing_but_the_container_paths():
+    """Empty means not set (`load_settings` skips an empty variable): without any variable
+    the services' settings are config/pipeline.yaml's and the defaults, but for the folders
+    and the YAML file's path, which are the container's (the compose file once also gave the
+    catch-up's start, which then overrode a `start_date` of config/pipeline.yaml)."""
+    env = DEFAULTS["airflow-scheduler"].environment
+    given = {var: env[var] for var in _settings_variables() if env[var]}
+    assert given == {
+        "TOKOKITA_CONFIG": "/opt/airflow/config/pipeline.yaml",
+        **{f"TOKOKITA_{folder}_DIR": f"/opt/airflow/data/{folder.lower()}"
+           for folder in ("RAW", "GOLD", "QUARANTINE", "STATE", "STAGING", "WORK")}}
+
+
+@pytest.mark.skipif(not DOCKER_COMPOSE, reason="docker-compose is not installed "
+                    "(apt-get install -y docker-compose)")
+@pytest.mark.parametrize("profile", ["default", "scale-out"])
+def test_docker_compose_resolves_every_settings_variable_into_every_airflow_service(profile):
+    """`docker-compose config` (compose v1) with every variable of the model set in the
+    environment: each Airflow service of the profile gets each value as set."""
+    variables = _settings_variables()
+    given = {var: f"given-{index}" for index, var in enumerate(variables)}
+    args = ("--env-file", str(REPO / "config" / "scale-out.env")) if profile == "scale-out" \
+        else ()
+    resolved = yaml.safe_load(_compose_config(*args, env=given))["services"]
+    names = [*AIRFLOW_SERVICES, "airflow-init"]
+    if profile == "scale-out":
+        names += ["airflow-worker", "airflow-worker-2"]
+        assert resolved["airflow-scheduler"]["environment"]["AIRFLOW__CORE__EXECUTOR"] == \
+            "CeleryExecutor"
+    assert set(names) <= set(resolved)
+    for name in names:
+        env = resolved[name]["environment"]
+        assert {var: env.get(var) for var in variables} == given, name
+
+
+def test_the_embedded_stack_gives_every_settings_variable_of_the_shell_to_every_service():
+    """Regression: the embedded stack handed its services a fixed list of four TOKOKITA_*
+    variables: `TOKOKITA_ON_RAW_CHANGE=reprocess make up` reached `tokokita-etl status` in
+    the same shell, not the sweep DAG."""
+    from stack.embedded import embedded_target
+    from stack.local import LocalStack
+
+    variables = _settings_variables()
+    shell = {var: f"/given/{index}" for index, var in enumerate(variables)}
+    stack = LocalStack(embedded_target(api_port=8080, health_port=8974, env=shell))
+    for name in (*AIRFLOW_SERVICES, "airflow-init"):
+        env = stack.env(name)
+        assert {var: env.get(var) for var in variables} == shell, name
+
+
+#: a valid value other than the default for every setting
+NON_DEFAULT = {
+    "pipeline": "etl-other", "cron": "5 1 * * *", "timezone": "Asia/Makassar",
+    "lookback_days": "9", "max_attempts": "4", "raw_dir": "/x/raw", "gold_dir": "/x/gold",
+    "quarantine_dir": "/x/quarantine", "state_dir": "/x/state", "staging_dir": "/x/staging",
+    "work_dir": "/x/work", "warehouse_url": "postgresql+psycopg://etl:secret@db:5432/wh",
+    "state_url": "warehouse", "warehouse_conn_id": "wh", "state_conn_id": "st",
+    "object_storage_conn_id": "objects", "duckdb_memory_limit": "300MB",
+    "wait_window_hours": "5", "claim_ttl_hours": "4", "sweep_cron": "20 * * * *",
+    "start_date": "2026-10-01", "end_date": "2026-12-01T06:00:00", "volume_min_share": "0.3",
+    "volume_check": "fail", "on_raw_change": "reprocess", "ping_url": "https://hc.example/p",
+    "deadline_local_time": "07:30", "deadline_webhook_url": "https://hooks.example/d",
+    "notifiers": '[{"class": "package.module.Notifier"}]', "declarations": "module:NAME",
+    "db_connect_timeout_s": "11", "db_statement_timeout_s": "601",
+    "db_answer_timeout_s": "46", "db_lock_timeout_s": "61",
+}
+
+
+#: the folder settings, which the compose file gives as container paths unless set
+FOLDERS = ("raw_dir", "gold_dir", "quarantine_dir", "state_dir", "staging_dir", "work_dir")
+
+
+@pytest.mark.parametrize("half", [0, 1])
+def test_every_setting_as_yaml_or_as_a_variable_reads_the_same_in_each_service_and_the_shell(
+        tmp_path, half):
+    """Each setting given away from its default, half of them in the YAML file that
+    TOKOKITA_CONFIG names and half as variables, then the other way round (the folders as
+    variables both times: in the containers they are paths the compose file gives unless a
+    variable does, docs/configuration.md): the settings each
+    Airflow service (both profiles' LocalExecutor services, airflow-init and the Celery
+    workers) reads from the environment the compose file gives it as a local process (what a
+    task's `load_settings` sees) are the shell's, value and source, for the orders and the
+    weekly city report (the running stack: tests/e2e/test_one_configuration.py)."""
+    from stack.local import LocalStack, LocalTarget
+    from tokokita_etl.pipelines import PIPELINES, settings_of
+    from tokokita_etl.settings.model import OWN_SETTINGS, SETTINGS, env_var, pipeline_env_var
+    from tokokita_etl.settings.show import shown
+
+    assert set(NON_DEFAULT) == set(SETTINGS)  # a new setting needs a value here
+    weekly = "weekly_city_report"
+    in_yaml: dict = {"pipelines": {weekly: {}}}
+    shell = {"TOKOKITA_CONFIG": str(tmp_path / "settings.yaml")}
+    for index, (name, value) in enumerate(NON_DEFAULT.items()):
+        if index % 2 == half and name not in FOLDERS:
+            in_yaml[name] = value
+        else:
+            shell[env_var(name)] = value
+    for index, name in enumerate(OWN_SETTINGS):
+        value = NON_DEFAULT[name]
+        if index % 2 != half:
+            in_yaml["pipelines"][weekly][name] = value
+        else:
+            shell[pipeline_env_var(weekly, name)] = value
+    (tmp_path / "settings.yaml").write_text(yaml.safe_dump(in_yaml), encoding="utf-8")
+
+    names = (*AIRFLOW_SERVICES, "airflow-init", "airflow-worker", "airflow-worker-2")
+    stack = LocalStack(LocalTarget(
+        airflow_home=tmp_path / "home", api_port=18123, scheduler_health_port=18974,
+        databases={"airflow": "sqlite:////x/airflow.db", "tokokita": "sqlite:////x/wh.db"},
+        compose_env=shell), names=names)
+    for pipeline in (PIPELINES["orders"], PIPELINES[weekly]):
+        in_shell = shown(settings_of(pipeline, env=shell, cwd=tmp_path))
+        assert {value for name, value, _ in in_shell if name not in ("pipeline",)} >= \
+            {v for n, v in NON_DEFAULT.items() if n in OWN_SETTINGS and "secret" not in v}
+        for name in names:
+            env = stack.env(name)
+            assert shown(settings_of(pipeline, env=env, cwd=tmp_path)) == in_shell, \
+                (pipeline.name, name)

@@ -76,7 +76,10 @@ def test_make_up_serves_the_ui_caught_up_and_make_down_stops_it(fresh):
     port = free_port()
     pids: list[int] = []
     try:
-        up = _stack(fresh, "up", timeout=420, AIRFLOW_API_PORT=str(port))
+        # a setting given in the shell, as a user gives it (`TOKOKITA_ON_RAW_CHANGE=reprocess
+        # make up`): the services and the command line in the project folder see it alike
+        up = _stack(fresh, "up", timeout=420, AIRFLOW_API_PORT=str(port),
+                    TOKOKITA_ON_RAW_CHANGE="reprocess")
         assert up.returncode == 0, up.stdout + up.stderr
         assert f"Airflow UI and REST API: http://127.0.0.1:{port}   login: airflow / airflow" \
             in up.stdout
@@ -108,6 +111,20 @@ def test_make_up_serves_the_ui_caught_up_and_make_down_stops_it(fresh):
             "host": warehouse["host"]}).json()
         assert tested["status"] is True, tested
         assert _stack(fresh, "status", timeout=60).returncode == 0
+
+        # Regression: the stack handed its services four TOKOKITA_* variables, so the sweep
+        # never reprocessed what `tokokita-etl status` in the same shell called due
+        settings = httpx.get(f"{base}/tokokita/settings.json", headers=headers).json()
+        assert {"setting": "on_raw_change", "value": "reprocess",
+                "source": "TOKOKITA_ON_RAW_CHANGE"} in settings
+        another_shell = subprocess.run(
+            [str(Path(sys.executable).parent / "tokokita-etl"), "config", "--json"], cwd=fresh,
+            env={k: v for k, v in os.environ.items() if not k.startswith("TOKOKITA_")},
+            capture_output=True, text=True, timeout=120, check=False)
+        assert another_shell.returncode == 0, another_shell.stderr
+        assert {"setting": "on_raw_change", "value": "reprocess",
+                "source": f"{fresh / 'airflow_home' / 'tokokita.env'} (TOKOKITA_ON_RAW_CHANGE)"} \
+            in json.loads(another_shell.stdout)
     finally:
         down = _stack(fresh, "down", timeout=120)
     assert down.returncode == 0 and "stopped" in down.stdout, down.stdout + down.stderr

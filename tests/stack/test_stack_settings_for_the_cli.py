@@ -65,3 +65,30 @@ def test_a_stack_settings_file_that_is_not_utf8_is_an_error_naming_it(tmp_path):
         assert done.stderr == (f"error: {stack_file}: not valid UTF-8 at byte offset 47 "
                                "(line 2); the local stack's settings file is written in "
                                "UTF-8\n"), command
+
+
+def test_every_setting_the_shell_gave_the_stack_reaches_the_command_line_in_its_folder(tmp_path):
+    """Regression: `TOKOKITA_ON_RAW_CHANGE=reprocess make up` wrote only the catch-up window,
+    look-back and max attempts for the command line; another shell in the project folder then
+    called a changed done date `done (changed)` while the stack's sweep reprocessed it. The
+    folders and YAML file the compose file always gives are the project folder's own and
+    are left out."""
+    import json
+
+    root = project(tmp_path)
+    services = LocalStack(embedded_target(api_port=8080, health_port=8974, env={
+        "TOKOKITA_ON_RAW_CHANGE": "reprocess",
+        "TOKOKITA_WEEKLY_CITY_REPORT__MAX_ATTEMPTS": "5"})).env("airflow-scheduler")
+    written = write_stack_settings(services, root=root).read_text(encoding="utf-8")
+    assert "TOKOKITA_ON_RAW_CHANGE=reprocess\n" in written
+    assert "TOKOKITA_WEEKLY_CITY_REPORT__MAX_ATTEMPTS=5\n" in written
+    assert "TOKOKITA_RAW_DIR" not in written and "TOKOKITA_CONFIG" not in written
+    for pipeline, name, value, variable in (
+            ("orders", "on_raw_change", "reprocess", "TOKOKITA_ON_RAW_CHANGE"),
+            ("weekly_city_report", "max_attempts", "5",
+             "TOKOKITA_WEEKLY_CITY_REPORT__MAX_ATTEMPTS")):
+        shown = run_cli(["config", "--json", "--pipeline", pipeline], cwd=root)
+        assert shown.returncode == 0, shown.stderr
+        row = next(r for r in json.loads(shown.stdout) if r["setting"] == name)
+        assert row == {"setting": name, "value": value,
+                       "source": f"{root / 'airflow_home' / 'tokokita.env'} ({variable})"}

@@ -317,6 +317,11 @@ SHARED_SETTINGS = (
 )
 #: the setting that names the orders' watermark; another pipeline's watermark is its name
 WATERMARK_NAME = "pipeline"
+#: the settings of a pipeline other than the orders that it reads from its own section of
+#: each source (`TOKOKITA_<PIPELINE>__<NAME>`): every one but the shared ones and the
+#: watermark's name
+OWN_SETTINGS = tuple(name for name in SETTINGS
+                     if name not in SHARED_SETTINGS and name != WATERMARK_NAME)
 
 
 def default(name: str) -> Any:

@@ -12,7 +12,7 @@ records where each of its values came from (`Settings.source`, `tokokita-etl con
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from functools import cache
 from pathlib import Path
 from typing import Any, ClassVar
@@ -21,6 +21,7 @@ from tokokita_etl.errors import ConfigError
 from tokokita_etl.settings.layout import join
 from tokokita_etl.settings.model import (
     ENV_VARS,
+    OWN_SETTINGS,
     PATH_SETTINGS,
     SETTINGS,
     SHARED_SETTINGS,
@@ -37,6 +38,8 @@ from tokokita_etl.settings.model import (
 from tokokita_etl.storage import Location, is_url
 
 DEFAULT_CONFIG_PATH = Path("config/pipeline.yaml")
+#: the variable that names the YAML file (empty: not set)
+CONFIG_VAR = "TOKOKITA_CONFIG"
 #: the TOKOKITA_* variables the local Airflow stack (`make up`, `make demo`) gives its
 #: services, written when it starts; the command line run in the project folder reads them
 #: beneath the environment, so that both see one set of settings
@@ -62,6 +65,20 @@ def stack_environment(cwd: Path | None = None) -> dict[str, str]:
                           "the local stack's settings file is written in UTF-8") from None
     return {name: value for name, value in dotenv_values(stream=io.StringIO(text)).items()
             if name.startswith("TOKOKITA_") and value}
+
+
+def setting_variables(pipelines: Iterable[str] = ()) -> dict[str, str]:
+    """Every environment variable `load_settings` reads, in the model's order: the YAML
+    file's (`TOKOKITA_CONFIG`), each setting's `TOKOKITA_<NAME>` (the orders' own and the
+    shared ones), then `TOKOKITA_<PIPELINE>__<NAME>` of each own setting (`OWN_SETTINGS`) of
+    each pipeline named in `pipelines` (those other than the orders, whose own settings are
+    the top level's). Variable -> what it sets: `config`, the setting's name, or
+    `<pipeline>.<name>`."""
+    found = {CONFIG_VAR: "config", **{env_var(name): name for name in SETTINGS}}
+    for pipeline in pipelines:
+        found.update({pipeline_env_var(pipeline, name): f"{pipeline}.{name}"
+                      for name in OWN_SETTINGS})
+    return found
 
 
 def load_settings(
@@ -90,7 +107,7 @@ def load_settings(
     named after it, so that nothing of one pipeline is another's."""
     env = os.environ if env is None else env
     cwd = Path.cwd() if cwd is None else Path(cwd)
-    explicit = config_path or env.get("TOKOKITA_CONFIG")
+    explicit = config_path or env.get(CONFIG_VAR) or (stack or {}).get(CONFIG_VAR)
     path = Path(explicit) if explicit else DEFAULT_CONFIG_PATH
     if not path.is_absolute():
         path = cwd / path
@@ -146,10 +163,8 @@ def _pipeline_layers(pipeline: str, top: tuple[Layer, ...], env: Mapping[str, st
     """The sources of pipeline `pipeline`'s settings: its own settings from its section of
     each source, above the shared ones of the top level, in the same order; its declaration's
     defaults last."""
-    own = [name for name in SETTINGS if name not in SHARED_SETTINGS and name != WATERMARK_NAME]
-
     def from_vars(variables: Mapping[str, str]) -> dict[str, str]:
-        return {name: variables[var] for name in own
+        return {name: variables[var] for name in OWN_SETTINGS
                 if variables.get(var := pipeline_env_var(pipeline, name))}
 
     def shared(layer: Layer) -> Layer:

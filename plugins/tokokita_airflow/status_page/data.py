@@ -103,3 +103,33 @@ def status_rows(pipeline, days: int | None) -> list[dict[str, Any]]:
     for row in rows:
         row["airflow_runs"] = by_day.get(row["date"], [])
     return rows
+
+
+#: a setting the tasks read from an Airflow connection -> the setting naming that connection
+FROM_CONNECTIONS = {"warehouse_url": "warehouse_conn_id", "state_url": "state_conn_id"}
+
+
+def settings_rows(pipeline) -> list[dict[str, str]]:
+    """`pipeline`'s effective settings as its tasks read them, each `{"setting", "value",
+    "source"}` as `tokokita-etl config --pipeline NAME --json` prints them (the same
+    `settings.show.shown`, credentials masked alike); a URL the tasks take from an Airflow
+    connection says so as its source."""
+    from fastapi import HTTPException
+
+    from tokokita_airflow.connections import ConnectionProblem, named
+    from tokokita_airflow.runtime import pipeline_settings
+    from tokokita_etl.errors import EtlError
+    from tokokita_etl.settings.model import REPLACE_SOURCE
+    from tokokita_etl.settings.show import shown
+
+    try:
+        settings = pipeline_settings(pipeline)
+    except (EtlError, ConnectionProblem) as exc:
+        raise HTTPException(status_code=503, detail=str(named(exc))) from None
+    rows = []
+    for name, value, source in shown(settings):
+        if name in FROM_CONNECTIONS and source == REPLACE_SOURCE:
+            conn_id = FROM_CONNECTIONS[name]
+            source = f"Airflow connection {getattr(settings, conn_id)!r} ({conn_id})"
+        rows.append({"setting": name, "value": value, "source": source})
+    return rows

@@ -22,7 +22,8 @@ app = FastAPI(title="TokoKita orders ETL status", docs_url=None, redoc_url=None,
 async def _login_or_error(request: Request, exc: HTTPException) -> Response:
     """A browser without a login is sent to Airflow's login page; anything else gets the error."""
     route = getattr(request.scope.get("route"), "path", None)
-    if exc.status_code == 401 and request.method == "GET" and route in ("/", "/confirm"):
+    if exc.status_code == 401 and request.method == "GET" and route in ("/", "/confirm",
+                                                                         "/settings"):
         return RedirectResponse(auth.login_url(request), status_code=303)
     return await http_exception_handler(request, exc)
 
@@ -88,6 +89,20 @@ def status_page(request: Request, user: UserDep, pipeline: PipelineDep,
                  problem=data.warehouse_problem(pipeline),
                  tabs=[_about(p) for p in auth.readable(user)],
                  user=user.get_name(), may_act=auth.may_act(user, pipeline.dag_id))
+
+
+@app.get("/settings.json", dependencies=[CAN_READ])
+def settings_json(pipeline: PipelineDep) -> JSONResponse:
+    """The pipeline's effective settings and their sources, as `tokokita-etl config --json`."""
+    return JSONResponse(data.settings_rows(pipeline))
+
+
+@app.get("/settings", response_class=HTMLResponse, dependencies=[CAN_READ])
+def settings_page(request: Request, user: UserDep, pipeline: PipelineDep) -> HTMLResponse:
+    """The pipeline's effective settings, where each came from, credentials masked."""
+    return _html(request, "settings.html", pipeline, user=user.get_name(),
+                 title=f"TokoKita {pipeline.name} settings",
+                 settings=data.settings_rows(pipeline))
 
 
 @app.get("/confirm", response_class=HTMLResponse, dependencies=[CAN_ACT])
