@@ -8,10 +8,11 @@ change. A file that is gone is reported too. An entry without `raw` (written bef
 were recorded) is never reported: its next success records one.
 
 A change of size names the sizes; one that keeps the size (a corrected quantity) names the
-content hashes (old -> new, `HASH_SHOWN` hex digits) instead of "771 -> 771 bytes". A success of a small file (at most
-`LINE_DIGESTS_MAX_BYTES` and `LINE_DIGESTS_MAX_LINES`) also records a CRC-32 of each line
-(`raw_lines`, 4 bytes a line, base64): a change then counts the lines that differ, without any
-copy of the file kept. A larger file, or an entry without them, shows the hashes alone.
+content hashes (old -> new, `HASH_SHOWN` hex digits) instead of "771 -> 771 bytes". A success
+of a small file (at most `LINE_DIGESTS_MAX_BYTES` and `LINE_DIGESTS_MAX_LINES`) also records a
+CRC-32 of each line (`raw_lines`, 4 bytes a line, base64), and a same-size change then counts
+the lines that differ, with no copy of the file kept. A larger file, or an entry without them,
+shows the hashes alone.
 """
 
 from __future__ import annotations
