@@ -151,6 +151,8 @@ def date_states(pipeline: Pipeline, settings: Settings, now: datetime, days: int
                 dates: list[date] | None = None, state: Watermark | None = None
                 ) -> list[dict[str, Any]]:
     """One row per date, oldest first: the window (`window`) and every date in the watermark.
+    A date of the window after `end_date` that is *missing* has no row: nothing schedules it
+    and nothing is there to run (one with its inputs there, due or not processed, has one).
 
     Each row: `date`, `state` (a `DateState`), `label` (`failed 1/3`, `running`...),
     `reason` (one sentence), `unblock` (the exact action, for a blocked date), `holder` (of a
@@ -173,6 +175,7 @@ def date_states(pipeline: Pipeline, settings: Settings, now: datetime, days: int
     look = cache(lambda day: changed_since_processed(pipeline, settings, state.entry(day), day))
     due = set(due_partitions(pipeline, settings, state, now, inputs, look))
     wait_window = timedelta(hours=settings.wait_window_hours)
+    last = None if settings.catchup_end is None else settings.catchup_end.date()
     rows = []
     for day in wanted:
         entry = state.entry(day)
@@ -202,6 +205,9 @@ def date_states(pipeline: Pipeline, settings: Settings, now: datetime, days: int
         row.update(_state_of(pipeline, settings, state, day, now, present=present,
                              due=day in due, wait_window=wait_window, inputs=inputs,
                              look=look))
+        if dates is None and row["state"] == DateState.MISSING and not entry \
+                and last is not None and day > last:
+            continue
         rows.append(row)
     return rows
 
