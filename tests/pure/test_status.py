@@ -167,7 +167,8 @@ def test_a_due_date_names_who_runs_it_the_catch_up_or_once_it_ended_a_person(tmp
 def test_each_date_state_names_the_actions_it_allows_and_reads_as_its_string(tmp_path):
     """A blocked date is unblocked; done, failed, needs re-run, due and not processed ones are
     reprocessed;
-    waiting, missing and running ones allow nothing. The rows' JSON holds plain strings."""
+    waiting, missing, no-input and running ones allow nothing. The rows' JSON holds plain
+    strings."""
     settings = settings_in(tmp_path)
     record(settings, TODAY - timedelta(days=2), SUCCESS, rows={"fact": 1})
     record(settings, TODAY - timedelta(days=3), FAILED, times=3, error="bad bytes")
@@ -177,7 +178,7 @@ def test_each_date_state_names_the_actions_it_allows_and_reads_as_its_string(tmp
         (DateAction.REPROCESS,), (DateAction.UNBLOCK,))
     allowed = {state.value: [a.value for a in state.actions] for state in DateState}
     assert allowed == {"done": ["reprocess"], "due": ["reprocess"], "waiting": [],
-                       "missing": [], "running": [], "failed": ["reprocess"],
+                       "missing": [], "no input": [], "running": [], "failed": ["reprocess"],
                        "needs re-run": ["reprocess"], "blocked": ["unblock"],
                        "not processed": ["reprocess"]}
     assert json.loads(json.dumps(blocked))["state"] == "blocked"

@@ -276,7 +276,7 @@ def _extract_by_lines(path: Path, size: int, staging: Path) -> ExtractResult:
                     write_oldest()
             while pending:
                 write_oldest()
-        lines = line_digests(handle) if stat.st_size <= LINE_DIGESTS_MAX_BYTES else None
+        digests = line_digests(handle) if stat.st_size <= LINE_DIGESTS_MAX_BYTES else None
     _write_malformed(staging, sorted(malformed))
     # Arrow's allocator keeps the blocks' freed memory; the next stage in this process
     # (DuckDB's transform in `tokokita-etl run`) would otherwise add its own on top of it
@@ -284,7 +284,7 @@ def _extract_by_lines(path: Path, size: int, staging: Path) -> ExtractResult:
     return ExtractResult(file=str(path), bytes=size, rows=rows, malformed=len(malformed),
                          extra_columns=extra, raw=fingerprint(
                              stat.st_size, digest.hexdigest(), stamp_of_stat(stat)),
-                         raw_lines=lines or "")
+                         raw_lines=digests or "")
 
 
 BOM = b"\xef\xbb\xbf"
@@ -576,7 +576,7 @@ def _extract_by_records(path: Path, size: int, staging: Path) -> ExtractResult:
     with open(path, "rb") as handle, _whole_fields(), \
             atomic_writer(staging / EXTRACT_ROWS, mode="wb") as out:
         raw = file_fingerprint(handle)  # (this reader reads by lines: a pass of its own)
-        lines = line_digests(handle) if raw["size"] <= LINE_DIGESTS_MAX_BYTES else None
+        digests = line_digests(handle) if raw["size"] <= LINE_DIGESTS_MAX_BYTES else None
         handle.seek(0)
         reader = csv.reader(_physical_lines(handle), strict=True)
         writer = None
@@ -624,7 +624,7 @@ def _extract_by_records(path: Path, size: int, staging: Path) -> ExtractResult:
     texts = _raw_lines(path, malformed) if malformed else {}
     _write_malformed(staging, [(s, texts.get(s, "")) for s, _ in malformed])
     return ExtractResult(file=str(path), bytes=size, rows=rows, malformed=len(malformed),
-                         extra_columns=extra, raw=raw, raw_lines=lines or "")
+                         extra_columns=extra, raw=raw, raw_lines=digests or "")
 
 
 def _table(lines: list[int], batch: list[tuple]) -> pa.Table:

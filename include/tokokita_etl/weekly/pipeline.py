@@ -10,7 +10,7 @@ from typing import Any
 
 from tokokita_etl.runner.declaration import Pipeline, Stage
 from tokokita_etl.runner.schedule import WEEKLY
-from tokokita_etl.runner.upstream import BUILT_FROM
+from tokokita_etl.runner.upstream import BUILT_FROM, missing_from
 from tokokita_etl.weekly.inputs import DAILY_SUMMARIES
 from tokokita_etl.weekly.stages import (
     collect_lines,
@@ -48,7 +48,10 @@ def done_line(entry: Mapping[str, Any]) -> str:
     from tokokita_etl.orders.validate import rupiah
 
     rows = entry["rows"]
-    return (f"{rows['kota']} kota from {rows['days']} done dates ({rows['missing']} missing), "
+    missing = missing_from(entry)
+    which = f": {', '.join(missing)}" if missing else ""
+    return (f"{rows['kota']} kota from {rows['days']} done dates ({rows['missing']} "
+            f"missing{which}), "
             f"{rupiah(Decimal(entry['bruto']))} bruto, {rupiah(Decimal(entry['bersih']))} bersih")
 
 

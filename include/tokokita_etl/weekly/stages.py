@@ -10,7 +10,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from tokokita_etl.errors import EtlError
+from tokokita_etl.errors import EtlError, NoInputError
 from tokokita_etl.runner.staging import GOLD_COPY, drop_staged, read_stage
 from tokokita_etl.settings.layout import join
 from tokokita_etl.settings.model import Settings
@@ -48,6 +48,11 @@ def collect_stage(settings: Settings, week_start: date) -> dict[str, Any]:
     drop_staged(settings, week_start)  # a fresh run never sees a previous attempt's leftovers
     expected = recorded_inputs(DAILY_SUMMARIES, state_store(settings.upstream).read(),
                                WEEKLY.dates(week_start))
+    if not any(found["checksum"] for found in expected.values()):
+        # the gate refuses such a week (`UpstreamInputs.no_input`); a stage run on its own
+        # must not build an empty report either
+        raise NoInputError(f"the week of {week_start} has no input: none of its 7 orders "
+                           "dates has a success; nothing is built and no report is published")
     found = collect(Warehouse.from_settings(settings), week_start, expected)
     return {"rows": found.rows, "built_from": expected, "daily_rows": found.daily_rows,
             "days": found.days, "missing": found.missing}
@@ -94,9 +99,15 @@ def publish_gold_stage(settings: Settings, week_start: date) -> dict[str, Any]:
     return {"gold": str(target), "rows": rows}
 
 
+def missing_days(built_from: dict[str, Any]) -> str:
+    """`N missing` and, when there are some, which: `2 missing: 2026-11-05, 2026-11-06`."""
+    days = [day for day, found in sorted(built_from.items()) if not found.get("checksum")]
+    return f"{len(days)} missing" + (f": {', '.join(days)}" if days else "")
+
+
 def collect_lines(result: dict[str, Any], week_start: date) -> list[str]:
     return [f"[collect] week of {week_start}: {result['daily_rows']} daily summary rows of "
-            f"{result['days']} done dates ({result['missing']} missing) -> "
+            f"{result['days']} done dates ({missing_days(result['built_from'])}) -> "
             f"{len(result['rows'])} kota"]
 
 
