@@ -152,7 +152,8 @@ def recovered_from(manifests: Iterable[Mapping[str, Any]], trigger: str
 
     `manifests` are a date's manifests, newest first. The previous outcome is the newest
     manifest of another run that succeeded, failed, was blocked or found no input (skipped
-    and missing runs are no outcome; this run's own failed tries, retried inside it, were never alerted).
+    and missing runs are no outcome; this run's own failed tries, retried inside it, were
+    never alerted).
     """
     for body in manifests:
         summary = body.get("summary")
