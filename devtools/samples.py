@@ -372,8 +372,17 @@ def main(argv: list[str] | None = None) -> int:
     counts = generate_partition(
         target, args.date, args.rows, seed=args.seed, dirt=args.dirt, duplicates=args.duplicates
     )
-    json.dump({"file": str(target), **counts}, sys.stdout, indent=2)
-    sys.stdout.write("\n")
+    try:
+        json.dump({"file": str(target), **counts}, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        sys.stdout.flush()  # a closed pipe raises here, inside the try, not at exit
+    except BrokenPipeError:
+        # the Python docs' recipe (signal, "Note on SIGPIPE"): the reader (`| head`) has gone,
+        # so the flush at exit goes to devnull instead of raising again; the file is written,
+        # so this is no failure (exit 0, as the command line's own commands do)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
     return 0
 
 

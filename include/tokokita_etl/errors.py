@@ -51,6 +51,12 @@ class InputsNotSettledError(MissingPartitionError):
     settled: nothing is attempted; it is built once they are."""
 
 
+class NoInputError(MissingPartitionError):
+    """A partition built from another pipeline's results whose upstream dates are all settled
+    as missing: there is nothing to build, so nothing is attempted and no report is
+    published (exit 1); a date that arrives later makes it due."""
+
+
 class DataError(EtlError):
     """The partition as a whole is unusable (missing column, undecodable, no header)."""
 

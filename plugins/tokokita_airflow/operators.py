@@ -34,6 +34,9 @@ class WatermarkGateOperator(BaseOperator):
     - attempts >= max_attempts and no `reset_attempts`: fail at once, no retry, and say how
       to unblock.
     - a scheduled catch-up run for a date older than `lookback_days`: skip.
+    - a partition built from another pipeline's results whose upstream dates are all missing:
+      fail at once, no retry, no attempt: nothing was built and no report published; the
+      `no_input` alert goes to the notifiers.
     - another live run of D holds it: skip, naming the holder.
     - `reset_attempts`: set attempts to 0, recorded with when and by which run.
     When D is processed, this run claims it, so two runs of one date never interleave.
@@ -100,6 +103,10 @@ class WatermarkGateOperator(BaseOperator):
             self.log.error("Blocked: %s", decision.message)
             _end_of_run(self.log, settings, "fail", decision.refused.summary, context)
             raise AirflowFailException(decision.message)
+        if decision.action is Action.NO_INPUT:  # nothing built: no success, and no retry
+            self.log.error("No input, no attempt recorded: %s", decision.message)
+            _end_of_run(self.log, settings, "no_input", decision.refused.summary, context)
+            raise AirflowFailException(decision.message)
         self.log.info("Decision: %s", decision.message)
         from tokokita_airflow.notifiers import alert
         from tokokita_etl.runner.notify import start_line
@@ -121,14 +128,15 @@ def _end_of_run(log: Any, settings: Any, kind: str, summary: dict[str, Any],
                 context: Any) -> None:
     """The task that ends a run logs its summary line and alerts its notifiers with it
     (`tokokita_airflow.notifiers`): `success`, plus `recovered` when the date's previous
-    outcome was a failure, or `failure` (kind `fail`); `ping_url` is one of them."""
+    outcome was a failure, `no_input` (kind `no_input`), or `failure` (kind `fail`);
+    `ping_url` is one of them."""
     from tokokita_airflow.notifiers import alert, configured
     from tokokita_etl.runner.notify import recovered_from, summary_line
 
     line = summary_line(summary)
     log.info("%s", line)
     day, status = summary.get("partition_date"), summary.get("status")
-    event = "success" if kind == "success" else "failure"
+    event = kind if kind in ("success", "no_input") else "failure"
     alert(settings, event, context, line, partition_date=day, status=status, summary=summary,
           warn=log.warning)
     if event == "success" and configured(settings, "recovered"):
@@ -276,6 +284,9 @@ class EtlStageOperator(BaseOperator):
             raise AirflowSkipException(decision.reason)
         if decision.action is Action.BLOCKED:  # (its manifest is written)
             self.log.error("Blocked, no attempt recorded: %s", decision.reason)
+            raise AirflowFailException(decision.reason)
+        if decision.action is Action.NO_INPUT:  # (its manifest is written)
+            self.log.error("No input, no attempt recorded: %s", decision.reason)
             raise AirflowFailException(decision.reason)
         try:
             self.log.info("Running: %s", decision.reason)

@@ -293,3 +293,80 @@ def test_the_status_rows_read_a_changed_raw_file_once_per_request(sqlite_workspa
                        datetime.fromisoformat(NOW), dates=[DAY])
     assert rows[0]["label"] == "due (raw changed)" and rows[0]["due"] is True
     assert hashed == [str(path)]
+
+
+def corrected_quantity(original: bytes) -> bytes:
+    """The sample with one order's quantity corrected from 2 to 3: the same size."""
+    corrected = original.replace(b",Kemeja Batik Pria,2,", b",Kemeja Batik Pria,3,", 1)
+    assert corrected != original and len(corrected) == len(original)
+    return corrected
+
+
+def test_a_same_size_correction_names_the_hash_prefixes_and_the_changed_line(workspace):
+    """Regression: a corrected quantity keeps the file's size, and the only evidence of the
+    change was "771 -> 771 bytes"."""
+    ws = workspace
+    original = (SAMPLE_RAW / "pesanan_2026-11-02.csv").read_bytes()
+    path = ws.write_partition(DAY, original)
+    run(ws)
+    assert isinstance(entry_of(ws)["raw_lines"], str)
+    corrected = corrected_quantity(original)
+    path.write_bytes(corrected)
+    old, new = (hashlib.sha256(data).hexdigest()[:12] for data in (original, corrected))
+    change = (f"raw changed since processed (same size {len(original)} bytes, sha256 {old} -> "
+              f"{new}, 1 line changed)")
+    line = status_line(ws)
+    assert "done (changed)" in line and change in line
+    rows = run_cli(["status", "--now", NOW, "--json"], cwd=ws.root, env=ws.env())
+    (row,) = [r for r in json.loads(rows.stdout) if r["date"] == DAY.isoformat()]
+    assert row["raw_change"] == change  # what the status page shows
+    assert f"[skip] {DAY} already succeeded (use force to reprocess); {change}" in run(ws).stdout
+    run(ws, "--force")
+    assert entry_of(ws)["raw"]["sha256"] == hashlib.sha256(corrected).hexdigest()
+    assert status_line(ws).split()[1] == "done"
+
+
+def test_lines_added_and_removed_in_a_same_size_change_are_counted_apart(sqlite_workspace):
+    ws = sqlite_workspace
+    original = (SAMPLE_RAW / "pesanan_2026-11-02.csv").read_bytes()
+    path = ws.write_partition(DAY, original)
+    run(ws)
+    header, first, second, *rest = original.splitlines(keepends=True)
+    path.write_bytes(b"".join([header, second, first, *rest]))  # two lines swapped
+    assert "the same lines in another order)" in status_line(ws)
+    half = len(first) // 2  # one line split in two, a newline in the place of a character
+    path.write_bytes(b"".join([header, first[:half] + b"\n" + first[half + 1:], second, *rest]))
+    assert "1 line changed, 1 line added)" in status_line(ws)  # (a removed and an added: one changed)
+
+
+def test_without_line_digests_a_same_size_change_names_the_hashes_alone(sqlite_workspace):
+    """A success whose file was over the line-digest bound (or recorded before them) keeps no
+    line digests and no copy of the file: the change names the hashes, no line count."""
+    ws = sqlite_workspace
+    original = (SAMPLE_RAW / "pesanan_2026-11-02.csv").read_bytes()
+    path = ws.write_partition(DAY, original)
+    run(ws)
+    document = json.loads(ws.state_file.read_text(encoding="utf-8"))
+    del document["runs"][DAY.isoformat()]["raw_lines"]
+    ws.state_file.write_text(json.dumps(document), encoding="utf-8")
+    corrected = corrected_quantity(original)
+    path.write_bytes(corrected)
+    old, new = (hashlib.sha256(data).hexdigest()[:12] for data in (original, corrected))
+    assert status_line(ws).endswith(
+        f"(same size {len(original)} bytes, sha256 {old} -> {new}): a forced run (Clear in "
+        "Airflow) reprocesses it")
+
+
+def test_a_file_over_the_line_digest_bound_records_none_and_a_forced_run_drops_old_ones(
+        sqlite_workspace):
+    from devtools.samples import generate_partition
+    from tokokita_etl.runner.inputs import LINE_DIGESTS_MAX_BYTES
+
+    ws = sqlite_workspace
+    path = ws.write_partition(DAY, (SAMPLE_RAW / "pesanan_2026-11-02.csv").read_bytes())
+    run(ws)
+    assert entry_of(ws)["raw_lines"]
+    generate_partition(path, DAY, 3000, seed=3)
+    assert path.stat().st_size > LINE_DIGESTS_MAX_BYTES
+    run(ws, "--force")
+    assert "raw_lines" not in entry_of(ws)  # no stale digests of the file before

@@ -27,7 +27,8 @@ def test_a_notifier_spec_gets_the_default_events_and_empty_kwargs():
      'notifier [1] class must be an import path like package.module.Notifier, got "Notifier"'),
     ('[{"class": "a.B", "kwargs": []}]', "notifier [0] kwargs must be an object, got []"),
     ('[{"class": "a.B", "on": ["failure", "later"]}]',
-     'notifier [0] on must be a non-empty list of start, success, failure, recovered, deadline, '
+     'notifier [0] on must be a non-empty list of start, success, failure, recovered, no_input, '
+     'deadline, '
      'got ["failure", "later"]'),
     ('[{"class": "a.B", "args": []}]',
      "notifier [0] has unknown field(s) args; fields: class, kwargs, on"),

@@ -171,3 +171,23 @@ def test_cli(tmp_path):
 
 def test_header_matches_contract():
     assert samples.HEADER.rstrip("\n").split(",") == list(REQUIRED)
+
+
+def test_the_command_line_exits_quietly_when_its_stdout_reader_has_gone(tmp_path):
+    """Bug: `python -m devtools.samples ... | head` ended in a BrokenPipeError traceback."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader has gone before the first line: every write is EPIPE
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "devtools.samples", "--date", DAY.isoformat(), "--rows", "50",
+             "--out", str(tmp_path)], cwd=ROOT, stdout=write_end, stderr=subprocess.PIPE,
+            text=True, timeout=60, check=False)
+    finally:
+        os.close(write_end)
+    assert (proc.returncode, proc.stderr) == (0, "")
+    assert len(_read(tmp_path / f"pesanan_{DAY}.csv")) == 52  # header, 50 rows, final newline
+    piped = subprocess.run(
+        ["bash", "-c", f'set -o pipefail; "{sys.executable}" -m devtools.samples --date {DAY} '
+                       f'--rows 50 --out "{tmp_path}" | head -1'],
+        cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
+    assert (piped.returncode, piped.stderr, piped.stdout) == (0, "", "{\n")

@@ -117,7 +117,9 @@ def test_a_date_whose_run_would_fire_after_the_end_date_is_missing_not_waiting(t
     never creates."""
     settings = settings_in(tmp_path).replace(end_date=TODAY - timedelta(days=7))
     yesterday = str(TODAY - timedelta(days=1))
-    row = by_date(date_states(ORDERS, settings, at(1)))[yesterday]
+    # (the window lists no missing date after end_date: this one is asked for by name)
+    row = by_date(date_states(ORDERS, settings, at(1), dates=[TODAY - timedelta(days=1)])
+                  )[yesterday]
     assert (row["state"], row["label"]) == ("missing", "missing"), row
 
 
@@ -171,7 +173,8 @@ def test_a_due_date_names_who_runs_it_the_catch_up_or_once_it_ended_a_person(tmp
 def test_each_date_state_names_the_actions_it_allows_and_reads_as_its_string(tmp_path):
     """A blocked date is unblocked; done, failed, needs re-run, due and not processed ones are
     reprocessed;
-    waiting, missing and running ones allow nothing. The rows' JSON holds plain strings."""
+    waiting, missing, no-input and running ones allow nothing. The rows' JSON holds plain
+    strings."""
     settings = settings_in(tmp_path)
     record(settings, TODAY - timedelta(days=2), SUCCESS, rows={"fact": 1})
     record(settings, TODAY - timedelta(days=3), FAILED, times=3, error="bad bytes")
@@ -181,7 +184,7 @@ def test_each_date_state_names_the_actions_it_allows_and_reads_as_its_string(tmp
         (DateAction.REPROCESS,), (DateAction.UNBLOCK,))
     allowed = {state.value: [a.value for a in state.actions] for state in DateState}
     assert allowed == {"done": ["reprocess"], "due": ["reprocess"], "waiting": [],
-                       "missing": [], "running": [], "failed": ["reprocess"],
+                       "missing": [], "no input": [], "running": [], "failed": ["reprocess"],
                        "needs re-run": ["reprocess"], "blocked": ["unblock"],
                        "not processed": ["reprocess"]}
     assert json.loads(json.dumps(blocked))["state"] == "blocked"
@@ -202,3 +205,21 @@ def test_a_due_dates_row_says_a_catch_up_runs_it_only_when_it_has_no_airflow_run
            f"`tokokita-etl run --date {day}`" in ran["reason"]
     not_yet = by_date(date_states(ORDERS, settings, at(12), has_run=lambda d: False))[str(day)]
     assert "it is due: the next scheduled catch-up runs it" in not_yet["reason"]
+
+
+def test_no_missing_row_after_end_date_only_those_with_something_to_run(tmp_path):
+    """Regression: the dates after `end_date`, which nothing schedules, were listed as
+    `missing` above the useful rows (the status page and `tokokita-etl status`)."""
+    end = TODAY - timedelta(days=10)
+    settings = settings_in(tmp_path).replace(end_date=end)
+    there, done = end + timedelta(days=2), end + timedelta(days=4)
+    partition(settings, there)  # a file: a manual run or a backfill processes it
+    record(settings, done, SUCCESS, gold="gold/summary_harian.csv")  # a manual run after it
+    rows = date_states(ORDERS, settings, at(12))
+    assert [r["date"] for r in rows if r["date"] > end.isoformat()] == [
+        there.isoformat(), done.isoformat()]
+    assert by_date(rows)[end.isoformat()]["state"] == DateState.MISSING
+    table = format_status(ORDERS, rows)
+    assert table.splitlines()[-1].startswith(done.isoformat())
+    assert not any(line.startswith((str(end + timedelta(days=1)), str(TODAY - timedelta(days=1))))
+                   for line in table.splitlines())

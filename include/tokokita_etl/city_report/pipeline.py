@@ -12,7 +12,7 @@ from tokokita_etl.city_report import CityReport
 from tokokita_etl.city_report.inputs import DAILY_SUMMARIES
 from tokokita_etl.city_report.stages import stages
 from tokokita_etl.runner.declaration import Pipeline
-from tokokita_etl.runner.upstream import BUILT_FROM
+from tokokita_etl.runner.upstream import BUILT_FROM, missing_from
 
 
 def success_fields(records: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
@@ -39,7 +39,10 @@ def done_line(entry: Mapping[str, Any]) -> str:
     from tokokita_etl.orders.validate import rupiah
 
     rows = entry["rows"]
-    return (f"{rows['kota']} kota from {rows['days']} done dates ({rows['missing']} missing), "
+    missing = missing_from(entry)
+    which = f": {', '.join(missing)}" if missing else ""
+    return (f"{rows['kota']} kota from {rows['days']} done dates ({rows['missing']} "
+            f"missing{which}), "
             f"{rupiah(Decimal(entry['bruto']))} bruto, {rupiah(Decimal(entry['bersih']))} bersih")
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tokokita_etl.city_report import CityReport
-from tokokita_etl.errors import EtlError
+from tokokita_etl.errors import EtlError, NoInputError
 from tokokita_etl.runner.declaration import Stage
 from tokokita_etl.runner.staging import GOLD_COPY, drop_staged, read_stage
 from tokokita_etl.settings.layout import join
@@ -47,6 +47,12 @@ def collect_stage(report: CityReport, settings: Settings, key: date) -> dict[str
     drop_staged(settings, key)  # a fresh run never sees a previous attempt's leftovers
     expected = recorded_inputs(DAILY_SUMMARIES, state_store(settings.upstream).read(),
                                report.grain.dates(key))
+    if not any(found["checksum"] for found in expected.values()):
+        # the gate refuses such a partition (`UpstreamInputs.no_input`); a stage run on its
+        # own must not build an empty report either
+        raise NoInputError(f"{report.of(key)} has no input: none of its {len(expected)} "
+                           "orders dates has a success; nothing is built and no report is "
+                           "published")
     found = collect(report, Warehouse.from_settings(settings), key, expected)
     return {"rows": found.rows, "built_from": expected, "daily_rows": found.daily_rows,
             "days": found.days, "missing": found.missing}
@@ -94,9 +100,15 @@ def publish_gold_stage(report: CityReport, settings: Settings, key: date) -> dic
     return {"gold": str(target), "rows": rows}
 
 
+def missing_days(built_from: dict[str, Any]) -> str:
+    """`N missing` and, when there are some, which: `2 missing: 2026-11-05, 2026-11-06`."""
+    days = [day for day, found in sorted(built_from.items()) if not found.get("checksum")]
+    return f"{len(days)} missing" + (f": {', '.join(days)}" if days else "")
+
+
 def collect_lines(report: CityReport, result: dict[str, Any], key: date) -> list[str]:
     return [f"[collect] {report.grain.unit} of {key}: {result['daily_rows']} daily summary "
-            f"rows of {result['days']} done dates ({result['missing']} missing) -> "
+            f"rows of {result['days']} done dates ({missing_days(result['built_from'])}) -> "
             f"{len(result['rows'])} kota"]
 
 

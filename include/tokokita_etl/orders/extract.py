@@ -26,7 +26,13 @@ import pyarrow.parquet as pq
 from tokokita_etl.errors import DataError, MissingPartitionError
 from tokokita_etl.files import atomic_path, atomic_writer
 from tokokita_etl.orders.contract import EXTRACT_MALFORMED, EXTRACT_ROWS, REQUIRED_COLUMNS
-from tokokita_etl.runner.inputs import file_fingerprint, fingerprint, stamp_of_stat
+from tokokita_etl.runner.inputs import (
+    LINE_DIGESTS_MAX_BYTES,
+    file_fingerprint,
+    fingerprint,
+    line_digests,
+    stamp_of_stat,
+)
 from tokokita_etl.settings.layout import partition_path
 
 log = logging.getLogger(__name__)
@@ -51,6 +57,8 @@ class ExtractResult:
     extra_columns: list[str] = field(default_factory=list)
     #: the fingerprint of the bytes read (`runner.inputs.fingerprint`)
     raw: dict = field(default_factory=dict)
+    #: a small file's line digests (`runner.inputs.line_digests`), "" for a larger one
+    raw_lines: str = ""
 
     def to_dict(self) -> dict:
         """JSON-ready form."""
@@ -268,13 +276,15 @@ def _extract_by_lines(path: Path, size: int, staging: Path) -> ExtractResult:
                     write_oldest()
             while pending:
                 write_oldest()
+        digests = line_digests(handle) if stat.st_size <= LINE_DIGESTS_MAX_BYTES else None
     _write_malformed(staging, sorted(malformed))
     # Arrow's allocator keeps the blocks' freed memory; the next stage in this process
     # (DuckDB's transform in `tokokita-etl run`) would otherwise add its own on top of it
     pa.default_memory_pool().release_unused()
     return ExtractResult(file=str(path), bytes=size, rows=rows, malformed=len(malformed),
                          extra_columns=extra, raw=fingerprint(
-                             stat.st_size, digest.hexdigest(), stamp_of_stat(stat)))
+                             stat.st_size, digest.hexdigest(), stamp_of_stat(stat)),
+                         raw_lines=digests or "")
 
 
 BOM = b"\xef\xbb\xbf"
@@ -566,6 +576,7 @@ def _extract_by_records(path: Path, size: int, staging: Path) -> ExtractResult:
     with open(path, "rb") as handle, _whole_fields(), \
             atomic_writer(staging / EXTRACT_ROWS, mode="wb") as out:
         raw = file_fingerprint(handle)  # (this reader reads by lines: a pass of its own)
+        digests = line_digests(handle) if raw["size"] <= LINE_DIGESTS_MAX_BYTES else None
         handle.seek(0)
         reader = csv.reader(_physical_lines(handle), strict=True)
         writer = None
@@ -613,7 +624,7 @@ def _extract_by_records(path: Path, size: int, staging: Path) -> ExtractResult:
     texts = _raw_lines(path, malformed) if malformed else {}
     _write_malformed(staging, [(s, texts.get(s, "")) for s, _ in malformed])
     return ExtractResult(file=str(path), bytes=size, rows=rows, malformed=len(malformed),
-                         extra_columns=extra, raw=raw)
+                         extra_columns=extra, raw=raw, raw_lines=digests or "")
 
 
 def _table(lines: list[int], batch: list[tuple]) -> pa.Table:

@@ -20,7 +20,7 @@ from tokokita_etl.orders.stages import (
     validate_stage,
 )
 from tokokita_etl.runner.declaration import Pipeline, RawFiles, Stage
-from tokokita_etl.runner.inputs import RAW
+from tokokita_etl.runner.inputs import RAW, RAW_LINES
 from tokokita_etl.runner.policy import RUN_COMMAND
 from tokokita_etl.settings.layout import raw_file_name
 from tokokita_etl.storage import is_url
@@ -50,6 +50,7 @@ def success_fields(records: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
         "warnings": val.get("warnings", []),
         **({WAREHOUSE: lod[WAREHOUSE]} if lod.get(WAREHOUSE) else {}),
         **({RAW: ext[RAW]} if ext.get(RAW) else {}),
+        **({RAW_LINES: ext[RAW_LINES]} if ext.get(RAW_LINES) else {}),
     }
 
 

@@ -137,10 +137,13 @@ def ping(ping_url: str, kind: str, body: str = "", *, warn: Warn | None = None,
 
 # -- notifiers ---------------------------------------------------------------------------
 
-#: the events `ping_url` is pinged for (healthchecks' start, success and fail)
-PING_EVENTS = {"start": "start", "success": "success", "failure": "fail"}
-#: manifest statuses that are a date's outcome (a skipped or missing run is none)
-_OUTCOMES = {"success": "success", "failed": "failure", "blocked": "failure"}
+#: the events `ping_url` is pinged for (healthchecks' start, success and fail: a partition
+#: with no input published no report, as a failed run did not)
+PING_EVENTS = {"start": "start", "success": "success", "failure": "fail", "no_input": "fail"}
+#: manifest statuses that are a date's outcome (a skipped or missing run is none); a
+#: partition with no input was alerted, so its first success after it is a recovery
+_OUTCOMES = {"success": "success", "failed": "failure", "blocked": "failure",
+             "no input": "failure"}
 
 
 def recovered_from(manifests: Iterable[Mapping[str, Any]], trigger: str
@@ -148,8 +151,9 @@ def recovered_from(manifests: Iterable[Mapping[str, Any]], trigger: str
     """The summary of the failure a success of `trigger` recovers from, or None.
 
     `manifests` are a date's manifests, newest first. The previous outcome is the newest
-    manifest of another run that succeeded, failed or was blocked (skipped and missing runs
-    are no outcome; this run's own failed tries, retried inside it, were never alerted).
+    manifest of another run that succeeded, failed, was blocked or found no input (skipped
+    and missing runs are no outcome; this run's own failed tries, retried inside it, were
+    never alerted).
     """
     for body in manifests:
         summary = body.get("summary")
@@ -166,6 +170,7 @@ def alert_subject(event: str, pipeline: str, partition_date: Any, status: Any = 
     what = {"start": "started", "success": "succeeded",
             "failure": f"failed ({status})" if status and status != "failed" else "failed",
             "recovered": "recovered: succeeded after a failure",
+            "no_input": "has no input: nothing built, no report published",
             "deadline": "missed its deadline"}[event]
     return f"[{pipeline}] {partition_date} {what}"
 

@@ -15,6 +15,7 @@ from tokokita_etl.errors import (
     BlockedError,
     InputsNotSettledError,
     MissingPartitionError,
+    NoInputError,
     RunStoppedError,
 )
 from tokokita_etl.runner.declaration import Pipeline
@@ -30,6 +31,9 @@ from tokokita_etl.settings.model import Settings
 SKIPPED, BLOCKED, MISSING = "skipped", "blocked", "missing"
 #: the manifest status of a run refused because its upstream dates are not settled
 WAITING = "waiting"
+#: the manifest status of a run refused because its upstream dates are all missing: nothing
+#: to build (`upstream.UpstreamInputs.no_input`)
+NO_INPUT = "no input"
 
 
 # -- refusals ----------------------------------------------------------------------------------
@@ -63,7 +67,7 @@ class RunOutcome:
     """How one run of one date ended."""
 
     run_id: str
-    status: str  # success | skipped | failed | blocked | missing
+    status: str  # success | skipped | failed | blocked | missing | waiting | no input | stopped
     exit_code: int
     attempt: int
     #: where its manifest went (a file, or a row of the state database)
@@ -160,6 +164,7 @@ def finish_failure(pipeline: Pipeline, settings: Settings, day: date, error: Bas
         attempt = store.read().attempts(day)
         status = BLOCKED if isinstance(error, BlockedError) else (
             WAITING if isinstance(error, InputsNotSettledError) else
+            NO_INPUT if isinstance(error, NoInputError) else
             MISSING if isinstance(error, MissingPartitionError) else (
                 STOPPED if isinstance(error, RunStoppedError) else FAILED))
     exit_code = getattr(error, "exit_code", EXIT_FAILED)

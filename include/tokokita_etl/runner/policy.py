@@ -41,6 +41,9 @@ class Action(StrEnum):
     RUN = "run"
     SKIP = "skip"
     BLOCKED = "blocked"
+    #: a partition built from another pipeline's results whose inputs are all missing:
+    #: nothing to build, nothing attempted, no report published (`decide`'s `no_input`)
+    NO_INPUT = "no input"
 
 
 class SensorAction(StrEnum):
@@ -117,7 +120,7 @@ def blocked_message(state: Watermark, day: date, max_attempts: int,
 
 def decide(state: Watermark, day: date, *, max_attempts: int, force: bool = False,
            reset_attempts: bool = False, cleared: bool = False, inputs_changed: str = "",
-           command: str = RUN_COMMAND) -> Decision:
+           no_input: str = "", command: str = RUN_COMMAND) -> Decision:
     """Apply the watermark rules to one date: skip if done, block at max attempts, else run.
 
     Max attempts stops retrying a date that keeps failing: it counts the failures since the
@@ -128,9 +131,14 @@ def decide(state: Watermark, day: date, *, max_attempts: int, force: bool = Fals
     done partition's inputs are to be processed again (its raw file changed under
     `on_raw_change: reprocess`, `inputs.reprocess_reason`; an upstream result it was built
     from changed, `upstream.UpstreamInputs.change_reason`), which reprocesses it as `force`
-    does. `command` runs the
+    does. `no_input`: why a partition built from another pipeline's results has nothing to
+    build (every one of its upstream dates is missing, `UpstreamInputs.no_input`): NO_INPUT,
+    whatever else is asked (a forced run would publish an empty report); it is no attempt, and
+    a date that arrives later makes the partition due again. `command` runs the
     pipeline's dates on the command line (named in a blocked date's message).
     """
+    if no_input:
+        return Decision(Action.NO_INPUT, no_input)
     succeeded = state.has_success(day)
     if succeeded and not (force or cleared or inputs_changed):
         return Decision(Action.SKIP, f"{day} already succeeded (use force to reprocess)")
@@ -172,16 +180,19 @@ def past_partitions(now: datetime, lookback_days: int, tz: str,
 def due_runs(state: Watermark, now: datetime, present: Callable[[date], bool],
              lookback_days: int, max_attempts: int, *, tz: str,
              inputs_changed: Callable[[date], str] | None = None,
+             no_input: Callable[[date], str] | None = None,
              grain: Grain = DAILY) -> list[date]:
     """Past partitions inside the lookback window (`past_partitions`) whose inputs are there
     (`present`: its raw file, `RawFiles.present`; its upstream dates settled) that `decide`
     would run, told by `inputs_changed` why a done one is to be processed again
-    (`inputs.reprocess_reason`, `UpstreamInputs.change_reason`; none: no done one is)."""
+    (`inputs.reprocess_reason`, `UpstreamInputs.change_reason`; none: no done one is) and by
+    `no_input` why one has nothing to build (`UpstreamInputs.no_input`: never due)."""
     return [day for day in past_partitions(now, lookback_days, tz, grain)
             if present(day)
             and decide(state, day, max_attempts=max_attempts,
                        inputs_changed=inputs_changed(day)
-                       if inputs_changed and state.has_success(day) else "").action
+                       if inputs_changed and state.has_success(day) else "",
+                       no_input=no_input(day) if no_input else "").action
             is Action.RUN]
 
 
@@ -193,7 +204,7 @@ def outside_lookback(day: date, now: datetime, lookback_days: int, tz: str) -> b
 def gate_decision(state: Watermark, day: date, *, run_type: str, now: datetime,
                   lookback_days: int, max_attempts: int, tz: str, force: bool = False,
                   reset_attempts: bool = False, cleared: bool = False, inputs_changed: str = "",
-                  command: str = RUN_COMMAND) -> Decision:
+                  no_input: str = "", command: str = RUN_COMMAND) -> Decision:
     """The gate's rule for one run: the lookback applies to the scheduler's own runs (a
     cleared one is a person's request), then `decide`."""
     if run_type == "scheduled" and not cleared and outside_lookback(day, now, lookback_days, tz):
@@ -202,11 +213,11 @@ def gate_decision(state: Watermark, day: date, *, run_type: str, now: datetime,
                                      "or a manual trigger)")
     return decide(state, day, max_attempts=max_attempts, force=force,
                   reset_attempts=reset_attempts, cleared=cleared, inputs_changed=inputs_changed,
-                  command=command)
+                  no_input=no_input, command=command)
 
 
 def stage_decision(state: Watermark, day: date, *, max_attempts: int, force: bool = False,
-                   cleared: bool = False, inputs_changed: str = "",
+                   cleared: bool = False, inputs_changed: str = "", no_input: str = "",
                    command: str = RUN_COMMAND) -> Decision:
     """Whether one stage task of a run of `day` runs now.
 
@@ -215,7 +226,7 @@ def stage_decision(state: Watermark, day: date, *, max_attempts: int, force: boo
     re-run gesture), a blocked date fails at once without an attempt.
     """
     return decide(state, day, max_attempts=max_attempts, force=force, cleared=cleared,
-                  inputs_changed=inputs_changed, command=command)
+                  inputs_changed=inputs_changed, no_input=no_input, command=command)
 
 
 def run_conf_problem(run_type: str, conf: dict | None, partition_key: str | None) -> str | None:

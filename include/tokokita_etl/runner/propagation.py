@@ -3,10 +3,11 @@
 A pipeline's timetable makes one run per partition, when its fire time comes. A partition that
 becomes due again later, a done date whose raw file changed (`on_raw_change: reprocess`), a
 week built from a day whose results changed since, a week whose run gave up before its days
-settled, has no run coming: the sweep (`sweep`) lists each such partition with its reason, and the Airflow
-sweep DAG triggers one run of it. A need is named by what it rests on (`Propagation.digest`:
-the new file's hash and the date's recorded outcomes), so asking again before its run has
-finished names the same run, and the same need never makes two.
+settled or found them all missing (no input) until one arrived, has no run coming: the sweep
+(`sweep`) lists each such partition with its reason, and the Airflow sweep DAG triggers one
+run of it. A need is named by what it rests on (`Propagation.digest`: the new file's hash and
+the date's recorded outcomes), so asking again before its run has finished names the same
+run, and the same need never makes two.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from datetime import date, datetime
 from tokokita_etl.runner.claims import read_claim, settled_watermark
 from tokokita_etl.runner.declaration import Pipeline
 from tokokita_etl.runner.inputs import change_to_reprocess
-from tokokita_etl.runner.outcomes import WAITING
+from tokokita_etl.runner.outcomes import NO_INPUT, WAITING
 from tokokita_etl.runner.policy import days_before, past_partitions
 from tokokita_etl.runner.schedule import local_today
 from tokokita_etl.runner.status import due_partitions, upstream_inputs
@@ -52,7 +53,8 @@ def sweep(pipeline: Pipeline, settings: Settings, now: datetime) -> list[Propaga
     changed input, oldest first: a done date whose raw file changed (`on_raw_change:
     reprocess`); a done partition an upstream result it was built from changed under; a
     partition never built whose inputs settled after a run of it gave up waiting for them (its
-    last manifest says `waiting`). A partition a run holds (its claim) is left to that run."""
+    last manifest says `waiting`), or one of whose inputs arrived after a run of it found none
+    (`no input`). A partition a run holds (its claim) is left to that run."""
     if pipeline.upstream is not None:
         return _upstream_sweep(pipeline, settings, now)
     if settings.on_raw_change != "reprocess":
@@ -85,10 +87,12 @@ def _upstream_sweep(pipeline: Pipeline, settings: Settings, now: datetime) -> li
             rests_on = json.dumps([inputs.built_from(key), state.attempts(key)], sort_keys=True)
         else:
             last = next(iter(state_store(settings).manifests(key)), {})
-            if last.get("status") != WAITING:
+            if last.get("status") not in (WAITING, NO_INPUT):
                 continue  # its scheduled run is still to come, or under way
             reason = (f"inputs settled after the run started {last.get('started_at', '?')} "
-                      "gave up waiting for them")
+                      "gave up waiting for them" if last["status"] == WAITING else
+                      f"an input arrived after the run started {last.get('started_at', '?')} "
+                      "found none")
             rests_on = f"{last.get('started_at')}:{last.get('finished_at')}"
         digest = hashlib.sha256(rests_on.encode()).hexdigest()
         found.append(Propagation(pipeline.name, pipeline.dag_id, key, reason, digest))

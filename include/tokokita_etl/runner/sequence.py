@@ -14,8 +14,9 @@ the last one closes.
 
 Pings (`notify.ping`, when `ping_url` is set) on the command line: `/start` once the gate
 decides to process the date, then the success URL or `/fail` with the run's summary line as
-the body; a blocked date pings `/fail` (it needs a person); a skipped run (done, held by
-another run) pings nothing. On Airflow the notifiers do it.
+the body; a blocked date, and a partition with no input (its upstream dates all missing), ping
+`/fail` (each needs a person); a skipped run (done, held by another run) pings nothing. On
+Airflow the notifiers do it (the `no_input` event).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from tokokita_etl.errors import (
     ConcurrentRunError,
     EtlError,
     InputsNotSettledError,
+    NoInputError,
 )
 from tokokita_etl.runner.claims import (
     check_writable,
@@ -45,6 +47,7 @@ from tokokita_etl.runner.liveness import cli_holder_finished, cli_owner
 from tokokita_etl.runner.notify import ping, start_line, summary_line
 from tokokita_etl.runner.outcomes import (
     BLOCKED,
+    NO_INPUT,
     SKIPPED,
     WAITING,
     RunOutcome,
@@ -147,6 +150,7 @@ def gate(pipeline: Pipeline, settings: Settings, day: date, *, force: bool, rese
                              max_attempts=settings.max_attempts, force=force,
                              reset_attempts=reset_attempts, cleared=cleared,
                              inputs_changed=inputs_changed, tz=settings.timezone,
+                             no_input=inputs.no_input(day) if inputs is not None else "",
                              command=pipeline.run_command)
     reason = decision.reason
     if decision.action is Action.SKIP and state.has_success(day) and (
@@ -196,9 +200,13 @@ def enter_stage(pipeline: Pipeline, settings: Settings, day: date, *, stage: str
         _inputs_changed(pipeline, settings, state, day, inputs)
     decision = stage_decision(state, day, max_attempts=settings.max_attempts,
                               force=force, cleared=cleared, inputs_changed=inputs_changed,
+                              no_input=inputs.no_input(day) if inputs is not None else "",
                               command=pipeline.run_command)
     if decision.action is Action.BLOCKED:
         finish_refused(settings, day, BlockedError(decision.reason), status=BLOCKED,
+                       started=now, now=now, trigger=owner)
+    elif decision.action is Action.NO_INPUT:
+        finish_refused(settings, day, NoInputError(decision.reason), status=NO_INPUT,
                        started=now, now=now, trigger=owner)
     elif decision.action is Action.RUN:
         ensure(pipeline, settings, found)
@@ -212,8 +220,9 @@ def open_run(pipeline: Pipeline, settings: Settings, day: date, *, force: bool,
              holder_finished: HolderCheck = cli_holder_finished,
              clock: Clock = utc_now) -> GateResult:
     """`gate`, and the manifest of a run that does not proceed: `skipped` (done, out of the
-    look-back, or another live run holds the date: `held`), `blocked`. `trigger` is recorded
-    in the manifest; `clock` gives its end."""
+    look-back, or another live run holds the date: `held`), `blocked`, `waiting`, `no input`
+    (its upstream dates all missing). `trigger` is recorded in the manifest; `clock` gives its
+    end."""
     try:
         result = gate(pipeline, settings, day, force=force, reset_attempts=reset_attempts,
                       now=now, by=by, run_type=run_type, owner=owner, cleared=cleared,
@@ -232,6 +241,10 @@ def open_run(pipeline: Pipeline, settings: Settings, day: date, *, force: bool,
     elif result.action is Action.BLOCKED:
         result.refused = finish_refused(settings, day, BlockedError(result.message),
                                         status=BLOCKED, started=now, now=clock(),
+                                        trigger=trigger)
+    elif result.action is Action.NO_INPUT:
+        result.refused = finish_refused(settings, day, NoInputError(result.message),
+                                        status=NO_INPUT, started=now, now=clock(),
                                         trigger=trigger)
     return result
 
@@ -301,11 +314,13 @@ def run_for_date(pipeline: Pipeline, settings: Settings, day: date, *, force: bo
             log(f"[skip] {opened.message}")
         elif opened.action is Action.BLOCKED:
             log(f"[blocked] {opened.message}")
+        elif opened.action is Action.NO_INPUT:
+            log(f"[no input] {opened.message}")
         elif force or opened.inputs_changed:
             log(f"[gate] {opened.message}")
     if opened.refused is not None:
         outcome = opened.refused
-        if opened.action is Action.BLOCKED:
+        if opened.action in (Action.BLOCKED, Action.NO_INPUT):  # each needs a person's look
             ping(settings.ping_url, "fail", summary_line(outcome.summary), warn=warn)
     else:
         ping(settings.ping_url, "start", start_line(settings.pipeline, day, started, "cli"),

@@ -1,6 +1,7 @@
 """The state of each partition date in a window: for `tokokita-etl status` and the status page.
 
 One rule in one place: a date is **done**, **due**, **waiting** for its file, **missing**,
+**no input** (a partition built from another pipeline's results whose inputs are all missing),
 **running** (another run holds its claim), **failed** (attempts left) or **blocked**, decided
 from the watermark, the raw folder, the claims and the attempts policy
 (`tokokita_etl.runner.policy`). The command line and the Airflow status page only show these rows.
@@ -34,7 +35,7 @@ from tokokita_etl.runner.policy import (
 )
 from tokokita_etl.runner.schedule import DAILY, Grain, fire_time_for_partition, local_today
 from tokokita_etl.runner.stores import state_store
-from tokokita_etl.runner.upstream import UpstreamInputs, upstream_dates
+from tokokita_etl.runner.upstream import UpstreamInputs, missing_from, upstream_dates
 from tokokita_etl.runner.watermark import FAILED, IN_PROGRESS, STOPPED, Claim, Watermark
 from tokokita_etl.settings.layout import catchup_bound
 from tokokita_etl.settings.model import PATH_SETTINGS, Settings
@@ -56,6 +57,7 @@ class DateState(StrEnum):
     DUE = "due"
     WAITING = "waiting"
     MISSING = "missing"
+    NO_INPUT = "no input"
     RUNNING = "running"
     FAILED = "failed"
     NEEDS_RERUN = "needs re-run"
@@ -65,7 +67,8 @@ class DateState(StrEnum):
     @property
     def actions(self) -> tuple[DateAction, ...]:
         """The actions this state allows: a blocked date is unblocked; a done, failed, due or
-        not processed one may be reprocessed; a waiting, missing or running one neither."""
+        not processed one may be reprocessed; a waiting, missing, no-input or running one
+        neither."""
         if self is DateState.BLOCKED:
             return (DateAction.UNBLOCK,)
         if self in (DateState.DONE, DateState.FAILED, DateState.NEEDS_RERUN, DateState.DUE,
@@ -132,7 +135,7 @@ def due_partitions(pipeline: Pipeline, settings: Settings, state, now: datetime,
                         >= settings.catchup_start, settings.lookback_days,
                         settings.max_attempts, tz=settings.timezone,
                         inputs_changed=lambda key: inputs.change_reason(key, state.entry(key)),
-                        grain=pipeline.grain)
+                        no_input=inputs.no_input, grain=pipeline.grain)
     return due_runs(state, now, pipeline.raw.present(settings), settings.lookback_days,
                     settings.max_attempts, tz=settings.timezone,
                     inputs_changed=raw_changed_of(pipeline, settings, state, look),
@@ -151,7 +154,9 @@ def date_states(pipeline: Pipeline, settings: Settings, now: datetime, days: int
                 has_run: Callable[[date], bool] | None = None) -> list[dict[str, Any]]:
     """One row per date, oldest first: the window (`window`) and every older date of the
     watermark that is not done or has a run's intent on it (`_unsettled`): a year of done
-    dates behind the window costs nothing.
+    dates behind the window costs nothing. A date of the window after `end_date` that is
+    *missing* has no row: nothing schedules it and nothing is there to run (one with its
+    inputs there, due or not processed, has one).
 
     Each row: `date`, `state` (a `DateState`), `label` (`failed 1/3`, `running`...),
     `reason` (one sentence), `unblock` (the exact action, for a blocked date), `holder` (of a
@@ -179,6 +184,7 @@ def date_states(pipeline: Pipeline, settings: Settings, now: datetime, days: int
     store = state_store(settings)
     outcomes = store.last_outcomes([day for day in wanted if state.entry(day)])
     claims = store.claims(wanted)
+    last = None if settings.catchup_end is None else settings.catchup_end.date()
     rows = []
     for day in wanted:
         entry = state.entry(day)
@@ -209,6 +215,9 @@ def date_states(pipeline: Pipeline, settings: Settings, now: datetime, days: int
                              present=present,
                              due=day in due, wait_window=wait_window, inputs=inputs,
                              look=look, has_run=has_run))
+        if dates is None and row["state"] == DateState.MISSING and not entry \
+                and last is not None and day > last:
+            continue
         rows.append(row)
     return rows
 
@@ -252,6 +261,11 @@ def _state_of(pipeline: Pipeline, settings: Settings, state, day: date, now: dat
         return {"state": DateState.NEEDS_RERUN, "label": "needs re-run",
                 "reason": f"{display_text(settings, entry.get('error', ''))}; no failure is "
                           f"counted ({used} used); {later}"}
+    if inputs is not None and (nothing := inputs.no_input(day)):
+        if entry.get("gold"):
+            nothing += (f"; the report {entry['gold']} an earlier build published for it "
+                        "stays: remove it by hand if no one may read it")
+        return {"state": DateState.NO_INPUT, "label": "no input", "reason": nothing}
     if state.has_success(day) and inputs is not None:
         return _done_from_upstream(pipeline, inputs, entry, day, state.attempts(day), due)
     if state.has_success(day):
@@ -318,6 +332,9 @@ def _done_from_upstream(pipeline: Pipeline, inputs, entry: dict[str, Any], day: 
     done = f"succeeded (attempt {attempt})"
     changed, unchanged = inputs.compare(day, entry)
     notes = [*changed, *unchanged]
+    since = {note.split(" ", 1)[0] for note in changed}  # (each note starts with its date)
+    if without := [found for found in missing_from(entry) if found not in since]:
+        notes.append(f"built without {', '.join(without)} (missing)")
     if not inputs.settled(day):
         notes.append(f"a rebuild waits for {inputs.holding(day)}")
     if due and changed:
@@ -400,7 +417,8 @@ def format_status(pipeline: Pipeline, rows: list[dict[str, Any]]) -> str:
         notes = []
         if r["state"] == "blocked":
             notes.append(f"to unblock: {r['unblock']}")
-        elif r["state"] in ("running", "waiting", "missing", "not processed", "needs re-run") \
+        elif r["state"] in ("running", "waiting", "missing", "no input", "not processed",
+                            "needs re-run") \
                 or r.get("raw_change") or r.get("inputs_change"):
             notes.append(r["reason"])
         if r["error"] and r["state"] in ("failed", "blocked"):

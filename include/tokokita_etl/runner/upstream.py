@@ -9,6 +9,12 @@ that spans it. A success records what it was built from (`built_from`): for each
 date, the checksum its success recorded (`Upstream.checksum`, None for a missing date) and
 the date's attempt. A partition is due again when one of those checksums is not the one the
 upstream holds now; a date reprocessed to the same checksum changes nothing, and says so.
+
+A partition whose upstream dates are **all** missing has **no input** (`no_input`): nothing
+to build, so it is not due and no run builds it (`policy.decide`), rather than a success that
+publishes an empty report. Once one of its dates arrives and is done, it is due like any
+partition whose inputs settled. A partition built with some dates missing names them
+(`missing_from`).
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from tokokita_etl.runner.watermark import Watermark
 BUILT_FROM = "built_from"
 #: the upstream states (`runner.status.DateState`) that settle a date
 SETTLED = ("done", "missing")
+MISSING = "missing"
 
 
 @dataclass(frozen=True)
@@ -83,6 +90,16 @@ class UpstreamInputs:
         return ", ".join(f"{found.day} ({found.label})" for found in self.of(key)
                          if not found.settled)
 
+    def no_input(self, key: date) -> str:
+        """Why `key` has nothing to build (every upstream date is missing), or ""."""
+        found = self.of(key)
+        if not found or any(date_.state != MISSING for date_ in found):
+            return ""
+        return (f"{key} has no input: all {len(found)} of its {self.upstream.pipeline.name} "
+                f"dates ({found[0].day} to {found[-1].day}) are missing (no file after their "
+                "wait window); nothing is built and no report is published; it is built once "
+                "one of them arrives and is done")
+
     def waiting_message(self, key: date) -> str:
         """Why `key` waits (its holding dates), for logs, manifests and the status rows."""
         return (f"{key} waits for its {self.upstream.pipeline.name} dates to settle (done, or "
@@ -127,6 +144,16 @@ def recorded_inputs(upstream: Upstream, watermark: Watermark, dates: Iterable[da
             else None,
             "attempt": watermark.attempts(day)}
     return found
+
+
+def missing_from(entry: Mapping[str, Any]) -> list[str]:
+    """The upstream dates a success was built without (no success of theirs when it was
+    built: missing), from its `built_from`, in order."""
+    recorded = entry.get(BUILT_FROM)
+    if not isinstance(recorded, Mapping):
+        return []
+    return sorted(day for day, found in recorded.items()
+                  if isinstance(found, Mapping) and found.get("checksum") is None)
 
 
 def _how_changed(before: Mapping[str, Any], found: InputDate) -> str:

@@ -28,6 +28,9 @@ SUCCESS = "success"
 FAILED = "failed"
 #: fields that describe one run's outcome: a new success or failure replaces them all
 RUN_OUTCOME_FIELDS = ("error", "failed_stage", "warnings", "needs_rerun")
+#: fields a success records only sometimes (a small raw file's line digests,
+#: `runner.inputs.RAW_LINES`): a new success replaces them, or drops them when it has none
+SUCCESS_ONLY_FIELDS = ("raw_lines",)
 #: the intent record of a run that is changing the date's warehouse rows and gold file:
 #: written by the gate before the first stage, removed by the run's success or failure record
 #: (docs/data-contract.md, "Watermark"); while it is there the entry is not a success
@@ -101,6 +104,8 @@ _FIELD_RULES["needs_rerun"] = lambda v: None if isinstance(v, bool) else "must b
 _FIELD_RULES["raw"] = lambda v: None if isinstance(v, dict) and _is_count(v.get("size")) and all(
     isinstance(v.get(name), str) for name in ("sha256", "stamp")) else \
     "must be an object with 'size' (a count), 'sha256' and 'stamp' (strings)"
+_FIELD_RULES["raw_lines"] = lambda v: None if isinstance(v, str) else \
+    "must be a string (base64 line digests)"
 _FIELD_RULES["warehouse"] = lambda v: None if isinstance(v, dict) and isinstance(
     v.get("id"), str) and _is_count(v.get("revision")) else \
     "must be an object with 'id' (a string) and 'revision' (a count)"
@@ -256,7 +261,8 @@ def _record(entry: dict[str, Any], status: str, payload: dict[str, Any], now: da
     entry["failures"] = 0 if status == SUCCESS else failures + 1
     entry["status"] = status
     entry["updated_at"] = now.isoformat(timespec="seconds")
-    for key in (*RUN_OUTCOME_FIELDS, IN_PROGRESS):
+    for key in (*RUN_OUTCOME_FIELDS, IN_PROGRESS, *(SUCCESS_ONLY_FIELDS
+                                                       if status == SUCCESS else ())):
         entry.pop(key, None)
     for key, value in payload.items():
         if key not in ("attempt", "failures") and not (key == "warnings" and not value):

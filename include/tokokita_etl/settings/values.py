@@ -168,11 +168,12 @@ def _url_problem(url: str) -> str | None:
 
 
 #: what a notifier can be told: a run started processing its date, succeeded, failed for
-#: good (or was blocked), succeeded a date whose previous outcome was a failure, or a
-#: scheduled run missed its deadline
-NOTIFIER_EVENTS = ("start", "success", "failure", "recovered", "deadline")
+#: good (or was blocked), succeeded a date whose previous outcome was a failure, found
+#: nothing to build (a partition whose upstream dates are all missing), or a scheduled run
+#: missed its deadline
+NOTIFIER_EVENTS = ("start", "success", "failure", "recovered", "no_input", "deadline")
 #: the events a configured notifier gets unless its `on` says otherwise
-DEFAULT_NOTIFIER_EVENTS = ("failure", "recovered", "deadline")
+DEFAULT_NOTIFIER_EVENTS = ("failure", "recovered", "no_input", "deadline")
 
 
 def parse_notifiers(text: str) -> list[dict[str, Any]]:

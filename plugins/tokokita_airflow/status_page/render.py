@@ -34,7 +34,8 @@ CSP = ("default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; "
 
 #: state -> colour (the strip, the table and the legend), in the legend's order
 COLOURS = {DateState.DONE: "#2e7d32", DateState.DUE: "#1565c0", DateState.WAITING: "#64b5f6",
-           DateState.MISSING: "#9e9e9e", DateState.RUNNING: "#f9a825",
+           DateState.MISSING: "#9e9e9e", DateState.NO_INPUT: "#ad1457",
+           DateState.RUNNING: "#f9a825",
            DateState.FAILED: "#ef6c00", DateState.NEEDS_RERUN: "#8e24aa",
            DateState.BLOCKED: "#c62828",
            DateState.NOT_PROCESSED: "#6d4c41"}
