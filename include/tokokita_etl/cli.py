@@ -216,7 +216,8 @@ def cmd_status(args: argparse.Namespace, pipeline: Pipeline,
     if problem is not None:  # the rows are the watermark's; no run proceeds until resolved
         from tokokita_etl.runner.outcomes import identity_refusal
 
-        print(f"error: {problem}", file=sys.stderr)
+        # the detail, then the one line that says why and what to do
+        print(problem, file=sys.stderr)
         print(f"error: {identity_refusal('warehouse_url')}", file=sys.stderr)
         return EXIT_USAGE
     return 0

@@ -1,4 +1,5 @@
-"""The weekly build's functions (`tokokita_etl.weekly.build`) one by one, on a real warehouse
+"""The weekly build's functions (`tokokita_etl.city_report.build` for the weekly report) one
+by one, on a real warehouse
 (SQLite and PostgreSQL): the week's dates and names, exact sums per kota in code-point order,
 collect checking each date's rows against the checksum its success recorded, the week's rows
 replaced alone, the three checks, and the gold file."""
@@ -14,22 +15,14 @@ from sqlalchemy import insert, text
 
 import tokokita_etl.weekly.schema  # noqa: F401  (declares summary_mingguan on the metadata)
 from tests.conftest import Workspace
+from tokokita_etl.city_report import build
+from tokokita_etl.city_report.build import money
 from tokokita_etl.errors import ValidationError, WarehouseError
 from tokokita_etl.orders.schema import summary_harian
 from tokokita_etl.warehouse.checksums import rows_checksum
 from tokokita_etl.warehouse.database import Warehouse
-from tokokita_etl.weekly.build import (
-    collect,
-    gold_name,
-    money,
-    replace_week,
-    sum_week,
-    validate_week,
-    week_checksum_name,
-    week_dates,
-    write_gold,
-)
-from tokokita_etl.weekly.schema import WEEK_COLUMNS, summary_mingguan
+from tokokita_etl.weekly.pipeline import REPORT
+from tokokita_etl.weekly.schema import summary_mingguan
 
 WEEK = date(2026, 11, 2)
 #: canonical daily summary rows: order_date, kota, jumlah_pesanan, total_qty, bruto, bersih
@@ -42,20 +35,20 @@ DAILY = {
 
 
 def test_a_week_is_its_seven_dates_from_monday_and_its_names_carry_the_monday():
-    assert week_dates(WEEK) == [date(2026, 11, n) for n in range(2, 9)]
-    assert gold_name(WEEK) == "summary_mingguan_2026-11-02.csv"
-    assert week_checksum_name(WEEK) == "summary_mingguan_2026-11-02"
+    assert list(REPORT.grain.dates(WEEK)) == [date(2026, 11, n) for n in range(2, 9)]
+    assert REPORT.gold_name(WEEK) == "summary_mingguan_2026-11-02.csv"
+    assert REPORT.checksum_name(WEEK) == "summary_mingguan_2026-11-02"
     assert (money("1"), money(Decimal("0.1")), money("12.3")) == ("1.00", "0.10", "12.30")
 
 
 def test_the_sums_are_exact_per_kota_in_code_point_order_with_the_active_days():
-    rows = sum_week(WEEK, [*DAILY[date(2026, 11, 2)], *DAILY[date(2026, 11, 4)]])
+    rows = build.sum_partition(WEEK, [*DAILY[date(2026, 11, 2)], *DAILY[date(2026, 11, 4)]])
     assert rows == [
         ["2026-11-02", "Bandung", 2, 3, 5, "550000.10", "495000.05"],
         ["2026-11-02", "Jakarta Selatan", 1, 1, 1, "450000.00", "360000.00"],
         ["2026-11-02", "Ébène", 1, 4, 4, "1000.20", "1000.20"],  # after every ASCII kota
     ]
-    assert sum_week(WEEK, []) == []
+    assert build.sum_partition(WEEK, []) == []
 
 
 @pytest.fixture
@@ -77,7 +70,7 @@ def warehouse(workspace: Workspace) -> Warehouse:
 def expected(**overrides: str | None) -> dict[str, dict]:
     """What the orders' watermark says of the week's dates: the recorded checksum of a done
     date's rows, None for the others."""
-    found = {day.isoformat(): {"checksum": None, "attempt": 0} for day in week_dates(WEEK)}
+    found = {day.isoformat(): {"checksum": None, "attempt": 0} for day in list(REPORT.grain.dates(WEEK))}
     for day, rows in DAILY.items():
         found[day.isoformat()] = {"checksum": rows_checksum(rows), "attempt": 1}
     for day, checksum in overrides.items():
@@ -86,16 +79,16 @@ def expected(**overrides: str | None) -> dict[str, dict]:
 
 
 def test_collect_reads_the_done_dates_and_counts_the_missing_ones(warehouse):
-    found = collect(warehouse, WEEK, expected())
+    found = build.collect(REPORT, warehouse, WEEK, expected())
     assert (found.days, found.missing, found.daily_rows) == (2, 5, 4)
-    assert found.rows == sum_week(WEEK, [*DAILY[date(2026, 11, 2)], *DAILY[date(2026, 11, 4)]])
+    assert found.rows == build.sum_partition(WEEK, [*DAILY[date(2026, 11, 2)], *DAILY[date(2026, 11, 4)]])
     assert found.checksums["2026-11-03"] is None
     assert found.checksums["2026-11-02"] == rows_checksum(DAILY[date(2026, 11, 2)])
 
 
 def test_collect_refuses_rows_that_are_not_those_the_success_recorded_as_transient(warehouse):
     with pytest.raises(WarehouseError) as raised:
-        collect(warehouse, WEEK, expected(**{"2026_11_04": "f" * 64}))
+        build.collect(REPORT, warehouse, WEEK, expected(**{"2026_11_04": "f" * 64}))
     assert raised.value.transient
     assert str(raised.value).startswith(
         "summary_harian of 2026-11-04: its rows are not those its orders success recorded "
@@ -103,15 +96,15 @@ def test_collect_refuses_rows_that_are_not_those_the_success_recorded_as_transie
     # a date recorded done with rows has none: the checksum of no rows is found
     with pytest.raises(WarehouseError, match=r"summary_harian of 2026-11-03: .*\(checksum "
                                              r"aaaaaaaaaaaa, found e3b0c44298fc\)"):
-        collect(warehouse, WEEK, expected(**{"2026_11_03": "a" * 64}))
+        build.collect(REPORT, warehouse, WEEK, expected(**{"2026_11_03": "a" * 64}))
 
 
 def test_replace_week_replaces_that_week_alone_and_counts_one_revision(warehouse):
     other = ["2026-11-09", "Bandung", 1, 1, 1, "1.00", "1.00"]
-    replace_week(warehouse, date(2026, 11, 9), [other])
-    first = replace_week(warehouse, WEEK, [["2026-11-02", "Old", 1, 1, 1, "9.00", "9.00"]])
-    rows = sum_week(WEEK, DAILY[date(2026, 11, 2)])
-    second = replace_week(warehouse, WEEK, rows)
+    build.replace_partition(REPORT, warehouse, date(2026, 11, 9), [other])
+    first = build.replace_partition(REPORT, warehouse, WEEK, [["2026-11-02", "Old", 1, 1, 1, "9.00", "9.00"]])
+    rows = build.sum_partition(WEEK, DAILY[date(2026, 11, 2)])
+    second = build.replace_partition(REPORT, warehouse, WEEK, rows)
     assert second == {"id": first["id"], "revision": first["revision"] + 1}
     with warehouse.begin(read_only=True) as conn:
         held = list(warehouse.partition_rows(conn, summary_mingguan, WEEK))
@@ -126,9 +119,9 @@ def totals_of(*days: date) -> dict[str, dict[str, str]]:
 
 
 def test_validate_passes_a_week_equal_to_the_daily_summaries_and_their_totals(warehouse):
-    found = collect(warehouse, WEEK, expected())
-    replace_week(warehouse, WEEK, found.rows)
-    result = validate_week(warehouse, WEEK, found.rows, totals_of(*DAILY))
+    found = build.collect(REPORT, warehouse, WEEK, expected())
+    build.replace_partition(REPORT, warehouse, WEEK, found.rows)
+    result = build.validate_partition(REPORT, warehouse, WEEK, found.rows, totals_of(*DAILY))
     assert [(c["name"], c["ok"]) for c in result["checks"]] == [
         ("rows", True), ("daily summaries", True), ("totals", True)]
     assert (result["rows"], result["bruto"], result["bersih"]) == (3, "1001000.30", "856000.25")
@@ -137,12 +130,12 @@ def test_validate_passes_a_week_equal_to_the_daily_summaries_and_their_totals(wa
 
 
 def test_validate_names_each_failed_check(warehouse):
-    found = collect(warehouse, WEEK, expected())
+    found = build.collect(REPORT, warehouse, WEEK, expected())
     wrong = [list(row) for row in found.rows]
     wrong[0][3] += 1  # one order too many in Bandung
-    replace_week(warehouse, WEEK, wrong)
+    build.replace_partition(REPORT, warehouse, WEEK, wrong)
     with pytest.raises(ValidationError) as raised:
-        validate_week(warehouse, WEEK, found.rows, totals_of(date(2026, 11, 2)))
+        build.validate_partition(REPORT, warehouse, WEEK, found.rows, totals_of(date(2026, 11, 2)))
     message = str(raised.value)
     assert message.startswith("validation failed for the week of 2026-11-02: rows: 3 rows "
                               "held, 3 summed from the daily summaries; daily summaries: ")
@@ -152,12 +145,12 @@ def test_validate_names_each_failed_check(warehouse):
 
 
 def test_write_gold_writes_the_header_and_rows_atomically(tmp_path):
-    rows = sum_week(WEEK, DAILY[date(2026, 11, 2)])
-    path = tmp_path / "gold" / gold_name(WEEK)
+    rows = build.sum_partition(WEEK, DAILY[date(2026, 11, 2)])
+    path = tmp_path / "gold" / REPORT.gold_name(WEEK)
     path.parent.mkdir()
-    write_gold(path, rows)
+    build.write_gold(REPORT, path, rows)
     with path.open(encoding="utf-8", newline="") as handle:
-        assert list(csv.reader(handle)) == [list(WEEK_COLUMNS),
+        assert list(csv.reader(handle)) == [list(build.columns(REPORT)),
                                             *[[str(v) for v in row] for row in rows]]
     assert path.read_bytes().endswith(b"\n") and b"\r" not in path.read_bytes()
     assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary file left
@@ -167,4 +160,4 @@ def test_the_database_sum_of_the_week_matches_the_rows_collected(warehouse):
     with warehouse.begin(read_only=True) as conn:
         count = conn.execute(text("SELECT COUNT(*) FROM summary_harian")).scalar_one()
     assert count == 4
-    assert collect(warehouse, WEEK, expected()).daily_rows == count
+    assert build.collect(REPORT, warehouse, WEEK, expected()).daily_rows == count

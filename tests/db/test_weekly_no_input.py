@@ -159,7 +159,9 @@ def test_a_date_arriving_later_makes_the_no_input_week_due_and_it_builds(orders,
     assert EMPTY.isoformat() in due(call)
     row = rows(call)[EMPTY.isoformat()]
     assert (row["state"], row["reason"]) == (
-        "due", "its inputs are settled: the next scheduled catch-up runs it")
+        "due", "its inputs are settled: the scheduled catch-up runs it only if it has no "
+        f"Airflow run yet; else trigger tokokita_weekly_city_report with partition key {EMPTY}, "
+        f"or run `tokokita-etl run --pipeline weekly_city_report --date {EMPTY}`")
     (need,) = [n for n in needs() if n.key == EMPTY]  # on Airflow the sweep triggers its run
     assert need.reason.startswith("an input arrived after the run started ")
     assert need.reason.endswith(" found none")
