@@ -25,7 +25,6 @@ import contextlib
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -33,7 +32,7 @@ import time
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
-from bench.harness import DEFAULT_PG_URL, REPO, Warehouses
+from bench.harness import DEFAULT_PG_URL, REPO
 
 #: the DAG's own max_active_runs (plugins/tokokita_airflow/dag.py): a backfill's default
 MAX_ACTIVE_RUNS = 3
@@ -62,34 +61,15 @@ def digests(read) -> dict[str, str]:
 
 
 def cli_side(dates: list[date], rows: int, pg_url: str) -> dict:
-    """The dates run one after another through `tokokita-etl run` on PostgreSQL."""
-    work = Path(tempfile.mkdtemp(prefix="tokokita-cli-backfill-"))
-    warehouses = Warehouses("postgresql", work, pg_url)
-    try:
-        generate(work / "raw", dates, rows)
-        env = {k: v for k, v in os.environ.items() if not k.startswith("TOKOKITA_")}
-        env.update({
-            "TOKOKITA_RAW_DIR": str(work / "raw"), "TOKOKITA_GOLD_DIR": str(work / "gold"),
-            "TOKOKITA_QUARANTINE_DIR": str(work / "quarantine"),
-            "TOKOKITA_STATE_DIR": str(work / "state"),
-            "TOKOKITA_STAGING_DIR": str(work / "staging"),
-            "TOKOKITA_WAREHOUSE_URL": warehouses.fresh("cli_backfill"),
-            "PYTHONPATH": os.pathsep.join([str(REPO / "include"), env.get("PYTHONPATH", "")]),
-        })
-        cli = Path(sys.executable).with_name("tokokita-etl")
-        started = time.perf_counter()
-        failed = 0
-        for day in dates:
-            proc = subprocess.run([str(cli), "run", "--date", day.isoformat()], cwd=work,
-                                  env=env, capture_output=True, text=True, check=False)
-            failed += proc.returncode != 0
-        total = time.perf_counter() - started
-        gold = {day.isoformat(): _read(work / "gold" / f"summary_harian_{day}.csv")
-                for day in dates}
-        return {"s": round(total, 1), "failed_runs": failed, "gold": digests(gold)}
-    finally:
-        warehouses.drop_all()
-        shutil.rmtree(work, ignore_errors=True)
+    """The dates run one after another through `tokokita-etl run` on PostgreSQL, as the
+    catch-up bench's command-line side runs them."""
+    from bench.bench_catchup import cli_dates
+
+    total, failed, gold = cli_dates(
+        dates, rows, pg_url, "cli-backfill",
+        lambda work, env: digests({day.isoformat(): _read(
+            work / "gold" / f"summary_harian_{day}.csv") for day in dates}))
+    return {"s": round(total, 1), "failed_runs": failed, "gold": gold}
 
 
 def _read(path: Path) -> bytes | None:

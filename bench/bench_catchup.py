@@ -19,8 +19,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import date, timedelta
 from pathlib import Path
+from typing import Any
 
 from bench.harness import DEFAULT_PG_URL, REPO, Warehouses
 from devtools.samples import generate_partition
@@ -29,11 +31,12 @@ from tokokita_etl.settings.layout import partition_path
 from tokokita_etl.settings.sources import load_settings
 
 
-def cli_catchup(days: int, rows: int, pg_url: str = DEFAULT_PG_URL) -> dict:
-    """N dates run one after another through `tokokita-etl run` on PostgreSQL."""
-    last = date.today() - timedelta(days=1)
-    dates = [last - timedelta(days=days - 1 - i) for i in range(days)]
-    work = Path(tempfile.mkdtemp(prefix="tokokita-cli-catchup-"))
+def cli_dates(dates: list[date], rows: int, pg_url: str, side: str,
+              collect: Callable[[Path, dict[str, str]], Any]) -> tuple[float, int, Any]:
+    """`dates` generated (`rows` a partition, the stacks' seed) and run one after another
+    through `tokokita-etl run`, each a new process, on a fresh PostgreSQL database: (seconds,
+    failed runs, what `collect(work folder, environment)` read before the folder goes)."""
+    work = Path(tempfile.mkdtemp(prefix=f"tokokita-{side}-"))
     warehouses = Warehouses("postgresql", work, pg_url)
     try:
         for day in dates:
@@ -43,7 +46,7 @@ def cli_catchup(days: int, rows: int, pg_url: str = DEFAULT_PG_URL) -> dict:
             "TOKOKITA_RAW_DIR": str(work / "raw"), "TOKOKITA_GOLD_DIR": str(work / "gold"),
             "TOKOKITA_QUARANTINE_DIR": str(work / "quarantine"),
             "TOKOKITA_STATE_DIR": str(work / "state"), "TOKOKITA_STAGING_DIR": str(work / "staging"),
-            "TOKOKITA_WAREHOUSE_URL": warehouses.fresh("cli_catchup"),
+            "TOKOKITA_WAREHOUSE_URL": warehouses.fresh(side.replace("-", "_")),
             "PYTHONPATH": os.pathsep.join([str(REPO / "include"), env.get("PYTHONPATH", "")]),
         })
         cli = Path(sys.executable).with_name("tokokita-etl")
@@ -53,14 +56,22 @@ def cli_catchup(days: int, rows: int, pg_url: str = DEFAULT_PG_URL) -> dict:
             proc = subprocess.run([str(cli), "run", "--date", day.isoformat()], cwd=work, env=env,
                                   capture_output=True, text=True, check=False)
             failed += proc.returncode != 0
-        total = time.perf_counter() - started
-        stage_s = stage_seconds(state_store(load_settings(env=env, cwd=work)), dates)
-        return {"days": days, "rows_per_partition": rows, "failed_runs": failed,
-                "total_s": round(total, 1), "per_date_s": round(total / days, 2),
-                "stage_s": round(stage_s, 1), "outside_stages_s": round(total - stage_s, 1)}
+        return time.perf_counter() - started, failed, collect(work, env)
     finally:
         warehouses.drop_all()
         shutil.rmtree(work, ignore_errors=True)
+
+
+def cli_catchup(days: int, rows: int, pg_url: str = DEFAULT_PG_URL) -> dict:
+    """N dates run one after another through `tokokita-etl run` on PostgreSQL."""
+    last = date.today() - timedelta(days=1)
+    dates = [last - timedelta(days=days - 1 - i) for i in range(days)]
+    total, failed, stage_s = cli_dates(
+        dates, rows, pg_url, "cli-catchup",
+        lambda work, env: stage_seconds(state_store(load_settings(env=env, cwd=work)), dates))
+    return {"days": days, "rows_per_partition": rows, "failed_runs": failed,
+            "total_s": round(total, 1), "per_date_s": round(total / days, 2),
+            "stage_s": round(stage_s, 1), "outside_stages_s": round(total - stage_s, 1)}
 
 
 def stage_seconds(store, dates: list[date]) -> float:

@@ -78,3 +78,33 @@ def workspace(tmp_path: Path, backend: str, request) -> Workspace:
 def sqlite_workspace(tmp_path: Path) -> Workspace:
     """A workspace on an SQLite file warehouse."""
     return Workspace(tmp_path, f"sqlite:///{tmp_path / 'warehouse' / 'tokokita.db'}")
+
+
+def lose_warehouse(url_text: str) -> None:
+    """The warehouse at `url_text` is lost: its SQLite file removed, or its PostgreSQL schema
+    emptied."""
+    from sqlalchemy.engine import make_url
+
+    url = make_url(url_text)
+    if url.get_backend_name() == "sqlite":
+        Path(url.database).unlink()
+        return
+    schema = url.query["options"].split("search_path=", 1)[1]
+    with _pg_connect(url_text) as conn:
+        conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+
+
+def warehouse_tables(url_text: str) -> list[str]:
+    """The tables the warehouse at `url_text` holds (none when its SQLite file is not there)."""
+    from sqlalchemy import create_engine, inspect
+    from sqlalchemy.engine import make_url
+
+    url = make_url(url_text)
+    if url.get_backend_name() == "sqlite" and not Path(url.database).exists():
+        return []
+    engine = create_engine(url)
+    try:
+        return sorted(inspect(engine).get_table_names())
+    finally:
+        engine.dispose()

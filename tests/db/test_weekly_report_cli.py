@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import json
 from datetime import date, datetime, timedelta
-from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
 
 from devtools.samples import generate_partition
 from tests.conftest import Workspace, in_process_cli
+from tests.db.conftest import lose_warehouse, warehouse_tables
 from tests.weekly_sums import WEEK_HEADER, csv_rows, independent_week
 
 ZONE = ZoneInfo("Asia/Jakarta")
@@ -242,37 +242,6 @@ def test_the_sweep_lists_a_changed_week_once_until_it_is_rebuilt(built, call):
     assert needs() == []
 
 
-def lose_warehouse(ws: Workspace) -> None:
-    """The warehouse is lost: the SQLite file removed, or the PostgreSQL schema emptied."""
-    from sqlalchemy.engine import make_url
-
-    url = make_url(ws.warehouse_url)
-    if url.get_backend_name() == "sqlite":
-        Path(url.database).unlink()
-        return
-    from tests.db.conftest import _pg_connect
-
-    schema = url.query["options"].split("search_path=", 1)[1]
-    with _pg_connect(ws.warehouse_url) as conn:
-        conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
-        conn.execute(f'CREATE SCHEMA "{schema}"')
-
-
-def warehouse_tables(ws: Workspace) -> list[str]:
-    """The tables the warehouse holds now (none when its SQLite file is not there)."""
-    from sqlalchemy import create_engine, inspect
-    from sqlalchemy.engine import make_url
-
-    url = make_url(ws.warehouse_url)
-    if url.get_backend_name() == "sqlite" and not Path(url.database).exists():
-        return []
-    engine = create_engine(url)
-    try:
-        return sorted(inspect(engine).get_table_names())
-    finally:
-        engine.dispose()
-
-
 def one_error(err: str) -> str:
     [line] = [line for line in err.splitlines() if line.startswith("error:")]
     return line
@@ -284,7 +253,7 @@ def test_a_lost_warehouse_refuses_both_pipelines_and_one_reconcile_recovers_both
     a week (`tokokita-etl run --date D`) ran the orders."""
     ws = built
     gold = {week: week_gold(ws, week) for week in WEEKS}
-    lose_warehouse(ws)
+    lose_warehouse(ws.warehouse_url)
 
     code, _, err = call("run", "--date", WEEKS[0].isoformat(), "--force")
     assert code == 2 and "`tokokita-etl state reconcile`" in one_error(err)
@@ -293,7 +262,7 @@ def test_a_lost_warehouse_refuses_both_pipelines_and_one_reconcile_recovers_both
     for pipeline in ((), WEEKLY):
         code, _, err = call("status", *pipeline)
         assert code == 2 and "`tokokita-etl state reconcile`" in one_error(err)
-    assert warehouse_tables(ws) == []  # nothing created by a refusal
+    assert warehouse_tables(ws.warehouse_url) == []  # nothing created by a refusal
 
     code, out, err = call("state", "reconcile")
     assert code == 0, err
@@ -337,13 +306,13 @@ def test_the_weekly_report_creates_no_warehouse_the_orders_watermark_describes_o
     week = dates(WEEKS[0], 7)
     write_days(ws, week)
     run_orders(call, week)
-    lose_warehouse(ws)
+    lose_warehouse(ws.warehouse_url)
 
     code, out, err = call("run", *WEEKLY, "--date", WEEKS[0].isoformat())
     assert code == 2, out + err
     error = one_error(err)
     assert "it is missing or empty" in error and "`tokokita-etl state reconcile`" in error
-    assert warehouse_tables(ws) == []
+    assert warehouse_tables(ws.warehouse_url) == []
     assert not (ws.state_dir / "weekly_city_report" / "state.json").exists() or \
         WEEKS[0].isoformat() not in week_state(ws)
 
@@ -354,7 +323,7 @@ def test_reconcile_of_one_named_pipeline_reconciles_that_one_alone(workspace, ca
     week = dates(WEEKS[0], 7)
     write_days(ws, week)
     run_orders(call, week[:2])
-    lose_warehouse(ws)
+    lose_warehouse(ws.warehouse_url)
 
     code, out, err = call("state", "reconcile", *WEEKLY)
     assert code == 0, err

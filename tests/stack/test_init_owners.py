@@ -11,7 +11,13 @@ import pytest
 
 from stack.init import check_warehouse, main, prepare_folders
 from tests.conftest import SAMPLE_DATES, Workspace, run_cli
-from tests.db.conftest import backend, pg_url, workspace  # noqa: F401 (fixtures)
+from tests.db.conftest import (  # noqa: F401 (fixtures)
+    backend,
+    lose_warehouse,
+    pg_url,
+    warehouse_tables,
+    workspace,
+)
 
 AS_ROOT = pytest.mark.skipif(os.geteuid() != 0, reason="airflow-init changes owners as root")
 
@@ -70,37 +76,6 @@ def test_init_run_again_changes_nothing(tmp_path):
     before = {p: owner(p) for p in data.rglob("*")}
     prepare_folders(env, 1000)  # another AIRFLOW_UID later: the existing folders stay as they are
     assert {p: owner(p) for p in before} == before
-
-
-def warehouse_tables(url_text: str) -> list[str]:
-    """The tables at `url_text` (none when its SQLite file is not there)."""
-    from sqlalchemy import create_engine, inspect
-    from sqlalchemy.engine import make_url
-
-    url = make_url(url_text)
-    if url.get_backend_name() == "sqlite" and not Path(url.database).exists():
-        return []
-    engine = create_engine(url)
-    try:
-        return sorted(inspect(engine).get_table_names())
-    finally:
-        engine.dispose()
-
-
-def lose_warehouse(url_text: str) -> None:
-    """The SQLite file removed, or the PostgreSQL schema emptied."""
-    from sqlalchemy.engine import make_url
-
-    from tests.db.conftest import _pg_connect
-
-    url = make_url(url_text)
-    if url.get_backend_name() == "sqlite":
-        Path(url.database).unlink()
-        return
-    schema = url.query["options"].split("search_path=", 1)[1]
-    with _pg_connect(url_text) as conn:
-        conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
-        conn.execute(f'CREATE SCHEMA "{schema}"')
 
 
 def test_init_refuses_a_lost_warehouse_in_one_line_and_creates_nothing(
