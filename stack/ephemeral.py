@@ -58,9 +58,12 @@ OBJECT_STORE = default("object_storage_conn_id")
 USERNAME = "airflow"  # the compose file's default _AIRFLOW_WWW_USER_USERNAME / _PASSWORD
 PASSWORD = "airflow"  # noqa: S105
 
-#: throw-away stack only: the weekly city report's catch-up starts after the stack is gone
-#: (a test of the report gives its own `TOKOKITA_WEEKLY_CITY_REPORT__START_DATE`)
-NO_WEEKLY_CATCHUP = "2100-01-04"
+#: throw-away stack only: the city reports' catch-ups start after the stack is gone (a test
+#: of a report gives its own `TOKOKITA_<REPORT>__START_DATE`)
+NO_WEEKLY_CATCHUP, NO_MONTHLY_CATCHUP = "2100-01-04", "2100-01-01"
+#: the variables that keep both catch-ups away
+NO_REPORT_CATCHUPS = {"TOKOKITA_WEEKLY_CITY_REPORT__START_DATE": NO_WEEKLY_CATCHUP,
+                      "TOKOKITA_MONTHLY_CITY_REPORT__START_DATE": NO_MONTHLY_CATCHUP}
 
 #: throw-away stack only (NOT from docker-compose.yaml): no periodic re-parse of the
 #: unchanged DAG file while the stack runs (it costs CPU on a 2-core runner)
@@ -160,8 +163,8 @@ class EphemeralStack:
         #: the SQLAlchemy URL of the warehouse database's server (default: the metadata's)
         self.warehouse_server = warehouse_server or pg_server_url()
         compose_env = {"TOKOKITA_START_DATE": start_date, "TOKOKITA_END_DATE": end_date or "",
-                       # the weekly report's catch-up only where a test asks for it
-                       "TOKOKITA_WEEKLY_CITY_REPORT__START_DATE": NO_WEEKLY_CATCHUP,
+                       # the city reports' catch-ups only where a test asks for them
+                       **NO_REPORT_CATCHUPS,
                        **(env_file(SCALE_OUT_ENV) if celery else {}),
                        **(tokokita_env or {})}
         self.redis_port, self.object_store_port = free_port(), free_port()

@@ -43,7 +43,7 @@ import pytest
 from stack import REPO
 from stack.ephemeral import (
     DAG_ID,
-    NO_WEEKLY_CATCHUP,
+    NO_REPORT_CATCHUPS,
     PASSWORD,
     USERNAME,
     WORKERS,
@@ -288,8 +288,8 @@ def test_the_compose_stack_runs_in_containers(engine, build_dir, expected_sample
         # the first scheduled run is T-4's (fires T-3 02:30), the last the latest fired
         "TOKOKITA_START_DATE": t(3).isoformat(),
         "TOKOKITA_END_DATE": fire_time(last_day).isoformat(),
-        # the weekly report's catch-up is tested on the local stack, not here
-        "TOKOKITA_WEEKLY_CITY_REPORT__START_DATE": NO_WEEKLY_CATCHUP})
+        # the city reports' catch-ups are tested on the local stack, not here
+        **NO_REPORT_CATCHUPS})
     key = profile.replace("-", "_")
     started = time.monotonic()
     try:

@@ -167,8 +167,8 @@ def test_the_status_page_shows_both_pipelines_and_unblocks_the_stocks_date(two_p
         assert (orders[t(5)], orders[t(6)]) == ("done", "done")
         unknown = api.get("/tokokita/", params={"pipeline": "nope"})
         assert unknown.status_code == 404
-        assert "Unknown pipeline 'nope'; pipelines: orders, stock, weekly_city_report" \
-            in unknown.text
+        assert "Unknown pipeline 'nope'; pipelines: monthly_city_report, orders, stock, " \
+            "weekly_city_report" in unknown.text
     with httpx.Client(base_url=stack.target.api_url, timeout=60) as anonymous:
         for path in ("/tokokita/", "/tokokita/status.json"):  # no name told before a login
             answer = anonymous.get(path, params={"pipeline": "nope"})
@@ -179,7 +179,7 @@ def test_the_status_page_shows_both_pipelines_and_unblocks_the_stocks_date(two_p
     with chromium() as browser:
         context, page, frame = open_status_page(browser, stack.target.api_url, token)
         assert frame.locator("#pipelines a").all_inner_texts() == [
-            "orders", "weekly_city_report", "stock"]
+            "orders", "weekly_city_report", "monthly_city_report", "stock"]
         assert frame.locator("h1").inner_text() == "TokoKita orders: state of each date"
         frame.locator("#tab-stock").click()
         frame.locator("h1", has_text="TokoKita stock").wait_for()

@@ -270,8 +270,8 @@ def _look(stack: EphemeralStack, pipeline: str, key: date, text: str, name: str)
     with chromium() as browser:
         context, page, frame = open_status_page(browser, stack.target.api_url, token,
                                                 height=1100)
-        assert frame.locator("#pipelines a").all_inner_texts() == ["orders",
-                                                                  "weekly_city_report"]
+        assert frame.locator("#pipelines a").all_inner_texts() == [
+            "orders", "weekly_city_report", "monthly_city_report"]
         tab = frame.locator(f"#tab-{pipeline}")
         if tab.get_attribute("aria-current") != "page":  # a person does not reopen the tab shown
             tab.click()
