@@ -114,7 +114,7 @@ def configured(tmp_path_factory):
     stack.target.compose_env.update(variables)
     stack.stack.services = services(stack.stack.compose_file, stack.target.interpolation_env())
     # the declared pipeline's module, importable by the services and the command line
-    shutil.copy(Path(__file__).resolve().parents[1] / "stock_pipeline.py", root)
+    shutil.copytree(Path(__file__).resolve().parents[1] / "stock_pipeline", root / "stock_pipeline")
     pythonpath = f"{stack.service_env()['PYTHONPATH']}:{root}"
     stack.target.extra_env["PYTHONPATH"] = pythonpath
     variables_of_shell = {**variables, "PYTHONPATH": pythonpath}

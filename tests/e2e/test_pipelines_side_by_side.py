@@ -61,7 +61,8 @@ def two_pipelines(tmp_path_factory):
     try:
         stack.prepare()
         config = stack.home / "config"
-        shutil.copy(Path(__file__).resolve().parents[1] / "stock_pipeline.py", config)
+        shutil.copytree(Path(__file__).resolve().parents[1] / "stock_pipeline",
+                        config / "stock_pipeline")
         with (config / "pipeline.yaml").open("a", encoding="utf-8") as yaml:
             yaml.write(f"\npipelines:\n  stock:\n    start_date: '{t(5)}'\n"
                        f"    end_date: '{t(4)}T03:00:00+07:00'\n")

@@ -116,6 +116,16 @@ def _unsettled(state: Watermark) -> set[date]:
             if entry.get(IN_PROGRESS) is not None or not state.has_success(key)}
 
 
+def _recent(settings: Settings, state: Watermark, now: datetime, days: int | None) -> set[date]:
+    """The watermark's dates inside the window's span before `start_date` too: a date
+    processed by hand before the catch-up's start, or the one the catch-up's first run
+    processes (the day before `start_date`)."""
+    today = local_today(now, settings.timezone)
+    first = days_back(today, settings.lookback_days + HISTORY_DAYS if days is None
+                      else max(days, 0))
+    return {day for day in map(date.fromisoformat, state.runs) if first <= day < today}
+
+
 def due_partitions(pipeline: Pipeline, settings: Settings, state, now: datetime,
                    inputs: UpstreamInputs | None = None,
                    look: Callable[[date], RawChange | None] | None = None) -> list[date]:
@@ -172,7 +182,8 @@ def date_states(pipeline: Pipeline, settings: Settings, now: datetime, days: int
     if state is None:
         state = settled_watermark(settings, now)
     wanted = sorted(set(dates) if dates is not None else
-                    set(window(settings, now, days, pipeline.grain)) | _unsettled(state))
+                    set(window(settings, now, days, pipeline.grain)) | _unsettled(state)
+                    | _recent(settings, state, now, days))
     inputs = upstream_inputs(pipeline, settings, now, sorted(set(wanted) | set(
         past_partitions(now, settings.lookback_days, settings.timezone, pipeline.grain))))
     # one look at a done date's raw file for the due dates and its row (a changed file is
