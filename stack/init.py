@@ -231,8 +231,10 @@ def warehouse_refusal(env: Mapping[str, str]) -> str | None:
     watermarks = []
     for pipeline in pipelines:
         own = pipeline_settings(env, cwd=Path.cwd(), pipeline=pipeline)
-        if own.state_url == "warehouse" and found.presence is Presence.MISSING:
-            continue  # the watermark was in the warehouse: gone with it
+        if own.state_db_url == own.warehouse_url and found.presence is Presence.MISSING:
+            # the watermark is kept in the warehouse's database (`warehouse`, or its URL):
+            # gone with it, or not made yet
+            continue
         if own.state_conn_id and not own.state_url:
             say(f"the state database's connection {own.state_conn_id!r} is not in the "
                 f"environment: the watermark of {pipeline.name} is not checked here; its "
