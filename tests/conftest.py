@@ -66,6 +66,26 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         pgserver.report(f"stopped and deleted the throw-away server at 127.0.0.1:{throwaway.port}")
 
 
+# Each module's time on its worker (setup, call and teardown of its tests, a module-scoped
+# stack's start and stop included), printed after the run so that a slow part of the suite
+# names its modules; TOKOKITA_MODULE_TIMES sets how many (default 15, 0 for none).
+MODULE_SECONDS: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    module = report.nodeid.split("::", 1)[0]
+    MODULE_SECONDS[module] = MODULE_SECONDS.get(module, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    shown = int(os.environ.get("TOKOKITA_MODULE_TIMES") or "15")
+    modules = sorted(MODULE_SECONDS.items(), key=lambda item: -item[1])[:shown]
+    if modules:
+        terminalreporter.section(f"slowest {len(modules)} test modules (seconds on a worker)")
+        for module, seconds in modules:
+            terminalreporter.write_line(f"{seconds:8.1f}  {module}")
+
+
 @dataclass
 class Workspace:
     """An isolated project directory: raw/gold/quarantine/state/staging and a warehouse URL."""

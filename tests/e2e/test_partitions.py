@@ -261,14 +261,20 @@ def test_an_upgrade_in_place_gives_the_runs_made_before_partitions_their_dates(s
     date; scheduled runs with their logical date), then airflow-init again and the services
     restarted, as after `make down`, a pull and `make up`. Without the upgrade Airflow plans a
     Missing Runs backfill over dates that have runs; after it, none, and the scheduler's next
-    run stays where it was (it takes the newest run *with* a partition date as the last)."""
+    run stays where it was (it takes the newest run *with* a partition date as the last).
+
+    Regression: the two nights were the last two by the clock at the test's start, so a night
+    that fired after the fixture started the stack (its `end_date` is the last night then) was
+    planned as missing."""
     import psycopg
     from psycopg.conninfo import make_conninfo
 
     from stack.ephemeral import admin_conninfo
 
-    last = last_fired_day(datetime.now(UTC))
-    nights = (last - timedelta(days=1), last)  # the scheduled catch-up's two runs
+    # the scheduled catch-up's two runs: the nights the fixture gave the stack, not the last
+    # two by the clock, which moves on when a night fires while the module runs
+    first = date.fromisoformat(stack.target.compose_env["TOKOKITA_START_DATE"])
+    nights = (first, first + timedelta(days=1))
     next_before = stack.api.get(f"/dags/{DAG_ID}")["next_dagrun_run_after"]
     runs_before = len(stack.api.dag_runs(DAG_ID))
 
