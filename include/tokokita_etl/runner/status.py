@@ -18,7 +18,7 @@ from typing import Any
 from tokokita_etl.errors import EtlError
 from tokokita_etl.runner.claims import interrupted_stage, settled_watermark
 from tokokita_etl.runner.declaration import Pipeline
-from tokokita_etl.runner.inputs import RawChange, changed_since_processed, raw_changed_of
+from tokokita_etl.runner.inputs import RawChange, changed_since_processed, reprocess_reasons
 from tokokita_etl.runner.liveness import cli_holder_finished
 from tokokita_etl.runner.policy import (
     Action,
@@ -148,7 +148,7 @@ def due_partitions(pipeline: Pipeline, settings: Settings, state, now: datetime,
                         no_input=inputs.no_input, grain=pipeline.grain)
     return due_runs(state, now, pipeline.raw.present(settings), settings.lookback_days,
                     settings.max_attempts, tz=settings.timezone,
-                    inputs_changed=raw_changed_of(pipeline, settings, state, look),
+                    inputs_changed=reprocess_reasons(pipeline, settings, state, look),
                     grain=pipeline.grain)
 
 
