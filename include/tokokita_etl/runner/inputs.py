@@ -28,6 +28,7 @@ from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+from tokokita_etl.runner.settings import on_raw_change
 from tokokita_etl.settings.model import Settings
 from tokokita_etl.storage import Location, filesystem, is_url, object_info
 
@@ -203,7 +204,7 @@ def changed_since_processed(pipeline: Pipeline, settings: Settings, entry: Mappi
                             day: date) -> RawChange | None:
     """`raw_change` of a date's raw file, unless `on_raw_change` is `off` (or the pipeline
     reads no raw files)."""
-    if settings.on_raw_change == "off" or pipeline.raw is None:
+    if on_raw_change(settings) == "off" or pipeline.raw is None:
         return None
     return raw_change(entry, pipeline.raw.path(settings, day))
 
@@ -212,7 +213,7 @@ def change_to_reprocess(pipeline: Pipeline, settings: Settings, entry: Mapping[s
                         day: date) -> RawChange | None:
     """With `on_raw_change: reprocess`, the change of a done date's raw file since its
     success; None otherwise (a file gone is never reprocessed: its results stay)."""
-    if settings.on_raw_change != "reprocess":
+    if on_raw_change(settings) != "reprocess":
         return None
     change = changed_since_processed(pipeline, settings, entry, day)
     return change if change is not None and not change.gone else None
@@ -221,7 +222,7 @@ def change_to_reprocess(pipeline: Pipeline, settings: Settings, entry: Mapping[s
 def reason_to_reprocess(settings: Settings, change: RawChange | None) -> str:
     """Why a done date whose raw file shows `change` is to be reprocessed (`policy.decide`'s
     `inputs_changed`), or "": only with `on_raw_change: reprocess`, never for a file gone."""
-    if settings.on_raw_change != "reprocess" or change is None or change.gone:
+    if on_raw_change(settings) != "reprocess" or change is None or change.gone:
         return ""
     return str(change)
 
@@ -230,7 +231,7 @@ def reprocess_reason(pipeline: Pipeline, settings: Settings, entry: Mapping[str,
                      day: date) -> str:
     """`reason_to_reprocess` of a done date's raw file (not looked at unless
     `on_raw_change` is `reprocess`)."""
-    if settings.on_raw_change != "reprocess":
+    if on_raw_change(settings) != "reprocess":
         return ""
     return reason_to_reprocess(settings, changed_since_processed(pipeline, settings, entry, day))
 
@@ -241,7 +242,7 @@ def raw_changed_of(pipeline: Pipeline, settings: Settings, state: Watermark,
     """`reprocess_reason` of a date of `state`, as `policy.due_runs` asks it; None unless
     `on_raw_change` is `reprocess` (nothing is looked at). `look`: a date's
     `changed_since_processed`, when the caller keeps its looks (the status rows look once)."""
-    if settings.on_raw_change != "reprocess" or pipeline.raw is None:
+    if on_raw_change(settings) != "reprocess" or pipeline.raw is None:
         return None
     if look is None:
         return lambda day: reprocess_reason(pipeline, settings, state.entry(day), day)
