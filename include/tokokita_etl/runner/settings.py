@@ -33,7 +33,7 @@ class PipelineSettings(SharedSettings):
 
     #: the name of its watermark: the orders' may be set (their section or the top level);
     #: another pipeline's is its name
-    pipeline: Text = "etl-pesanan-tokokita"
+    pipeline: Text = "orders"
     cron: Annotated[str, text_rule(problem=cron_problem)] = "30 2 * * *"
     lookback_days: Days = 7
     max_attempts: Count = 3
