@@ -35,8 +35,8 @@ def run_project(spec: dict) -> dict:
     """The project's pipeline for one date, end to end (extract to gold), fresh state."""
     from datetime import date
 
+    from tokokita_etl.pipelines import load_settings
     from tokokita_etl.runner.sequence import run_for_date
-    from tokokita_etl.settings.sources import load_settings
 
     imported = time.perf_counter()
     work = Path(spec["work"])

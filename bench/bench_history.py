@@ -74,7 +74,7 @@ def _raw_dir(out: Path, rows: int, days: list[date]) -> Path:
 
 
 def _settings(work: Path, raw: Path, start: date, state_url: str):
-    from tokokita_etl.settings.sources import load_settings
+    from tokokita_etl.pipelines import load_settings
 
     return load_settings(env={}, cwd=work, overrides={
         "raw_dir": raw, "gold_dir": work / "gold", "quarantine_dir": work / "quarantine",
@@ -183,14 +183,14 @@ def _timed_side_by_side(few: dict, year: dict, repeat: int) -> dict[str, tuple[f
 
 def _one_store(store: str, history: int, rows: int, out: Path, pg_url: str,
                repeat: int) -> dict:
-    from tokokita_etl.settings.model import Settings
+    from tokokita_etl.orders.settings import OrdersSettings
 
     days = [FIRST + timedelta(days=n) for n in range(history)]
     raw = _raw_dir(out, rows, days[:REAL_FIRST] + days[-REAL_LAST:])
     work = out / "history" / store
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    defaults = Settings.model_fields
+    defaults = OrdersSettings.model_fields
     window = defaults["lookback_days"].default + 30
     start = FIRST - timedelta(days=window)
     databases: list[str] = []

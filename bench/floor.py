@@ -223,6 +223,7 @@ def validate_floor(warehouse, day: date) -> tuple[float, str]:
 def run_floor(spec: dict) -> dict:
     """Every stage's floor for one partition; seconds per stage and what was ingested."""
     from tokokita_etl.orders.pipeline import ORDERS
+    from tokokita_etl.orders.transform import DEFAULT_MEMORY_LIMIT
     from tokokita_etl.settings.layout import partition_path
     from tokokita_etl.settings.model import default
     from tokokita_etl.warehouse.database import Warehouse
@@ -237,7 +238,7 @@ def run_floor(spec: dict) -> dict:
     stages["extract"], table = extract_floor(
         partition_path(Path(spec["raw_dir"]), day))
     parsed_rows = table.num_rows
-    stages["transform"] = transform_floor(table, work / "floor", default("duckdb_memory_limit"))
+    stages["transform"] = transform_floor(table, work / "floor", DEFAULT_MEMORY_LIMIT)
     del table
     stages["load"], counts = load_floor(warehouse, spec["source_url"], day)
     stages["validate"], checksum = validate_floor(warehouse, day)

@@ -45,8 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pg-url", default=DEFAULT_PG_URL)
     args = parser.parse_args(argv)
 
+    from tokokita_etl.pipelines import load_settings
     from tokokita_etl.runner.staging import run_stage
-    from tokokita_etl.settings.sources import load_settings
 
     raw_dir, _ = partition(args.rows)
     work = OUT / "runs" / f"stages-{uuid.uuid4().hex[:8]}"

@@ -123,8 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
 
+    from tokokita_etl.pipelines import load_settings
     from tokokita_etl.runner.staging import run_stage
-    from tokokita_etl.settings.sources import load_settings
 
     raw_dir, _ = partition(args.rows)
     work = OUT / "runs" / f"statements-{uuid.uuid4().hex[:8]}"

@@ -172,12 +172,11 @@ _BLOCK_LINE = re.compile(r"^    (?P<name>TOKOKITA_\w+): \$\{(?P=name):-(?P<defau
 
 
 def settings_variables() -> dict[str, str]:
-    """Every variable the settings read for the package's pipelines
-    (`tokokita_etl.settings.sources.setting_variables` of each but the orders)."""
-    from tokokita_etl.pipelines import DEFAULT, PIPELINES
-    from tokokita_etl.settings.sources import setting_variables
+    """Every variable the settings read for the package's pipelines, enumerated from their
+    models (`tokokita_etl.pipelines.setting_variables`)."""
+    from tokokita_etl.pipelines import PIPELINES, setting_variables
 
-    return setting_variables(name for name in PIPELINES if name != DEFAULT)
+    return setting_variables(PIPELINES.values())
 
 
 def settings_block(text: str) -> str:

@@ -542,7 +542,7 @@ def _answers(port: int) -> bool:
 def dag_settings():
     """The settings the DAG file reads when it is parsed (the repository's config file and
     this process's environment), for its schedule and zone."""
-    from tokokita_etl.settings.sources import load_settings
+    from tokokita_etl.pipelines import load_settings
 
     return load_settings(cwd=REPO)
 

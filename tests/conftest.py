@@ -151,7 +151,7 @@ class Workspace:
 
     def settings(self, **overrides):
         """Resolved settings for this workspace (defaults < env mapping < overrides)."""
-        from tokokita_etl.settings.sources import load_settings
+        from tokokita_etl.pipelines import load_settings
 
         return load_settings(env=self.env(), overrides=overrides, cwd=self.root)
 

@@ -16,7 +16,15 @@ from typing import NoReturn
 
 from tokokita_etl.errors import EXIT_USAGE, EtlError, StateError
 from tokokita_etl.files import write_text_atomic
-from tokokita_etl.pipelines import DEFAULT, by_name, every, settings_of, upstream_first
+from tokokita_etl.pipelines import (
+    DEFAULT,
+    by_name,
+    every,
+    load_settings,
+    settings_of,
+    shared_settings,
+    upstream_first,
+)
 from tokokita_etl.runner.claims import settled_watermark
 from tokokita_etl.runner.declaration import Pipeline
 from tokokita_etl.runner.identity import reconcile, verify
@@ -33,7 +41,7 @@ from tokokita_etl.runner.stores import state_store
 from tokokita_etl.runner.watermark import FORMER_NAMES, check_document
 from tokokita_etl.settings.model import Settings, default
 from tokokita_etl.settings.show import shown
-from tokokita_etl.settings.sources import STACK_SETTINGS_FILE, load_settings, stack_environment
+from tokokita_etl.settings.sources import STACK_SETTINGS_FILE, stack_environment
 from tokokita_etl.warehouse.database import Warehouse
 
 
@@ -125,13 +133,13 @@ def _pipeline(args: argparse.Namespace) -> Pipeline:
     name = getattr(args, "pipeline", None) or DEFAULT
     if name in (known := every()):
         return known[name]
-    return by_name(name, load_settings(args.config, stack=stack_environment()).declarations)
+    return by_name(name, shared_settings(args.config, stack=stack_environment()).declarations)
 
 
 def _every_pipeline(args: argparse.Namespace) -> list[Pipeline]:
     """Every pipeline (the package's own and the declared ones), upstream before
     downstream."""
-    declarations = load_settings(args.config, stack=stack_environment()).declarations
+    declarations = shared_settings(args.config, stack=stack_environment()).declarations
     return upstream_first(every(declarations).values())
 
 
@@ -348,7 +356,7 @@ def _main(argv: list[str] | None, *, now: Callable[[], datetime]) -> int:
         from tokokita_etl import cron
 
         try:
-            zone = load_settings().timezone
+            zone = load_settings().timezone  # the default pipeline's: checked whole
         except EtlError as exc:
             zone = default("timezone")
             if not any(arg == "--tz" or arg.startswith("--tz=") for arg in argv[1:]):

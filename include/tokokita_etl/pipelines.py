@@ -113,21 +113,58 @@ def by_dag_id(dag_id: str, declarations: str = "") -> Pipeline | None:
 
 
 def settings_of(pipeline: Pipeline, **sources):
-    """The settings of `pipeline` (`settings.sources.load_settings` with `sources`): the
-    orders' at the top level of each source, another's from its own section. A pipeline built
-    from another's results carries that one's settings (`Settings.upstream`), from the same
-    sources but for the flags of its own settings."""
+    """The settings of `pipeline`, of its class (`Pipeline.settings`;
+    `settings.sources.load_settings` with `sources`): the shared ones from the top level of
+    each source, its own from its section (the orders' also at the top level, their older
+    spelling). A pipeline built from another's results carries that one's settings
+    (`upstream`), from the same sources but for the flags of its own settings."""
     from tokokita_etl.settings.model import SHARED_SETTINGS
     from tokokita_etl.settings.sources import load_settings
 
-    if pipeline.name == DEFAULT:
-        settings = load_settings(**sources)
-    else:
-        settings = load_settings(**sources, pipeline=pipeline.name,
-                                 pipeline_defaults=pipeline.defaults)
+    settings = load_settings(**sources, pipeline=pipeline.name, model=pipeline.settings,
+                             pipeline_defaults=pipeline.defaults,
+                             default_pipeline=pipeline.name == DEFAULT,
+                             top_level=PIPELINES[DEFAULT].settings.pipeline_fields(),
+                             known_fields=_section_fields)
     if pipeline.upstream is not None:
         flags = {name: value for name, value in (sources.get("overrides") or {}).items()
                  if name in SHARED_SETTINGS}
         settings = settings.with_upstream(settings_of(pipeline.upstream.pipeline,
                                                       **{**sources, "overrides": flags}))
     return settings
+
+
+def shared_settings(config_path=None, **sources):
+    """The shared settings alone (`settings.sources.load_settings` with `sources`), the YAML
+    file's top level checked against the shared settings and the default pipeline's."""
+    from tokokita_etl.settings.sources import load_settings
+
+    return load_settings(config_path, **sources,
+                         top_level=PIPELINES[DEFAULT].settings.pipeline_fields(),
+                         known_fields=_section_fields)
+
+
+def load_settings(config_path=None, **sources):
+    """The settings of the default pipeline (the orders), as the command line reads them
+    when `--pipeline` is not given (`settings_of`)."""
+    return settings_of(PIPELINES[DEFAULT], config_path=config_path, **sources)
+
+
+@cache
+def _section_fields() -> frozenset[str]:
+    """The settings a pipeline's section may hold: those of the section of every package's
+    and installed pipeline (the installed ones are looked for only when asked: a section
+    holding a setting that is not the runner's)."""
+    from tokokita_etl.settings.sources import section_fields
+
+    return frozenset(name for pipeline in (*PIPELINES.values(), *installed())
+                     for name in section_fields(pipeline.settings))
+
+
+def setting_variables(pipelines: Iterable[Pipeline] = ()) -> dict[str, str]:
+    """Every environment variable the settings of `pipelines` (default: the package's own
+    and the installed ones) are read from (`settings.sources.setting_variables`)."""
+    from tokokita_etl.settings.sources import setting_variables as variables
+
+    chosen = list(pipelines) or [*PIPELINES.values(), *installed()]
+    return variables({pipeline.name: pipeline.settings for pipeline in chosen}, DEFAULT)

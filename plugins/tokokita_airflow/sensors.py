@@ -17,6 +17,7 @@ from tokokita_airflow.runtime import (
     run_anchor,
     run_type,
 )
+from tokokita_etl.runner.settings import PipelineSettings
 from tokokita_etl.settings.model import default
 
 if TYPE_CHECKING:
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
     from tokokita_etl.runner.declaration import Pipeline
 
 #: the `wait_window_hours` setting's default (the DAG passes the configured window)
-DEFAULT_WAIT_WINDOW = timedelta(hours=default("wait_window_hours"))
+DEFAULT_WAIT_WINDOW = timedelta(hours=default("wait_window_hours", PipelineSettings))
 
 
 class RawPartitionSensor(BaseSensorOperator):

@@ -30,10 +30,11 @@ def sweeping_pipelines() -> list[Any]:
     """The pipelines whose changed inputs the sweep looks for: those built from another's
     results, and those with `on_raw_change: reprocess`."""
     from tokokita_airflow.runtime import configured_settings, every_pipeline
+    from tokokita_etl.runner.settings import on_raw_change
 
     return [pipeline for pipeline in every_pipeline().values()
             if pipeline.upstream is not None
-            or configured_settings(pipeline).on_raw_change == "reprocess"]
+            or on_raw_change(configured_settings(pipeline)) == "reprocess"]
 
 
 def changed_partitions() -> list[dict[str, Any]]:

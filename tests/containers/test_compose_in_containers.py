@@ -277,11 +277,12 @@ def test_the_compose_stack_runs_in_containers(engine, build_dir, expected_sample
     tracked_owners = {p: (p.stat().st_uid, p.stat().st_gid) for p in [root / "data", *raw.rglob("*")]}
 
     from tokokita_etl.orders.pipeline import ORDERS
+    from tokokita_etl.orders.settings import OrdersSettings
     from tokokita_etl.runner.policy import due_runs
     from tokokita_etl.runner.watermark import Watermark
-    from tokokita_etl.settings.model import Settings
 
-    due = due_runs(Watermark({"runs": {}}), now, ORDERS.raw.present(Settings(raw_dir=raw)), 7, 3, tz=JKT)
+    due = due_runs(Watermark({"runs": {}}), now, ORDERS.raw.present(OrdersSettings(raw_dir=raw)),
+                   7, 3, tz=JKT)
     assert due == [d for d in catchup_days if d != t(4)]
 
     stack = Stack(engine, root, f"tokokita-ctest-{profile}", scale_out=scale_out, env={

@@ -79,7 +79,7 @@ def test_the_weekly_dag_runs_one_week_a_run_keyed_by_its_monday_after_its_days_s
 def test_daily_dag_schedule_zone_catchup_owner_retries_and_tags(dagbag):
     from airflow.timetables.trigger import CronPartitionTimetable
 
-    from tokokita_etl.settings.sources import load_settings
+    from tokokita_etl.pipelines import load_settings
 
     dag = dagbag.dags["tokokita_orders_daily"]
     settings = load_settings(cwd=REPO)

@@ -50,14 +50,14 @@ def processed_dates(timetable, store, raw_dir: Path, now: datetime, start: datet
                     lookback: int, max_attempts: int) -> list[date]:
     """What those runs process: sensor decision, then gate decision, per run."""
     from tokokita_etl.orders.pipeline import ORDERS
+    from tokokita_etl.orders.settings import OrdersSettings
     from tokokita_etl.runner.policy import gate_decision, sensor_decision
     from tokokita_etl.runner.schedule import partition_date_for_run
-    from tokokita_etl.settings.model import Settings
 
     out = []
     for fire, day in created_runs(timetable, start, now):
         assert day == partition_date_for_run(fire, "Asia/Jakarta")  # the run at D+1 does D
-        seen = sensor_decision(present=ORDERS.raw.exists(Settings(raw_dir=raw_dir), day),
+        seen = sensor_decision(present=ORDERS.raw.exists(OrdersSettings(raw_dir=raw_dir), day),
                                run_type="scheduled", fire_time=fire, now=now,
                                wait_window=WAIT_WINDOW)
         if seen != "present":
@@ -89,9 +89,9 @@ entries = st.one_of(
 def test_catchup_runs_process_exactly_the_due_dates(timetable, day, at, utc_clock, lookback,
                                                     max_attempts, present, states):
     from tokokita_etl.orders.pipeline import ORDERS
+    from tokokita_etl.orders.settings import OrdersSettings
     from tokokita_etl.runner.policy import due_runs
     from tokokita_etl.runner.stores.files import StateStore
-    from tokokita_etl.settings.model import Settings
 
     now = datetime.combine(day, at, tzinfo=JKT)
     if utc_clock:
@@ -110,7 +110,7 @@ def test_catchup_runs_process_exactly_the_due_dates(timetable, day, at, utc_cloc
         start = datetime.combine(day - timedelta(days=20), time(0, 0), tzinfo=JKT)
 
         airflow_dates = processed_dates(timetable, store, raw, now, start, lookback, max_attempts)
-        due = due_runs(store.read(), now, ORDERS.raw.present(Settings(raw_dir=raw)), lookback,
+        due = due_runs(store.read(), now, ORDERS.raw.present(OrdersSettings(raw_dir=raw)), lookback,
                        max_attempts, tz="Asia/Jakarta")
 
     local = now.astimezone(JKT)

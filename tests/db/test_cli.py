@@ -308,8 +308,9 @@ def test_config_prints_every_setting_with_its_source_and_masks_credentials(tmp_p
     """`tokokita-etl config` through the real command line: one row per setting of the class,
     the value's source (default, the YAML file, a variable, the stack's file, a flag), and no
     password, token or secret of a URL or a notifier in what it prints."""
-    from tokokita_etl.settings.model import SETTINGS
+    from tokokita_etl.orders.settings import OrdersSettings
 
+    SETTINGS = OrdersSettings.model_fields
     config = tmp_path / "config" / "pipeline.yaml"
     config.parent.mkdir()
     config.write_text("lookback_days: 5\ncron: 0 4 * * *\n"

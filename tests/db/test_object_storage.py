@@ -183,7 +183,7 @@ def test_a_bad_partition_object_fails_naming_its_url_and_publishes_nothing(
 
 def test_a_folder_url_with_an_unknown_scheme_is_a_configuration_error(tmp_path):
     from tokokita_etl.errors import ConfigError
-    from tokokita_etl.settings.sources import load_settings
+    from tokokita_etl.pipelines import load_settings
 
     with pytest.raises(ConfigError, match="TOKOKITA_GOLD_DIR: gold_dir unknown storage scheme"):
         load_settings(env={"TOKOKITA_GOLD_DIR": "nosuch://bucket/gold"}, cwd=tmp_path)

@@ -19,14 +19,14 @@ from tests.conftest import SAMPLE_DATES, Workspace, run_cli
 from tests.db.conftest import _pg_admin_conninfo, _pg_server_url
 from tokokita_etl.errors import ConcurrentRunError, StateError
 from tokokita_etl.orders.pipeline import ORDERS
+from tokokita_etl.orders.settings import OrdersSettings
+from tokokita_etl.pipelines import load_settings
 from tokokita_etl.runner.claims import claim_date, read_claim, release_date
 from tokokita_etl.runner.sequence import gate
 from tokokita_etl.runner.stores import state_store
 from tokokita_etl.runner.stores.database import CLAIMS, MANIFESTS, WATERMARK
 from tokokita_etl.runner.stores.files import StateStore
 from tokokita_etl.runner.watermark import FAILED, SUCCESS
-from tokokita_etl.settings.model import Settings
-from tokokita_etl.settings.sources import load_settings
 
 NOW = datetime(2026, 11, 3, 19, 30, tzinfo=UTC)
 DAYS = [date(2026, 11, 1) + timedelta(days=n) for n in range(8)]
@@ -36,8 +36,8 @@ def never_finished(owner: str) -> bool | None:
     return False
 
 
-def make_settings(root: Path, kind: str, pipeline: str) -> Settings:
-    """Settings under `root` whose state is files (`file`) or PostgreSQL tables (`database`)."""
+def make_settings(root: Path, kind: str, pipeline: str) -> OrdersSettings:
+    """OrdersSettings under `root` whose state is files (`file`) or PostgreSQL tables (`database`)."""
     values = {"state_dir": "data/state", "staging_dir": "data/staging", "raw_dir": "data/raw",
               "pipeline": pipeline,
               "state_url": _pg_server_url() if kind == "database" else None}
@@ -65,11 +65,11 @@ def kind(request) -> str:
 
 
 @pytest.fixture
-def settings(tmp_path: Path, kind: str, pipeline: str) -> Settings:
+def settings(tmp_path: Path, kind: str, pipeline: str) -> OrdersSettings:
     return make_settings(tmp_path, kind, pipeline)
 
 
-def _history(settings: Settings) -> None:
+def _history(settings: OrdersSettings) -> None:
     """One sequence of every kind of watermark change."""
     store = state_store(settings)
     day, other = DAYS[0], DAYS[1]

@@ -44,7 +44,6 @@ cron: '45 3 * * *'
 lookback_days: 11
 duckdb_memory_limit: 300MB
 claim_ttl_hours: 5
-volume_min_share: 0.25
 deadline_local_time: '07:30'
 notifiers: '{NOTIFIERS}'
 db_connect_timeout_s: 11
@@ -53,10 +52,9 @@ warehouse_conn_id: ''
 object_storage_conn_id: aws_e2e
 sweep_cron: '20 * * * *'
 pipelines:
+  orders:
+    volume_min_share: 0.25
   {WEEKLY}:
-    volume_min_share: 0.3
-    volume_check: fail
-    on_raw_change: reprocess
     ping_url: http://127.0.0.1:9/ping/weekly?key=weekly-secret
     deadline_local_time: '08:15'
     deadline_webhook_url: http://127.0.0.1:9/deadline/weekly?token=hook-secret
@@ -90,7 +88,6 @@ def _variables(root: Path) -> dict[str, str]:
         f"TOKOKITA_{WEEKLY.upper()}__CRON": "0 5 * * 1",
         f"TOKOKITA_{WEEKLY.upper()}__LOOKBACK_DAYS": "40",
         f"TOKOKITA_{WEEKLY.upper()}__MAX_ATTEMPTS": "6",
-        f"TOKOKITA_{WEEKLY.upper()}__DUCKDB_MEMORY_LIMIT": "350MB",
         f"TOKOKITA_{WEEKLY.upper()}__WAIT_WINDOW_HOURS": "7",
         f"TOKOKITA_{WEEKLY.upper()}__CLAIM_TTL_HOURS": "8",
         f"TOKOKITA_{WEEKLY.upper()}__START_DATE": "2100-01-04",
@@ -164,10 +161,13 @@ def test_every_setting_the_services_use_is_what_tokokita_etl_config_prints_in_th
     if pipeline == "orders":
         assert page["on_raw_change"] == ("reprocess", "TOKOKITA_ON_RAW_CHANGE")
         assert page["cron"] == ("45 3 * * *", str(root / "settings.yaml"))
+        assert page["volume_min_share"] == ("0.25", f"{root / 'settings.yaml'} (pipelines.orders)")
     else:
         assert page["lookback_days"] == ("40", f"TOKOKITA_{WEEKLY.upper()}__LOOKBACK_DAYS")
-        assert page["on_raw_change"] == ("reprocess",
-                                         f"{root / 'settings.yaml'} (pipelines.{WEEKLY})")
+        assert page["deadline_local_time"] == ("08:15",
+                                               f"{root / 'settings.yaml'} (pipelines.{WEEKLY})")
+        # its class is the runner's: none of the orders' own settings
+        assert not {"on_raw_change", "volume_check", "duckdb_memory_limit"} & set(page)
 
 
 def test_the_dag_processor_and_a_task_use_the_same_settings_as_the_command_line(configured):

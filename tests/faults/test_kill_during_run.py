@@ -461,7 +461,7 @@ class Stores:
     kind: str  # files | database
 
     def settings(self):
-        from tokokita_etl.settings.sources import load_settings
+        from tokokita_etl.pipelines import load_settings
 
         return load_settings(env=self.env, cwd=self.ws.root)
 

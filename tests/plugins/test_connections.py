@@ -18,8 +18,8 @@ from tests.conftest import PG_URL
 from tokokita_airflow.connections import ConnectionProblem, failing_at_once, resolve
 from tokokita_etl.errors import AccessDeniedError
 from tokokita_etl.orders.pipeline import ORDERS
+from tokokita_etl.pipelines import load_settings
 from tokokita_etl.runner.policy import ErrorKind, classify
-from tokokita_etl.settings.sources import load_settings
 from tokokita_etl.warehouse.database import Warehouse
 
 WRONG_PASSWORD = "wrong-Pw-7Hq2xV"

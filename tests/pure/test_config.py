@@ -17,10 +17,14 @@ from tokokita_etl import cli
 from tokokita_etl.errors import ConfigError
 from tokokita_etl.orders.gold import staged_gold_path
 from tokokita_etl.orders.pipeline import ORDERS
+from tokokita_etl.orders.settings import OrdersSettings
 from tokokita_etl.orders.transform import duckdb_config
+from tokokita_etl.pipelines import load_settings
 from tokokita_etl.settings.layout import gold_path, partition_file_exists
-from tokokita_etl.settings.model import ENV_VARS, SETTINGS, Settings, default
-from tokokita_etl.settings.sources import load_settings
+from tokokita_etl.settings.model import default
+
+#: the orders' settings: the shared ones, the runner's and their own
+SETTINGS = OrdersSettings.model_fields
 
 
 def write_yaml(path: Path, text: str) -> Path:
@@ -43,7 +47,8 @@ def test_the_repository_config_file_leaves_every_setting_at_its_default():
     assert s == load_settings(env={}, cwd=REPO, config_path=REPO / "config" / "pipeline.yaml")
     plain = [name for name, setting in SETTINGS.items()
              if not isinstance(setting.default, Path) and name != "warehouse_url"]
-    assert {name: getattr(s, name) for name in plain} == {name: default(name) for name in plain}
+    assert {name: getattr(s, name) for name in plain} == \
+        {name: default(name, OrdersSettings) for name in plain}
     assert s.raw_dir == REPO / "data" / "raw"
 
 
@@ -159,7 +164,11 @@ def test_an_explicit_config_file_that_does_not_exist_is_an_error(tmp_path):
 # -- the settings beyond folders and the schedule ----------------------------------------------
 
 def test_every_setting_has_a_tokokita_environment_variable():
-    assert {f"TOKOKITA_{name.upper()}": name for name in Settings.model_fields} == ENV_VARS
+    from tokokita_etl.pipelines import setting_variables
+
+    ENV_VARS = {var: name.removeprefix("orders.") for var, name in setting_variables().items()
+                if "__" not in var and var != "TOKOKITA_CONFIG"}
+    assert {f"TOKOKITA_{name.upper()}": name for name in OrdersSettings.model_fields} == ENV_VARS
     for var in ("TOKOKITA_DUCKDB_MEMORY_LIMIT", "TOKOKITA_START_DATE", "TOKOKITA_END_DATE",
                 "TOKOKITA_WAIT_WINDOW_HOURS", "TOKOKITA_CLAIM_TTL_HOURS", "TOKOKITA_CRON",
                 "TOKOKITA_VOLUME_MIN_SHARE", "TOKOKITA_VOLUME_CHECK", "TOKOKITA_PING_URL"):
@@ -298,7 +307,7 @@ def test_a_bad_schedule_setting_is_an_error_naming_the_variable(tmp_path, env, f
 
 
 def test_reading_the_settings_imports_nothing_heavy(tmp_path):
-    probe = ("import sys; from tokokita_etl.settings.sources import load_settings; "
+    probe = ("import sys; from tokokita_etl.pipelines import load_settings; "
              "load_settings(); print(sorted(m for m in ('pyarrow', 'duckdb', "
              "'sqlalchemy', 'psycopg', 'fsspec') if m in sys.modules))")
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOKOKITA_")}
@@ -356,13 +365,13 @@ def test_each_value_records_its_source(tmp_path):
 
 def test_a_partition_exists_when_its_file_is_there_and_not_empty(tmp_path):
     day = date(2026, 11, 2)
-    path = Settings(raw_dir=tmp_path).partition_path(day)
-    assert not partition_file_exists(path) and not ORDERS.raw.exists(Settings(raw_dir=tmp_path), day)
+    path = OrdersSettings(raw_dir=tmp_path).partition_path(day)
+    assert not partition_file_exists(path) and not ORDERS.raw.exists(OrdersSettings(raw_dir=tmp_path), day)
     path.write_bytes(b"")
-    assert not partition_file_exists(path) and not ORDERS.raw.exists(Settings(raw_dir=tmp_path), day)
+    assert not partition_file_exists(path) and not ORDERS.raw.exists(OrdersSettings(raw_dir=tmp_path), day)
     path.write_text(HEADER + "\n")
     assert partition_file_exists(path) and partition_file_exists(str(path))
-    assert ORDERS.raw.exists(Settings(raw_dir=tmp_path), day)
+    assert ORDERS.raw.exists(OrdersSettings(raw_dir=tmp_path), day)
     path.unlink()
     path.mkdir()
     assert not partition_file_exists(path)
@@ -370,7 +379,7 @@ def test_a_partition_exists_when_its_file_is_there_and_not_empty(tmp_path):
 
 def test_the_gold_file_name_is_defined_once(tmp_path):
     day = date(2026, 11, 2)
-    assert Settings(gold_dir=tmp_path).gold_path(day) == gold_path(tmp_path, day) \
+    assert OrdersSettings(gold_dir=tmp_path).gold_path(day) == gold_path(tmp_path, day) \
         == tmp_path / "summary_harian_2026-11-02.csv"
     assert staged_gold_path(tmp_path, day) == tmp_path / ".staged-summary_harian_2026-11-02.csv"
 
@@ -416,49 +425,90 @@ def test_an_edited_config_file_is_read_again(tmp_path):
     assert load_settings(env={}, cwd=tmp_path).lookback_days == 6
 
 
-def test_the_settings_table_of_the_docs_is_the_class():
-    """docs/configuration.md's table lists exactly the class's settings, in its order, with
-    their defaults, variables and the flags the command line has."""
+def _docs_tables() -> dict[str, list[list[str]]]:
+    """docs/configuration.md's tables of the settings, by their heading's title."""
+    text = (REPO / "docs" / "configuration.md").read_text(encoding="utf-8")
+    part = text.split("## Pipeline settings", 1)[1].split("\n## ", 1)[0]
+    tables = {}
+    for section in part.split("\n### ")[1:]:
+        title, _, body = section.partition("\n")
+        table = next(block for block in body.split("\n\n") if block.startswith("| setting"))
+        tables[title] = [[cell.strip() for cell in line.strip("|").split("|")]
+                         for line in table.splitlines()[2:]]
+    return tables
+
+
+def test_the_settings_tables_of_the_docs_are_the_classes():
+    """docs/configuration.md's tables list exactly the classes' settings, in their order, with
+    their defaults, variables and the flags the command line has: the shared ones, the
+    runner's, the orders' own."""
     import argparse
 
-    text = (REPO / "docs" / "configuration.md").read_text(encoding="utf-8")
-    table = text.split("## Pipeline settings", 1)[1].split("\n\n", 2)[1]
-    rows = [[cell.strip() for cell in line.strip("|").split("|")]
-            for line in table.splitlines()[2:]]
-    assert [row[0] for row in rows] == [f"`{name}`" for name in SETTINGS]
+    from tokokita_etl.runner.settings import RUNNER_SETTINGS
+    from tokokita_etl.settings.model import SHARED_SETTINGS
+
+    tables = _docs_tables()
+    expected = {"Shared settings": SHARED_SETTINGS,
+                "The runner's settings of every pipeline": RUNNER_SETTINGS,
+                "The orders' own settings": OrdersSettings.own_fields()}
+    assert {title: [row[0] for row in rows] for title, rows in tables.items()} == \
+        {title: [f"`{name}`" for name in names] for title, names in expected.items()}
     parser = cli._parser()
     commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     flags = {option for command in commands.choices.values() for action in command._actions
              for option in action.option_strings}
-    for row in rows:
-        name = row[0].strip("`")
-        value = default(name)
-        if value is None or value == "":
-            shown = "none" if value is None else "empty"
-        else:
-            shown = f"`{value.isoformat() if isinstance(value, date) else value}`"
-        assert (row[1], row[2]) == (shown, f"`TOKOKITA_{name.upper()}`"), name
-        flag = f"--{name.replace('_', '-')}"
-        if name == "pipeline":  # `--pipeline` names the declared pipeline, not this setting
-            assert row[3] == "" and "`--pipeline NAME` is another thing" in row[4], row
-            continue
-        assert row[3].startswith(f"`{flag}`") == (flag in flags), name
+    for title, rows in tables.items():
+        for row in rows:
+            name = row[0].strip("`")
+            value = default(name, OrdersSettings)
+            if value is None or value == "":
+                shown = "none" if value is None else "empty"
+            else:
+                shown = f"`{value.isoformat() if isinstance(value, date) else value}`"
+            variable = f"`TOKOKITA_{name.upper()}`"
+            if title != "Shared settings" and name != "pipeline":
+                variable = f"`TOKOKITA_ORDERS__{name.upper()}`, {variable}" \
+                    if name in RUNNER_SETTINGS else \
+                    f"`TOKOKITA_ORDERS__{name.upper()}` (older: {variable})"
+            assert (row[1], row[2]) == (shown, variable), name
+            flag = f"--{name.replace('_', '-')}"
+            if name == "pipeline":  # `--pipeline` names the declared pipeline, not this setting
+                assert row[3] == "" and "`--pipeline NAME` is another thing" in row[4], row
+                continue
+            assert row[3].startswith(f"`{flag}`") == (flag in flags), name
 
 
-def test_the_model_lists_every_variable_it_reads_and_an_empty_one_is_not_set(tmp_path):
-    from tokokita_etl.settings.model import OWN_SETTINGS, SETTINGS
-    from tokokita_etl.settings.sources import setting_variables
+def test_the_models_list_every_variable_they_read_and_an_empty_one_is_not_set(tmp_path):
+    from tokokita_etl.pipelines import PIPELINES, setting_variables
+    from tokokita_etl.runner.settings import PipelineSettings
+    from tokokita_etl.settings.model import SHARED_SETTINGS
 
-    variables = setting_variables(["weekly_city_report"])
-    assert list(variables)[:2] == ["TOKOKITA_CONFIG", "TOKOKITA_PIPELINE"]
-    assert {variables[f"TOKOKITA_{name.upper()}"] for name in SETTINGS} == set(SETTINGS)
-    assert {variables[f"TOKOKITA_WEEKLY_CITY_REPORT__{name.upper()}"] for name in OWN_SETTINGS} \
-        == {f"weekly_city_report.{name}" for name in OWN_SETTINGS}
-    assert len(variables) == 1 + len(SETTINGS) + len(OWN_SETTINGS)
-    assert "TOKOKITA_STOCK__CRON" in setting_variables(["stock"])
-    assert list(setting_variables()) == ["TOKOKITA_CONFIG", *(f"TOKOKITA_{n.upper()}" for n in SETTINGS)]
+    weekly = PIPELINES["weekly_city_report"]
+    variables = setting_variables([PIPELINES["orders"], weekly])
+    own = [name for name in PipelineSettings.model_fields
+           if name not in SHARED_SETTINGS and name != "pipeline"]
+    assert list(variables)[:2] == ["TOKOKITA_CONFIG", "TOKOKITA_TIMEZONE"]
+    assert {variables[f"TOKOKITA_{name.upper()}"] for name in SHARED_SETTINGS} == \
+        set(SHARED_SETTINGS)
+    assert {variables[f"TOKOKITA_{name.upper()}"] for name in SETTINGS
+            if name not in SHARED_SETTINGS} == \
+        {f"orders.{name}" for name in SETTINGS if name not in SHARED_SETTINGS}
+    assert {variables[f"TOKOKITA_WEEKLY_CITY_REPORT__{name.upper()}"] for name in own} \
+        == {f"weekly_city_report.{name}" for name in own}
+    assert "TOKOKITA_WEEKLY_CITY_REPORT__VOLUME_CHECK" not in variables
+    assert variables["TOKOKITA_ORDERS__VOLUME_CHECK"] == "orders.volume_check"
+    assert len(variables) == 1 + len(SETTINGS) + (len(SETTINGS) - len(SHARED_SETTINGS) - 1) \
+        + len(own)
+    assert "TOKOKITA_MONTHLY_CITY_REPORT__CRON" in setting_variables()
     empty = dict.fromkeys(variables, "")
     assert load_settings(env=empty, cwd=tmp_path) == load_settings(env={}, cwd=tmp_path)
+
+
+def test_the_runner_settings_sources_checks_sections_against_are_the_runners():
+    from tokokita_etl.runner.settings import RUNNER_SETTINGS
+    from tokokita_etl.settings.sources import RUNNER_NAMES
+
+    assert (*RUNNER_NAMES,) == tuple(name for name in RUNNER_SETTINGS if name != "pipeline")
 
 
 def test_the_stacks_yaml_file_is_read_when_the_environment_names_none(tmp_path):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tokokita_etl.errors import ConfigError
-from tokokita_etl.settings.sources import load_settings
+from tokokita_etl.pipelines import load_settings
 from tokokita_etl.settings.values import DEFAULT_NOTIFIER_EVENTS, parse_notifiers
 
 SMTP = "airflow.providers.smtp.notifications.smtp.SmtpNotifier"

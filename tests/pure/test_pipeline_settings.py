@@ -4,6 +4,9 @@ section of each source, the shared ones from the top level, its folders apart; a
 
 from __future__ import annotations
 
+import json
+import logging
+import os
 from datetime import date
 from pathlib import Path
 
@@ -11,9 +14,8 @@ import pytest
 from stock_pipeline import STOCK
 
 from tokokita_etl.errors import ConfigError
-from tokokita_etl.pipelines import by_dag_id, by_name, declared, every, settings_of
+from tokokita_etl.pipelines import by_dag_id, by_name, declared, every, load_settings, settings_of
 from tokokita_etl.runner.declaration import Pipeline
-from tokokita_etl.settings.sources import load_settings
 
 DECLARED = "stock_pipeline:STOCK"
 
@@ -122,3 +124,70 @@ def test_the_declarations_setting_takes_module_colon_name_entries(tmp_path):
 def test_a_pipeline_name_that_cannot_name_its_variables_and_folder_is_refused(name):
     with pytest.raises(ConfigError, match=f"pipeline name '{name}': expected a lower-case"):
         Pipeline(name, "dag", "", STOCK.stages, outcome=dict, raw=STOCK.raw)
+
+
+# -- the settings split: shared, the runner's, a pipeline's own ---------------------------------
+
+def test_config_of_the_weekly_report_lists_the_shared_settings_and_its_own_only(
+        tmp_path, monkeypatch, capsys):
+    from tokokita_etl import cli
+    from tokokita_etl.orders.settings import OrdersSettings
+    from tokokita_etl.runner.settings import RUNNER_SETTINGS
+    from tokokita_etl.settings.model import SHARED_SETTINGS
+
+    for var in [var for var in os.environ if var.startswith("TOKOKITA_")]:
+        monkeypatch.delenv(var)
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["config", "--pipeline", "weekly_city_report", "--json"]) == 0
+    listed = [row["setting"] for row in json.loads(capsys.readouterr().out)]
+    assert listed == [*SHARED_SETTINGS, *RUNNER_SETTINGS]
+    orders_own = {"duckdb_memory_limit", "volume_min_share", "volume_check", "on_raw_change"}
+    assert set(OrdersSettings.own_fields()) == orders_own
+    assert not orders_own & set(listed)
+    assert cli.main(["config", "--json"]) == 0  # the orders': theirs too
+    assert orders_own <= {row["setting"] for row in json.loads(capsys.readouterr().out)}
+
+
+def test_a_top_level_orders_setting_is_read_as_the_orders_section_with_a_note(
+        tmp_path, caplog, monkeypatch):
+    from tokokita_etl.settings import sources
+
+    monkeypatch.setattr(sources, "_NOTED", set())  # a note is said once a process
+    config = _yaml(tmp_path, "volume_check: fail\ncron: '0 4 * * *'\n")
+    env = {"TOKOKITA_DUCKDB_MEMORY_LIMIT": "1GB"}
+    with caplog.at_level(logging.WARNING, logger="tokokita_etl.settings.sources"):
+        orders = settings_of(by_name("orders"), config_path=config, env=env, cwd=tmp_path)
+    assert (orders.volume_check, orders.source("volume_check")) == ("fail", str(config))
+    assert (orders.duckdb_memory_limit, orders.source("duckdb_memory_limit")) == \
+        ("1GB", "TOKOKITA_DUCKDB_MEMORY_LIMIT")
+    assert orders.cron == "0 4 * * *"
+    notes = [record.getMessage() for record in caplog.records]
+    assert any(f"{config} sets volume_check at the top level" in note
+               and "move it to pipelines.orders.volume_check" in note for note in notes), notes
+    assert any("TOKOKITA_DUCKDB_MEMORY_LIMIT sets duckdb_memory_limit" in note
+               and "name it TOKOKITA_ORDERS__DUCKDB_MEMORY_LIMIT" in note for note in notes)
+    assert not any(" cron " in note for note in notes)  # the runner's: no note
+    weekly = settings_of(by_name("weekly_city_report"), config_path=config, env=env,
+                         cwd=tmp_path)
+    assert not hasattr(weekly, "volume_check") and weekly.cron == "0 4 * * 1"
+
+
+def test_the_orders_section_wins_over_their_top_level_in_the_same_source(tmp_path):
+    config = _yaml(tmp_path, "volume_check: fail\npipelines:\n  orders:\n"
+                             "    volume_check: warn\n    lookback_days: 3\n")
+    orders = settings_of(by_name("orders"), config_path=config, cwd=tmp_path,
+                         env={"TOKOKITA_ORDERS__VOLUME_MIN_SHARE": "0.25"})
+    assert (orders.volume_check, orders.source("volume_check")) == (
+        "warn", f"{config} (pipelines.orders)")
+    assert (orders.lookback_days, orders.volume_min_share) == (3, 0.25)
+    assert orders.source("volume_min_share") == "TOKOKITA_ORDERS__VOLUME_MIN_SHARE"
+
+
+def test_a_field_a_pipelines_class_lacks_in_its_section_is_refused_naming_file_and_field(
+        tmp_path):
+    config = _yaml(tmp_path, "pipelines:\n  weekly_city_report:\n    volume_check: fail\n")
+    with pytest.raises(ConfigError, match=rf"{config}: pipelines\.weekly_city_report: unknown "
+                                          r"setting 'volume_check'"):
+        settings_of(by_name("weekly_city_report"), config_path=config, env={}, cwd=tmp_path)
+    # the orders, reading the same file, leave the weekly report's section to it
+    assert settings_of(by_name("orders"), config_path=config, env={}, cwd=tmp_path).cron

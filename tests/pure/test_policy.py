@@ -27,6 +27,7 @@ from tokokita_etl.errors import (
     WarehouseError,
 )
 from tokokita_etl.orders.pipeline import ORDERS
+from tokokita_etl.orders.settings import OrdersSettings
 from tokokita_etl.orders.validate import VOLUME_HISTORY_DAYS, volume_warnings
 from tokokita_etl.runner.policy import (
     Action,
@@ -52,7 +53,6 @@ from tokokita_etl.runner.policy import (
 from tokokita_etl.runner.stores.files import StateStore
 from tokokita_etl.runner.watermark import FAILED, SUCCESS, Watermark
 from tokokita_etl.settings.layout import partition_path
-from tokokita_etl.settings.model import Settings
 
 JKT = ZoneInfo("Asia/Jakarta")
 DAY = date(2026, 11, 2)
@@ -125,7 +125,7 @@ def test_a_date_reprocessed_three_times_then_failing_once_is_not_blocked(tmp_pat
     assert gate_decision(state, DAY, run_type="scheduled", now=at("2026-11-03 03:00"),
                          lookback_days=7, max_attempts=MAX, tz="Asia/Jakarta").action is Action.RUN
     assert stage_decision(state, DAY, max_attempts=MAX).action is Action.RUN
-    present = ORDERS.raw.present(Settings(raw_dir=_raw_with(tmp_path, DAY)))
+    present = ORDERS.raw.present(OrdersSettings(raw_dir=_raw_with(tmp_path, DAY)))
     assert due_runs(state, at("2026-11-03 03:00"), present, 7, MAX, tz="Asia/Jakarta") == [DAY]
 
 
@@ -461,7 +461,7 @@ def test_due_runs_lists_exactly_the_dates_in_the_lookback_with_a_partition_that_
             if file != "none":
                 partition_path(raw, day).write_bytes(b"" if file == "empty" else b"order_id\n")
         state = Watermark({"runs": runs})
-        due = due_runs(state, now, ORDERS.raw.present(Settings(raw_dir=raw)), lookback_days=lookback,
+        due = due_runs(state, now, ORDERS.raw.present(OrdersSettings(raw_dir=raw)), lookback_days=lookback,
                        max_attempts=max_attempts, tz="Asia/Jakarta")
 
     window = [today - timedelta(days=n) for n in range(1, lookback + 1)]
@@ -492,7 +492,7 @@ def test_windows_reaching_back_past_year_1_stop_at_its_first_date():
         partition_path(raw, first).write_bytes(b"order_id\n")
         state = Watermark({"runs": {}})
         now = datetime(1, 1, 2, 12, tzinfo=ZoneInfo("UTC"))
-        assert due_runs(state, now, ORDERS.raw.present(Settings(raw_dir=raw)), lookback_days=7,
+        assert due_runs(state, now, ORDERS.raw.present(OrdersSettings(raw_dir=raw)), lookback_days=7,
                         max_attempts=3, tz="UTC") == [first]
     assert not outside_lookback(first, now, 7, "UTC")
     assert volume_warnings(state, first, 5, 0.5) == []

@@ -16,6 +16,8 @@ import pytest
 
 from tokokita_etl.errors import EXIT_BLOCKED, BlockedError, ConcurrentRunError, StateError
 from tokokita_etl.orders.pipeline import ORDERS
+from tokokita_etl.orders.settings import OrdersSettings
+from tokokita_etl.pipelines import load_settings
 from tokokita_etl.runner.claims import (
     claim_date,
     claim_started,
@@ -30,8 +32,6 @@ from tokokita_etl.runner.policy import Action
 from tokokita_etl.runner.sequence import gate
 from tokokita_etl.runner.stores import state_store
 from tokokita_etl.runner.watermark import FAILED, SUCCESS
-from tokokita_etl.settings.model import Settings
-from tokokita_etl.settings.sources import load_settings
 from tokokita_etl.warehouse.database import Warehouse
 
 DAY = date(2026, 11, 2)
@@ -45,8 +45,8 @@ def never_finished(owner: str) -> bool | None:
     return False
 
 
-def make_settings(root: Path, **overrides) -> Settings:
-    """Settings whose folders are all under `root` (no config file, no environment)."""
+def make_settings(root: Path, **overrides) -> OrdersSettings:
+    """OrdersSettings whose folders are all under `root` (no config file, no environment)."""
     values = {"raw_dir": "data/raw", "gold_dir": "data/gold", "quarantine_dir": "data/quarantine",
               "state_dir": "data/state", "staging_dir": "data/staging",
               "warehouse_url": "sqlite:///data/warehouse/tokokita.db", **overrides}
@@ -54,11 +54,11 @@ def make_settings(root: Path, **overrides) -> Settings:
 
 
 @pytest.fixture
-def settings(tmp_path) -> Settings:
+def settings(tmp_path) -> OrdersSettings:
     return make_settings(tmp_path)
 
 
-def write_claim(settings: Settings, day: date, text: str) -> Path:
+def write_claim(settings: OrdersSettings, day: date, text: str) -> Path:
     path = state_store(settings).claim_path(day)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
@@ -328,7 +328,7 @@ def test_a_gate_refused_by_the_claim_does_not_reset_attempts(settings):
 
 # -- recording outcomes -------------------------------------------------------------------------
 
-def stage_validate(settings: Settings, day: date) -> Path:
+def stage_validate(settings: OrdersSettings, day: date) -> Path:
     """The holder's staged validation record (as the validate stage leaves it)."""
     path = settings.staging_path(day) / "validate.json"
     path.parent.mkdir(parents=True, exist_ok=True)

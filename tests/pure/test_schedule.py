@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from tests.conftest import HEADER, SAMPLE_DATES, SAMPLE_RAW
 from tokokita_etl.errors import ConfigError
 from tokokita_etl.orders.pipeline import ORDERS
+from tokokita_etl.orders.settings import OrdersSettings
 from tokokita_etl.runner.policy import decide, due_runs
 from tokokita_etl.runner.schedule import (
     DAILY,
@@ -27,7 +28,6 @@ from tokokita_etl.runner.schedule import (
 from tokokita_etl.runner.stores.files import StateStore
 from tokokita_etl.runner.watermark import FAILED, SUCCESS, Watermark
 from tokokita_etl.settings.layout import partition_path
-from tokokita_etl.settings.model import Settings
 
 ZONE = "Asia/Jakarta"
 JKT = ZoneInfo(ZONE)
@@ -35,7 +35,7 @@ JKT = ZoneInfo(ZONE)
 
 def due(state: Watermark, now: datetime, raw_dir: Path, **given) -> list[date]:
     """`due_runs` with the look-back, attempts and zone of these tests unless `given`."""
-    return due_runs(state, now, ORDERS.raw.present(Settings(raw_dir=raw_dir)),
+    return due_runs(state, now, ORDERS.raw.present(OrdersSettings(raw_dir=raw_dir)),
                     **{"lookback_days": 7, "max_attempts": 3, "tz": ZONE, **given})
 D02, D03, D04 = SAMPLE_DATES
 

@@ -7,17 +7,17 @@ from datetime import date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from tokokita_etl.orders.pipeline import ORDERS
+from tokokita_etl.orders.settings import OrdersSettings
 from tokokita_etl.runner.status import DateAction, DateState, date_states, format_status, window
 from tokokita_etl.runner.stores import state_store
 from tokokita_etl.runner.watermark import FAILED, SUCCESS
-from tokokita_etl.settings.model import Settings
 
 JKT = ZoneInfo("Asia/Jakarta")
 TODAY = date(2026, 12, 1)
 
 
-def settings_in(tmp_path) -> Settings:
-    return Settings().replace(
+def settings_in(tmp_path) -> OrdersSettings:
+    return OrdersSettings().replace(
         raw_dir=tmp_path / "raw", state_dir=tmp_path / "state",
         gold_dir=tmp_path / "gold", start_date=date(2026, 11, 1))
 
@@ -26,12 +26,12 @@ def at(hour: int, minute: int = 0, day: date = TODAY) -> datetime:
     return datetime(day.year, day.month, day.day, hour, minute, tzinfo=JKT)
 
 
-def partition(settings: Settings, day: date) -> None:
+def partition(settings: OrdersSettings, day: date) -> None:
     settings.raw_dir.mkdir(parents=True, exist_ok=True)
     (settings.raw_dir / f"pesanan_{day}.csv").write_text("order_id\nTK-1\n")
 
 
-def record(settings: Settings, day: date, status: str, times: int = 1, **payload) -> None:
+def record(settings: OrdersSettings, day: date, status: str, times: int = 1, **payload) -> None:
     for _ in range(times):
         state_store(settings).record(day, status, payload, at(3))
 

@@ -263,23 +263,25 @@ def test_unknown_service_is_an_error():
 # -- the settings' variables: one generated block, every setting of the model ------------------
 
 def _settings_variables() -> dict[str, str]:
-    """Every variable of the model, enumerated from it here (not from the helper that writes
-    the block): the YAML file's, each setting's, each own setting of each package pipeline."""
+    """Every variable of the models, enumerated from them here (not from the helper that
+    writes the block): the YAML file's, each shared setting's, the orders' older top-level
+    names, each field of each package pipeline's section."""
     from tokokita_etl.pipelines import DEFAULT, PIPELINES
     from tokokita_etl.settings.model import (
-        SETTINGS,
         SHARED_SETTINGS,
         WATERMARK_NAME,
         env_var,
         pipeline_env_var,
     )
 
-    found = {"TOKOKITA_CONFIG": "config", **{env_var(name): name for name in SETTINGS}}
-    for pipeline in PIPELINES:
-        if pipeline != DEFAULT:
-            found.update({pipeline_env_var(pipeline, name): f"{pipeline}.{name}"
-                          for name in SETTINGS
-                          if name not in SHARED_SETTINGS and name != WATERMARK_NAME})
+    found = {"TOKOKITA_CONFIG": "config", **{env_var(name): name for name in SHARED_SETTINGS}}
+    for pipeline, declaration in PIPELINES.items():
+        fields = [name for name in declaration.settings.model_fields
+                  if name not in SHARED_SETTINGS]
+        if pipeline == DEFAULT:
+            found.update({env_var(name): f"{pipeline}.{name}" for name in fields})
+        found.update({pipeline_env_var(pipeline, name): f"{pipeline}.{name}"
+                      for name in fields if name != WATERMARK_NAME})
     return found
 
 
@@ -314,7 +316,9 @@ def test_every_setting_of_every_package_pipeline_has_a_variable_in_every_airflow
         service_name):
     variables = _settings_variables()
     assert "TOKOKITA_ON_RAW_CHANGE" in variables
-    assert "TOKOKITA_WEEKLY_CITY_REPORT__ON_RAW_CHANGE" in variables
+    # the weekly report reads no raw file: its class has no on_raw_change (the orders' has)
+    assert "TOKOKITA_ORDERS__ON_RAW_CHANGE" in variables
+    assert "TOKOKITA_WEEKLY_CITY_REPORT__WAIT_WINDOW_HOURS" in variables
     given = {var: f"given-{index}" for index, var in enumerate(variables)}
     env = services(env=given)[service_name].environment
     assert {var: env.get(var) for var in variables} == given
@@ -404,8 +408,14 @@ def test_every_setting_as_yaml_or_as_a_variable_reads_the_same_in_each_service_a
     task's `load_settings` sees) are the shell's, value and source, for the orders and the
     weekly city report (the running stack: tests/e2e/test_one_configuration.py)."""
     from stack.local import LocalStack, LocalTarget
+    from tokokita_etl.orders.settings import OrdersSettings
     from tokokita_etl.pipelines import PIPELINES, settings_of
-    from tokokita_etl.settings.model import OWN_SETTINGS, SETTINGS, env_var, pipeline_env_var
+    from tokokita_etl.runner.settings import PipelineSettings
+    from tokokita_etl.settings.model import env_var, pipeline_env_var
+    from tokokita_etl.settings.sources import section_fields
+
+    SETTINGS = OrdersSettings.model_fields
+    OWN_SETTINGS = section_fields(PipelineSettings)
     from tokokita_etl.settings.show import shown
 
     assert set(NON_DEFAULT) == set(SETTINGS)  # a new setting needs a value here

@@ -15,21 +15,21 @@ from typing import Any
 from tokokita_etl.city_report import CityReport
 from tokokita_etl.errors import EtlError, NoInputError
 from tokokita_etl.runner.declaration import Stage
+from tokokita_etl.runner.settings import PipelineSettings
 from tokokita_etl.runner.staging import GOLD_COPY, drop_staged, read_stage
 from tokokita_etl.settings.layout import join
-from tokokita_etl.settings.model import Settings
 from tokokita_etl.storage import Location, is_url
 
 #: the prefix of a validated gold file waiting to be published beside its final name
 STAGED_PREFIX = ".staged-"
 
 
-def gold_location(report: CityReport, settings: Settings, key: date) -> Location:
+def gold_location(report: CityReport, settings: PipelineSettings, key: date) -> Location:
     """Where the partition's gold file is published."""
     return join(settings.gold_dir, report.gold_name(key))
 
 
-def _staged_gold(report: CityReport, settings: Settings, key: date) -> Path:
+def _staged_gold(report: CityReport, settings: PipelineSettings, key: date) -> Path:
     """Where validate leaves the checked gold file: beside its final name (publishing is a
     rename), or in the working copy when the gold folder is a URL (publishing is an upload)."""
     folder = settings.staging_path(key) / GOLD_COPY if is_url(settings.gold_dir) \
@@ -37,7 +37,7 @@ def _staged_gold(report: CityReport, settings: Settings, key: date) -> Path:
     return folder / f"{STAGED_PREFIX}{report.gold_name(key)}"
 
 
-def collect_stage(report: CityReport, settings: Settings, key: date) -> dict[str, Any]:
+def collect_stage(report: CityReport, settings: PipelineSettings, key: date) -> dict[str, Any]:
     from tokokita_etl.city_report.build import collect
     from tokokita_etl.city_report.inputs import DAILY_SUMMARIES
     from tokokita_etl.runner.stores import state_store
@@ -58,7 +58,7 @@ def collect_stage(report: CityReport, settings: Settings, key: date) -> dict[str
             "days": found.days, "missing": found.missing}
 
 
-def load_stage(report: CityReport, settings: Settings, key: date) -> dict[str, Any]:
+def load_stage(report: CityReport, settings: PipelineSettings, key: date) -> dict[str, Any]:
     from tokokita_etl.city_report.build import replace_partition
     from tokokita_etl.runner.identity import WAREHOUSE
     from tokokita_etl.warehouse.database import Warehouse
@@ -68,7 +68,7 @@ def load_stage(report: CityReport, settings: Settings, key: date) -> dict[str, A
     return {"rows": len(rows), WAREHOUSE: identity}
 
 
-def validate_stage(report: CityReport, settings: Settings, key: date) -> dict[str, Any]:
+def validate_stage(report: CityReport, settings: PipelineSettings, key: date) -> dict[str, Any]:
     from tokokita_etl.city_report.build import validate_partition, write_gold
     from tokokita_etl.runner.stores import state_store
     from tokokita_etl.warehouse.database import Warehouse
@@ -83,7 +83,7 @@ def validate_stage(report: CityReport, settings: Settings, key: date) -> dict[st
     return result
 
 
-def publish_gold_stage(report: CityReport, settings: Settings, key: date) -> dict[str, Any]:
+def publish_gold_stage(report: CityReport, settings: PipelineSettings, key: date) -> dict[str, Any]:
     rows = read_stage(settings, key, "validate")["rows"]  # only a validated partition
     staged = _staged_gold(report, settings, key)
     target = gold_location(report, settings, key)

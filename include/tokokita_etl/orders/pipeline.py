@@ -7,6 +7,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
+from tokokita_etl.orders.settings import OrdersSettings
 from tokokita_etl.orders.stages import (
     extract_lines,
     extract_stage,
@@ -104,4 +105,5 @@ ORDERS = Pipeline(
                    ("summary", 7)),
     schema="tokokita_etl.orders.schema",
     held_checksums=held_checksums,
+    settings=OrdersSettings,
 )

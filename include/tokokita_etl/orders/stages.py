@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tokokita_etl.errors import EtlError, MissingPartitionError, ValidationError
+from tokokita_etl.orders.settings import OrdersSettings
 from tokokita_etl.runner.staging import (
     GOLD_COPY,
     QUARANTINE_COPY,
@@ -21,11 +22,10 @@ from tokokita_etl.runner.staging import (
     read_stage,
 )
 from tokokita_etl.settings.layout import partition_path
-from tokokita_etl.settings.model import Settings
 from tokokita_etl.storage import is_url
 
 
-def extract_stage(settings: Settings, day: date) -> dict[str, Any]:
+def extract_stage(settings: OrdersSettings, day: date) -> dict[str, Any]:
     from tokokita_etl.orders.extract import extract
 
     staging = settings.staging_path(day)
@@ -40,7 +40,7 @@ def extract_stage(settings: Settings, day: date) -> dict[str, Any]:
     return _extract_object(settings, day, staging)
 
 
-def _extract_object(settings: Settings, day: date, staging: Path) -> dict[str, Any]:
+def _extract_object(settings: OrdersSettings, day: date, staging: Path) -> dict[str, Any]:
     """Extract a partition that is an object: fetched whole into the working copy, then read
     by the same reader as a local file; its messages and record name the object."""
     from tokokita_etl.orders.extract import extract
@@ -68,14 +68,14 @@ def _extract_object(settings: Settings, day: date, staging: Path) -> dict[str, A
     return {**result, "file": url}
 
 
-def transform_stage(settings: Settings, day: date) -> dict[str, Any]:
+def transform_stage(settings: OrdersSettings, day: date) -> dict[str, Any]:
     from tokokita_etl.orders.transform import transform
 
     return transform(day, settings.staging_path(day), tz=settings.timezone,
                      memory_limit=settings.duckdb_memory_limit).to_dict()
 
 
-def load_stage(settings: Settings, day: date) -> dict[str, Any]:
+def load_stage(settings: OrdersSettings, day: date) -> dict[str, Any]:
     from tokokita_etl.orders.load import load
     from tokokita_etl.warehouse.database import Warehouse
 
@@ -91,7 +91,7 @@ def load_stage(settings: Settings, day: date) -> dict[str, Any]:
     return result
 
 
-def _gold_folder(settings: Settings, day: date) -> Path:
+def _gold_folder(settings: OrdersSettings, day: date) -> Path:
     """Where validate leaves the checked gold file: the gold folder (publishing is a rename),
     or the working copy when the gold folder is a URL (publishing is one upload)."""
     if is_url(settings.gold_dir):
@@ -99,7 +99,7 @@ def _gold_folder(settings: Settings, day: date) -> Path:
     return Path(settings.gold_dir)
 
 
-def validate_stage(settings: Settings, day: date) -> dict[str, Any]:
+def validate_stage(settings: OrdersSettings, day: date) -> dict[str, Any]:
     from tokokita_etl.orders.validate import validate, volume_warnings
     from tokokita_etl.runner.stores import state_store
     from tokokita_etl.warehouse.database import Warehouse
@@ -118,7 +118,7 @@ def validate_stage(settings: Settings, day: date) -> dict[str, Any]:
     return result
 
 
-def publish_gold_stage(settings: Settings, day: date) -> dict[str, Any]:
+def publish_gold_stage(settings: OrdersSettings, day: date) -> dict[str, Any]:
     from tokokita_etl.orders.gold import publish_gold, staged_gold_path
 
     # only a validated run may publish; the gold file has a row per summary row

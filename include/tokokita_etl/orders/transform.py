@@ -33,6 +33,7 @@ from tokokita_etl.orders.contract import (
     VALID_ROWS,
     WRONG_DATE,
 )
+from tokokita_etl.orders.settings import OrdersSettings
 from tokokita_etl.settings.model import default
 
 #: what every field is trimmed of, and whose runs inside `kota` collapse to one space: every
@@ -270,8 +271,12 @@ def duckdb_config(staging: Path, memory_limit: str) -> dict[str, str]:
     return {"memory_limit": memory_limit, "temp_directory": str(staging / "duckdb.tmp")}
 
 
+#: DuckDB's memory in transform unless the `duckdb_memory_limit` setting says otherwise
+DEFAULT_MEMORY_LIMIT = default("duckdb_memory_limit", OrdersSettings)
+
+
 def transform(day: date, staging: Path, *, tz: str,
-              memory_limit: str = default("duckdb_memory_limit")) -> TransformResult:
+              memory_limit: str = DEFAULT_MEMORY_LIMIT) -> TransformResult:
     """Read `extract.parquet`; write `valid.parquet` (de-duplicated) and `rejected.parquet`."""
     con = duckdb.connect(config=duckdb_config(staging, memory_limit))
     try:

@@ -1,5 +1,5 @@
 """What the runner needs to know of a pipeline: its stages in order, what its success records,
-where its raw partitions are, its own setting defaults and the asset its last stage updates.
+where its raw partitions are, its settings class and their defaults and the asset its last stage updates.
 
 A pipeline is declared once, in its own domain package (the orders pipeline in
 `tokokita_etl.orders.pipeline`), and passed to every runner function that depends on it;
@@ -18,19 +18,21 @@ from typing import Any
 from tokokita_etl.errors import ConfigError
 from tokokita_etl.runner.policy import PROGRAM, RUN_COMMAND
 from tokokita_etl.runner.schedule import DAILY, Grain
+from tokokita_etl.runner.settings import PipelineSettings, RawInputSettings
 from tokokita_etl.settings.layout import join, partition_file_exists
 from tokokita_etl.settings.model import Settings
 from tokokita_etl.storage import Location
 
-#: a stage: reads its inputs for a partition date, writes its outputs, returns its record
-StageRun = Callable[[Settings, date], dict[str, Any]]
+#: a stage (handed its pipeline's settings class): reads its inputs for a partition date,
+#: writes its outputs, returns its record
+StageRun = Callable[[PipelineSettings, date], dict[str, Any]]
 #: the log lines a stage's record gives
 StageLines = Callable[[dict[str, Any], date], list[str]]
 #: the stage records of a successful run (by stage name) -> the watermark fields it records
 Outcome = Callable[[Mapping[str, dict[str, Any]]], dict[str, Any]]
 #: a stage's datasets for a partition date, given its record (None: it did not finish):
 #: (inputs, outputs), each a list of the domain's dataset references
-StageLineage = Callable[[Settings, date, str, Mapping[str, Any] | None],
+StageLineage = Callable[[PipelineSettings, date, str, Mapping[str, Any] | None],
                         tuple[list[Any], list[Any]]]
 
 
@@ -132,6 +134,9 @@ class Pipeline:
     held_checksums: Callable[[Any, date], dict[str, str]] | None = None
     #: its input when it is built from another pipeline's results (None: from `raw`)
     upstream: Upstream | None = None
+    #: its settings class: the runner's (`PipelineSettings`) and its own fields, which its
+    #: stages read; None: `RawInputSettings` for raw files, else `PipelineSettings`
+    settings: type[PipelineSettings] | None = None
 
     def __post_init__(self) -> None:
         if not (self.name.isidentifier() and self.name == self.name.lower()) \
@@ -151,6 +156,12 @@ class Pipeline:
             raise ConfigError(f"pipeline {self.name!r}: a {self.upstream.pipeline.grain.name} "
                               f"partition of its upstream {self.upstream.pipeline.name!r} does "
                               f"not lie inside one {self.grain.name} partition")
+        if self.settings is None:
+            object.__setattr__(self, "settings",
+                               RawInputSettings if self.raw is not None else PipelineSettings)
+        elif not issubclass(self.settings, PipelineSettings):
+            raise ConfigError(f"pipeline {self.name!r}: its settings class "
+                              f"{self.settings.__name__} is no runner.settings.PipelineSettings")
         if self.stages[0].changes_stores:
             raise ConfigError(f"pipeline {self.name!r}: its first stage {names[0]!r} changes "
                               "a store; the first stage only reads and stages (a run that "

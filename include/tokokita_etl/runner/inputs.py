@@ -28,6 +28,7 @@ from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+from tokokita_etl.runner.settings import on_raw_change
 from tokokita_etl.settings.model import Settings
 from tokokita_etl.storage import Location, filesystem, is_url, object_info
 
@@ -203,7 +204,7 @@ def changed_since_processed(pipeline: Pipeline, settings: Settings, entry: Mappi
                             day: date) -> RawChange | None:
     """`raw_change` of a date's raw file, unless `on_raw_change` is `off` (or the pipeline
     reads no raw files)."""
-    if settings.on_raw_change == "off" or pipeline.raw is None:
+    if on_raw_change(settings) == "off" or pipeline.raw is None:
         return None
     return raw_change(entry, pipeline.raw.path(settings, day))
 
@@ -215,7 +216,7 @@ def reprocess_change(pipeline: Pipeline, settings: Settings, entry: Mapping[str,
     `on_raw_change: reprocess` (nothing is looked at otherwise), never a file gone (its
     results stay). `look`: a date's `changed_since_processed`, when the caller keeps its
     looks."""
-    if settings.on_raw_change != "reprocess" or pipeline.raw is None:
+    if on_raw_change(settings) != "reprocess" or pipeline.raw is None:
         return None
     change = changed_since_processed(pipeline, settings, entry, day) if look is None \
         else look(day)
@@ -228,7 +229,7 @@ def reprocess_reasons(pipeline: Pipeline, settings: Settings, state: Watermark,
     """Why each done date of `state` is due again for its changed raw file (`reprocess_change`
     as text, "" for none), as `policy.due_runs` asks it; None unless `on_raw_change` is
     `reprocess` (nothing is looked at)."""
-    if settings.on_raw_change != "reprocess" or pipeline.raw is None:
+    if on_raw_change(settings) != "reprocess" or pipeline.raw is None:
         return None
     return lambda day: str(reprocess_change(pipeline, settings, state.entry(day), day, look)
                            or "")

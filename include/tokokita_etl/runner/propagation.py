@@ -23,6 +23,7 @@ from tokokita_etl.runner.inputs import reprocess_change
 from tokokita_etl.runner.outcomes import NO_INPUT, WAITING
 from tokokita_etl.runner.policy import days_before, past_partitions
 from tokokita_etl.runner.schedule import local_today
+from tokokita_etl.runner.settings import on_raw_change
 from tokokita_etl.runner.status import due_partitions, upstream_inputs
 from tokokita_etl.runner.stores import state_store
 from tokokita_etl.settings.model import Settings
@@ -57,7 +58,7 @@ def sweep(pipeline: Pipeline, settings: Settings, now: datetime) -> list[Propaga
     (`no input`). A partition a run holds (its claim) is left to that run."""
     if pipeline.upstream is not None:
         return _upstream_sweep(pipeline, settings, now)
-    if settings.on_raw_change != "reprocess":
+    if on_raw_change(settings) != "reprocess":
         return []
     state = settled_watermark(settings, now)
     found = []

@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import date
 
 from tokokita_etl.masking import mask_url, masked_arguments
-from tokokita_etl.settings.model import SETTINGS, Settings
+from tokokita_etl.settings.model import SharedSettings
 
 # -- showing the settings ---------------------------------------------------------------------
 
@@ -25,10 +25,11 @@ def _mask_notifiers(text: str) -> str:
                        for spec in specs])
 
 
-def shown(settings: Settings) -> list[tuple[str, str, str]]:
-    """Every setting as (name, value as text with credentials masked, source)."""
+def shown(settings: SharedSettings) -> list[tuple[str, str, str]]:
+    """Every setting of its class (the shared ones, then its pipeline's) as (name, value as
+    text with credentials masked, source)."""
     rows = []
-    for name in SETTINGS:
+    for name in type(settings).model_fields:
         value = getattr(settings, name)
         if name == "notifiers":
             text = _mask_notifiers(value)
