@@ -16,7 +16,7 @@ from typing import Any
 
 from tokokita_etl.errors import DataError, MissingPartitionError
 from tokokita_etl.files import write_text_atomic
-from tokokita_etl.runner.declaration import Pipeline, RawFiles, Stage
+from tokokita_etl.runner.declaration import Column, Pipeline, RawFiles, Stage
 from tokokita_etl.runner.staging import read_stage
 
 RAW = RawFiles("raw_dir", lambda day: f"stok_{day.isoformat()}.csv")
@@ -73,6 +73,6 @@ STOCK = Pipeline(
     outcome=outcome,
     raw=RAW,
     defaults={"cron": "0 3 * * *"},
-    columns=("extracted",),
+    columns=(Column("extracted", "extracted"),),
     tags=("tokokita", "stock"),
 )

@@ -11,7 +11,7 @@ from typing import Any
 from tokokita_etl.city_report import CityReport
 from tokokita_etl.city_report.inputs import DAILY_SUMMARIES
 from tokokita_etl.city_report.stages import stages
-from tokokita_etl.runner.declaration import Pipeline
+from tokokita_etl.runner.declaration import Column, Pipeline
 from tokokita_etl.runner.upstream import BUILT_FROM, missing_from
 
 
@@ -82,7 +82,8 @@ def city_report_pipeline(report: CityReport, *, name: str, dag_id: str, descript
         asset=asset,
         done_line=done_line,
         lineage=partial(stage_lineage, report),
-        columns=("days", "missing", "kota", "bruto", "bersih"),
+        columns=(Column("days", "days"), Column("missing", "missing"), Column("kota", "kota"),
+                 Column("bruto", "bruto", "money"), Column("bersih", "bersih", "money")),
         status_counts=(("days", 4), ("missing", 7), ("kota", 4)),
         schema=report.schema,
         held_checksums=partial(held_checksums, report),

@@ -19,7 +19,7 @@ from tokokita_etl.orders.stages import (
     validate_lines,
     validate_stage,
 )
-from tokokita_etl.runner.declaration import Pipeline, RawFiles, Stage
+from tokokita_etl.runner.declaration import Column, Pipeline, RawFiles, Stage
 from tokokita_etl.runner.inputs import RAW, RAW_LINES
 from tokokita_etl.runner.policy import RUN_COMMAND
 from tokokita_etl.settings.layout import raw_file_name
@@ -99,7 +99,11 @@ ORDERS = Pipeline(
     lineage=stage_lineage,
     done_line=done_line,
     command=RUN_COMMAND,  # the command line's default pipeline
-    columns=("extracted", "fact", "karantina", "duplikat", "quarantine", "bruto", "bersih"),
+    columns=(Column("extracted", "extracted"), Column("fact", "fact"),
+             Column("karantina", "karantina"), Column("duplikat", "duplikat"),
+             Column("quarantine_share", "quarantine", "share",
+                    share_of=("karantina", "extracted")),
+             Column("bruto", "bruto", "money"), Column("bersih", "bersih", "money")),
     status_counts=(("extracted", 9), ("karantina", 9), ("duplikat", 8), ("fact", 8),
                    ("summary", 7)),
     schema="tokokita_etl.orders.schema",

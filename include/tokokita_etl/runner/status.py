@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import date, datetime, timedelta
+from decimal import Decimal, InvalidOperation
 from enum import StrEnum
 from functools import cache
 from typing import Any
 
-from tokokita_etl.errors import EtlError
+from tokokita_etl.errors import ConfigError, EtlError
 from tokokita_etl.runner.claims import interrupted_stage, settled_watermark
-from tokokita_etl.runner.declaration import Pipeline
+from tokokita_etl.runner.declaration import Column, Pipeline
 from tokokita_etl.runner.inputs import RawChange, changed_since_processed, raw_changed_of
 from tokokita_etl.runner.liveness import cli_holder_finished
 from tokokita_etl.runner.policy import (
@@ -159,6 +160,33 @@ def _number(value: Any) -> float | None:
         return None
 
 
+def _value(column: Column, entry: dict[str, Any], counts: dict[str, Any]) -> Any:
+    """A column's value in a date's watermark entry (`counts`: its success's `rows`)."""
+    if column.kind == "count":
+        return counts.get(column.key)
+    if column.kind == "money":
+        return entry.get(column.key)
+    part, whole = (_number(counts.get(key)) for key in column.share_of or ("", ""))
+    return part / whole if whole and part is not None else None
+
+
+def format_cell(column: Column, value: Any) -> str:
+    """A column's value as the status page shows it (blank when there is none): a count
+    `1,234`; money exactly, `1,234` when whole, else `1,234.50`; a share `12.5%`."""
+    if value is None or value == "":
+        return ""
+    if column.kind == "share":
+        return f"{value:.1%}"
+    if column.kind == "money":
+        try:
+            amount = Decimal(str(value))
+        except InvalidOperation:
+            return str(value)
+        return f"{amount:,.0f}" if amount == amount.to_integral_value() else f"{amount:,.2f}"
+    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) \
+        else str(value)
+
+
 def date_states(pipeline: Pipeline, settings: Settings, now: datetime, days: int | None = None,
                 dates: list[date] | None = None, state: Watermark | None = None,
                 has_run: Callable[[date], bool] | None = None) -> list[dict[str, Any]]:
@@ -172,9 +200,10 @@ def date_states(pipeline: Pipeline, settings: Settings, now: datetime, days: int
     `reason` (one sentence), `unblock` (the exact action, for a blocked date), `holder` (of a
     running date), `due`, `partition` (file present), `status`, `attempt` (recorded outcomes,
     successes and failures), `failures` (failures since the last success: what
-    `max_attempts` counts), `max_attempts`, `blocked`, `rows`, `quarantine_share`, `bruto`,
-    `bersih`, `duration_s`, `error`, `failed_stage`, `gold` (done dates only), `updated_at`,
-    `warnings`, `raw_change` (a done date's raw file changed since its success, else "").
+    `max_attempts` counts), `max_attempts`, `blocked`, `rows`, `cells` (the pipeline's
+    `columns` formatted), each money or share column's value (by its key), `duration_s`,
+    `error`, `failed_stage`, `gold` (done dates only), `updated_at`, `warnings`, `raw_change`
+    (a done date's raw file changed since its success, else "").
     `state`: the watermark as `settled_watermark` reads it, when the caller has it;
     `has_run`: whether a partition has an Airflow run already, when the caller can tell
     (the status page), which says who runs a due date (`_who_runs_it`).
@@ -200,7 +229,7 @@ def date_states(pipeline: Pipeline, settings: Settings, now: datetime, days: int
     for day in wanted:
         entry = state.entry(day)
         counts = entry.get("rows") if isinstance(entry.get("rows"), dict) else {}
-        extracted, quarantined = _number(counts.get("extracted")), _number(counts.get("karantina"))
+        values = [_value(column, entry, counts) for column in pipeline.columns]
         present = inputs.settled(day) if inputs is not None \
             else pipeline.raw.exists(settings, day)
         row: dict[str, Any] = {
@@ -210,15 +239,20 @@ def date_states(pipeline: Pipeline, settings: Settings, now: datetime, days: int
             "failures": failures_since_success(entry), "max_attempts": settings.max_attempts,
             "blocked": is_blocked(state, day, settings.max_attempts),
             "rows": counts,
-            "quarantine_share": (quarantined / extracted) if extracted and quarantined is not None
-            else None,
-            "bruto": entry.get("bruto"), "bersih": entry.get("bersih"),
+            "cells": [format_cell(column, value)
+                      for column, value in zip(pipeline.columns, values, strict=True)],
             "duration_s": None, "error": entry.get("error", ""),
             "failed_stage": entry.get("failed_stage", ""),
             "gold": entry.get("gold", "") if state.has_success(day) else "",
             "updated_at": entry.get("updated_at", ""), "warnings": entry.get("warnings", []),
             "raw_change": "", "inputs_change": "",
         }
+        for column, value in zip(pipeline.columns, values, strict=True):
+            if column.kind != "count":
+                if column.key in row:
+                    raise ConfigError(f"pipeline {pipeline.name!r}: its column {column.key!r} "
+                                      "is named as a field every status row has")
+                row[column.key] = value
         manifest = outcomes.get(day, {})
         if isinstance(manifest.get("duration_ms"), int | float) and manifest.get("duration_ms"):
             row["duration_s"] = round(manifest["duration_ms"] / 1000, 1)
