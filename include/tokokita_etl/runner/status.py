@@ -393,14 +393,14 @@ def _done_from_upstream(pipeline: Pipeline, inputs, entry: dict[str, Any], day: 
             "reason": "; ".join([done, *notes])}
 
 
-def warehouse_problem(settings: Settings) -> str | None:
+def warehouse_problem(pipeline: Pipeline, settings: Settings) -> str | None:
     """Why the warehouse is not the one the watermark describes (`identity.verify`: every
     run is refused until it is), or None; shown above the dates' states."""
     from tokokita_etl.runner.identity import WarehouseIdentityError, verify
 
     store = state_store(settings)
     try:
-        verify(settings, store.read(), where=store.location)
+        verify(pipeline, settings, store.read(), where=store.location)
     except WarehouseIdentityError as exc:
         return display_text(settings, str(exc))
     return None
