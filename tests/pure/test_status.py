@@ -14,6 +14,7 @@ from tokokita_etl.runner.status import (
     date_states,
     format_cell,
     format_status,
+    settled_states,
     window,
 )
 from tokokita_etl.runner.stores import state_store
@@ -254,3 +255,35 @@ def test_a_cell_is_blank_without_a_value_and_a_count_gets_thousands_separators()
     assert [format_cell(c, None) for c in (count, money, share)] == ["", "", ""]
     assert (format_cell(count, 1234567), format_cell(money, "0.50"),
             format_cell(share, 0.0)) == ("1,234,567", "0.50", "0.0%")
+
+
+def test_settledness_tells_every_date_the_state_its_status_row_shows(tmp_path):
+    """`policy.settled` (what the gate, the upstream sensor and the sweep ask of an upstream
+    date) and the status rows name the same state and label for every date."""
+    settings = settings_in(tmp_path)
+    t = {n: TODAY - timedelta(days=n) for n in range(1, 14)}
+    record(settings, t[2], SUCCESS, rows={"extracted": 1}, gold="gold/x.csv")
+    partition(settings, t[3])
+    record(settings, t[4], FAILED, error="bad", failed_stage="extract")
+    partition(settings, t[4])
+    record(settings, t[5], FAILED, times=3, error="bad bytes", failed_stage="extract")
+    partition(settings, t[6])
+    partition(settings, t[10])
+    record(settings, t[11], FAILED, error="lost", failed_stage="reconcile", needs_rerun=True)
+    partition(settings, t[11])
+    for n, body in ((8, json.dumps({"owner": "airflow:x", "since": at(3).isoformat(),
+                                    "expires": at(9).isoformat()})), (12, "{not json")):
+        state_store(settings).claim_path(t[n]).parent.mkdir(parents=True, exist_ok=True)
+        state_store(settings).claim_path(t[n]).write_text(body)
+
+    for now in (at(1), at(4), at(9)):
+        rows = date_states(ORDERS, settings, now)
+        found = settled_states(ORDERS, settings, now, [date.fromisoformat(r["date"])
+                                                        for r in rows],
+                               state_store(settings).read())
+        assert {r["date"]: (r["state"], r["label"]) for r in rows} == {
+            str(day): (found.state, found.label) for day, found in found.items()}
+        assert {str(day) for day, found in found.items() if found.settled} == {
+            r["date"] for r in rows if r["state"] in ("done", "missing")}
+    assert {r["state"] for r in rows} >= {"done", "due", "failed", "blocked", "running",
+                                          "missing", "not processed", "needs re-run"}

@@ -22,7 +22,10 @@ from tokokita_etl.runner.declaration import Column, Pipeline
 from tokokita_etl.runner.inputs import RawChange, changed_since_processed, raw_changed_of
 from tokokita_etl.runner.liveness import cli_holder_finished
 from tokokita_etl.runner.policy import (
+    RAW_CHANGED,
     Action,
+    DateFacts,
+    InputState,
     days_back,
     decide,
     due_runs,
@@ -30,6 +33,7 @@ from tokokita_etl.runner.policy import (
     is_blocked,
     outside_lookback,
     past_partitions,
+    settled,
     still_waiting,
     unblock_hint,
     wait_deadline,
@@ -100,14 +104,55 @@ def window(settings: Settings, now: datetime, days: int | None = None,
 def upstream_inputs(pipeline: Pipeline, settings: Settings, now: datetime,
                     keys: list[date]) -> UpstreamInputs | None:
     """`upstream.UpstreamInputs` of `keys` for a pipeline built from another's results, else
-    None."""
+    None: the upstream dates' states as `policy.settled` tells them."""
     if pipeline.upstream is None:
         return None
     dates = upstream_dates(pipeline, keys)
     upstream = settled_watermark(settings.upstream, now)
-    rows = date_states(pipeline.upstream.pipeline, settings.upstream, now, dates=dates,
-                       state=upstream) if dates else []
-    return UpstreamInputs(pipeline, upstream, rows)
+    states = settled_states(pipeline.upstream.pipeline, settings.upstream, now, dates, upstream) \
+        if dates else {}
+    return UpstreamInputs(pipeline, upstream, states)
+
+
+def settled_states(pipeline: Pipeline, settings: Settings, now: datetime, dates: list[date],
+             state: Watermark) -> dict[date, InputState]:
+    """`policy.settled` of `dates` of `pipeline`, with what it needs read of each date: its
+    claim, its input, whether it is due, its input's change since its success."""
+    inputs = upstream_inputs(pipeline, settings, now, sorted(set(dates) | set(
+        past_partitions(now, settings.lookback_days, settings.timezone, pipeline.grain))))
+    look = cache(lambda day: changed_since_processed(pipeline, settings, state.entry(day), day))
+    due = set(due_partitions(pipeline, settings, state, now, inputs, look))
+    claims = state_store(settings).claims(dates)
+    wait_window = timedelta(hours=settings.wait_window_hours)
+
+    def facts(day: date) -> DateFacts:
+        claim = claims.get(day)
+        held = "unreadable" if isinstance(claim, EtlError) else "live" if claim is not None \
+            and claim.live(now, cli_holder_finished) else ""
+        changed, gone = "", False
+        if state.has_success(day) and inputs is not None:
+            changed = "changed" if inputs.compare(day, state.entry(day))[0] else ""
+        elif state.has_success(day) and (change := look(day)):
+            changed, gone = RAW_CHANGED, change.gone
+        return DateFacts(
+            claim=held, present=inputs.settled(day) if inputs is not None
+            else pipeline.raw.exists(settings, day),
+            fire=_scheduled_fire(pipeline, settings, day), wait_window=wait_window,
+            due=day in due, changed=changed, change_gone=gone,
+            no_input=bool(inputs.no_input(day)) if inputs is not None else False,
+            from_upstream=inputs is not None)
+
+    return settled(state, dates, now, facts=facts, max_attempts=settings.max_attempts)
+
+
+def _scheduled_fire(pipeline: Pipeline, settings: Settings, day: date) -> datetime | None:
+    """The fire time of the scheduled run that processes `day`, or None when none will (no
+    fire time, or one after the catch-up's end)."""
+    try:
+        fire = fire_time_for_partition(day, settings.cron, settings.timezone, pipeline.grain)
+    except EtlError:
+        return None
+    return fire if settings.catchup_end is None or fire <= settings.catchup_end else None
 
 
 def _unsettled(state: Watermark) -> set[date]:
@@ -355,12 +400,9 @@ def _state_of(pipeline: Pipeline, settings: Settings, state, day: date, now: dat
         return {"state": DateState.NOT_PROCESSED, "label": "not processed",
                 "reason": "its inputs are settled; no run has built it yet" if inputs
                 is not None else "the partition is there; no run has processed it yet"}
-    try:
-        fire = fire_time_for_partition(day, settings.cron, settings.timezone, pipeline.grain)
-    except EtlError:
-        fire = None
-    scheduled = fire is not None and (settings.catchup_end is None or fire <= settings.catchup_end)
-    if still_waiting(scheduled=scheduled, fire_time=fire, now=now, wait_window=wait_window):
+    fire = _scheduled_fire(pipeline, settings, day)
+    if fire is not None and still_waiting(scheduled=True, fire_time=fire, now=now,
+                                          wait_window=wait_window):
         until = wait_deadline(fire, wait_window).astimezone(settings.tz).isoformat(
             timespec="minutes")
         return {"state": DateState.WAITING, "label": "waiting for file",
