@@ -6,7 +6,6 @@ Money is summed exactly (`Decimal`); every row and file lists kota in code-point
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import date
@@ -18,8 +17,8 @@ from sqlalchemy import delete, insert, text
 
 from tokokita_etl.city_report import CityReport
 from tokokita_etl.errors import ValidationError, WarehouseError
-from tokokita_etl.files import atomic_writer
 from tokokita_etl.orders.schema import summary_rows
+from tokokita_etl.runner.publish import write_csv
 from tokokita_etl.warehouse.checksums import rows_checksum
 from tokokita_etl.warehouse.database import Warehouse
 
@@ -168,7 +167,4 @@ def validate_partition(report: CityReport, warehouse: Warehouse, key: date,
 
 def write_gold(report: CityReport, path: Path, rows: list[list[Any]]) -> None:
     """Write the partition's rows as its gold CSV, atomically."""
-    with atomic_writer(path, newline="") as handle:
-        writer = csv.writer(handle, lineterminator="\n")
-        writer.writerow(columns(report))
-        writer.writerows(rows)
+    write_csv(path, columns(report), rows)

@@ -40,4 +40,3 @@ VALID_ROWS = "valid.parquet"
 REPEATING_VALID_COLUMNS = ("order_date", "kota", "produk", "qty", "harga_satuan", "diskon",
                            "bruto", "bersih")
 REJECTED_ROWS = "rejected.parquet"
-STAGED_GOLD_PREFIX = ".staged-"

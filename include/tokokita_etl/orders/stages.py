@@ -119,21 +119,13 @@ def validate_stage(settings: Settings, day: date) -> dict[str, Any]:
 
 
 def publish_gold_stage(settings: Settings, day: date) -> dict[str, Any]:
-    from tokokita_etl.orders.gold import publish_gold, staged_gold_path
+    from tokokita_etl.orders.gold import staged_gold_path
+    from tokokita_etl.runner.publish import publish
 
     # only a validated run may publish; the gold file has a row per summary row
     rows = read_stage(settings, day, "validate")["summary_rows"]
-    if not is_url(settings.gold_dir):
-        return {"gold": str(publish_gold(settings.gold_dir, day)), "rows": rows}
-    from tokokita_etl.storage import upload
-
-    staged, target = staged_gold_path(_gold_folder(settings, day), day), settings.gold_path(day)
-    if not staged.exists():
-        raise EtlError(f"{staged}: no validated gold file to publish for {day}; run validate "
-                       "first")
-    upload(staged, str(target))
-    staged.unlink()
-    return {"gold": str(target), "rows": rows}
+    staged = staged_gold_path(_gold_folder(settings, day), day)
+    return {"gold": str(publish(staged, settings.gold_path(day), str(day))), "rows": rows}
 
 
 def extract_lines(result: dict[str, Any], day: date) -> list[str]:
