@@ -26,8 +26,8 @@ from typing import Any
 
 from bench.harness import DEFAULT_PG_URL, REPO, Warehouses
 from devtools.samples import generate_partition
+from tokokita_etl.orders.contract import partition_path
 from tokokita_etl.runner.stores import state_store
-from tokokita_etl.settings.layout import partition_path
 from tokokita_etl.settings.sources import load_settings
 
 

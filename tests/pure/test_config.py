@@ -15,10 +15,11 @@ import pytest
 from tests.conftest import HEADER, REPO
 from tokokita_etl import cli
 from tokokita_etl.errors import ConfigError
+from tokokita_etl.orders.contract import gold_path
 from tokokita_etl.orders.gold import staged_gold_path
 from tokokita_etl.orders.pipeline import ORDERS
 from tokokita_etl.orders.transform import duckdb_config
-from tokokita_etl.settings.layout import gold_path, partition_file_exists
+from tokokita_etl.settings.layout import partition_file_exists
 from tokokita_etl.settings.model import ENV_VARS, SETTINGS, Settings, default
 from tokokita_etl.settings.sources import load_settings
 
@@ -356,7 +357,7 @@ def test_each_value_records_its_source(tmp_path):
 
 def test_a_partition_exists_when_its_file_is_there_and_not_empty(tmp_path):
     day = date(2026, 11, 2)
-    path = Settings(raw_dir=tmp_path).partition_path(day)
+    path = ORDERS.raw.path(Settings(raw_dir=tmp_path), day)
     assert not partition_file_exists(path) and not ORDERS.raw.exists(Settings(raw_dir=tmp_path), day)
     path.write_bytes(b"")
     assert not partition_file_exists(path) and not ORDERS.raw.exists(Settings(raw_dir=tmp_path), day)
@@ -370,7 +371,7 @@ def test_a_partition_exists_when_its_file_is_there_and_not_empty(tmp_path):
 
 def test_the_gold_file_name_is_defined_once(tmp_path):
     day = date(2026, 11, 2)
-    assert Settings(gold_dir=tmp_path).gold_path(day) == gold_path(tmp_path, day) \
+    assert ORDERS.gold.path(Settings(gold_dir=tmp_path), day) == gold_path(tmp_path, day) \
         == tmp_path / "summary_harian_2026-11-02.csv"
     assert staged_gold_path(tmp_path, day) == tmp_path / ".staged-summary_harian_2026-11-02.csv"
 

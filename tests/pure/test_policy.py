@@ -26,6 +26,7 @@ from tokokita_etl.errors import (
     ValidationError,
     WarehouseError,
 )
+from tokokita_etl.orders.contract import partition_path
 from tokokita_etl.orders.pipeline import ORDERS
 from tokokita_etl.orders.validate import VOLUME_HISTORY_DAYS, volume_warnings
 from tokokita_etl.runner.policy import (
@@ -51,7 +52,6 @@ from tokokita_etl.runner.policy import (
 )
 from tokokita_etl.runner.stores.files import StateStore
 from tokokita_etl.runner.watermark import FAILED, SUCCESS, Watermark
-from tokokita_etl.settings.layout import partition_path
 from tokokita_etl.settings.model import Settings
 
 JKT = ZoneInfo("Asia/Jakarta")

@@ -11,7 +11,7 @@ from typing import Any
 from tokokita_etl.city_report import CityReport
 from tokokita_etl.city_report.inputs import DAILY_SUMMARIES
 from tokokita_etl.city_report.stages import stages
-from tokokita_etl.runner.declaration import Column, Pipeline
+from tokokita_etl.runner.declaration import Column, Gold, Pipeline
 from tokokita_etl.runner.upstream import BUILT_FROM, missing_from
 
 
@@ -76,6 +76,7 @@ def city_report_pipeline(report: CityReport, *, name: str, dag_id: str, descript
         stages=stages(report),
         outcome=success_fields,
         upstream=DAILY_SUMMARIES,
+        gold=Gold(report.gold_name),
         grain=report.grain,
         tags=tags,
         defaults=defaults,

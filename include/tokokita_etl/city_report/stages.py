@@ -13,17 +13,16 @@ from typing import Any
 
 from tokokita_etl.city_report import CityReport
 from tokokita_etl.errors import NoInputError
-from tokokita_etl.runner.declaration import Stage
+from tokokita_etl.runner.declaration import Gold, Stage
 from tokokita_etl.runner.publish import publish, staged_path
 from tokokita_etl.runner.staging import drop_staged, read_stage
-from tokokita_etl.settings.layout import join
 from tokokita_etl.settings.model import Settings
 from tokokita_etl.storage import Location
 
 
 def gold_location(report: CityReport, settings: Settings, key: date) -> Location:
     """Where the partition's gold file is published."""
-    return join(settings.gold_dir, report.gold_name(key))
+    return Gold(report.gold_name).path(settings, key)
 
 
 def collect_stage(report: CityReport, settings: Settings, key: date) -> dict[str, Any]:

@@ -8,9 +8,8 @@ from datetime import date
 from pathlib import Path
 
 from tokokita_etl.errors import EtlError
-from tokokita_etl.orders.contract import SUMMARY_COLUMNS
+from tokokita_etl.orders.contract import SUMMARY_COLUMNS, gold_path
 from tokokita_etl.runner.publish import staged_name, write_csv
-from tokokita_etl.settings.layout import gold_path
 
 
 def staged_gold_path(gold_dir: Path, day: date) -> Path:

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from datetime import date
 from typing import Any
 
+from tokokita_etl.orders.contract import gold_path, partition_path, quarantine_path
 from tokokita_etl.orders.schema import fact_pesanan, karantina, summary_harian
 from tokokita_etl.runner.lineage import DatasetRef, checks_of, file_ref, table_ref
 
@@ -34,7 +35,7 @@ def stage_lineage(settings: Any, day: date, stage: str, result: Mapping[str, Any
     def table(name: str, **known: Any) -> DatasetRef:
         return table_ref(settings.warehouse_url, name, **known)
 
-    raw = settings.partition_path(day)
+    raw = partition_path(settings.raw_dir, day)
     if stage == "extract":
         return [file(raw, rows=result.get("rows"), size=result.get("bytes"))], []
     if stage == "transform":
@@ -43,11 +44,12 @@ def stage_lineage(settings: Any, day: date, stage: str, result: Mapping[str, Any
         return [file(raw)], [table(FACT, rows=result.get("fact")),
                              table(SUMMARY, rows=result.get("summary")),
                              table(QUARANTINE, rows=result.get("karantina")),
-                             file(settings.quarantine_path(day), rows=result.get("karantina"))]
+                             file(quarantine_path(settings.quarantine_dir, day),
+                                  rows=result.get("karantina"))]
     if stage == "validate":
         checks = checks_of(result)
         return [table(FACT, rows=result.get("fact_rows"), checks=checks),
                 table(SUMMARY, rows=result.get("summary_rows"), checks=checks)], []
     if stage == "publish_gold":
-        return [table(SUMMARY)], [file(settings.gold_path(day), rows=result.get("rows"))]
+        return [table(SUMMARY)], [file(gold_path(settings.gold_dir, day), rows=result.get("rows"))]
     raise ValueError(f"unknown stage {stage!r}")

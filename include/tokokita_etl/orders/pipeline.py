@@ -7,6 +7,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
+from tokokita_etl.orders.contract import gold_file_name, raw_file_name
 from tokokita_etl.orders.stages import (
     extract_lines,
     extract_stage,
@@ -19,10 +20,9 @@ from tokokita_etl.orders.stages import (
     validate_lines,
     validate_stage,
 )
-from tokokita_etl.runner.declaration import Column, Pipeline, RawFiles, Stage
+from tokokita_etl.runner.declaration import Column, Gold, Pipeline, RawFiles, Stage
 from tokokita_etl.runner.inputs import RAW, RAW_LINES
 from tokokita_etl.runner.policy import RUN_COMMAND
-from tokokita_etl.settings.layout import raw_file_name
 from tokokita_etl.storage import is_url
 
 
@@ -94,6 +94,7 @@ ORDERS = Pipeline(
     ),
     outcome=success_fields,
     raw=RawFiles("raw_dir", raw_file_name),
+    gold=Gold(gold_file_name),
     tags=("tokokita", "etl", "orders"),
     asset=("tokokita_summary_harian", "tokokita://gold/summary_harian"),
     lineage=stage_lineage,

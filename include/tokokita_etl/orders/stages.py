@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tokokita_etl.errors import EtlError, MissingPartitionError, ValidationError
+from tokokita_etl.orders.contract import gold_path, partition_path, quarantine_path
 from tokokita_etl.runner.staging import (
     GOLD_COPY,
     QUARANTINE_COPY,
@@ -20,7 +21,6 @@ from tokokita_etl.runner.staging import (
     WARNING_PREFIX,
     read_stage,
 )
-from tokokita_etl.settings.layout import partition_path
 from tokokita_etl.settings.model import Settings
 from tokokita_etl.storage import is_url
 
@@ -80,7 +80,7 @@ def load_stage(settings: Settings, day: date) -> dict[str, Any]:
     from tokokita_etl.warehouse.database import Warehouse
 
     warehouse = Warehouse.from_settings(settings)
-    staging, target = settings.staging_path(day), settings.quarantine_path(day)
+    staging, target = settings.staging_path(day), quarantine_path(settings.quarantine_dir, day)
     if not is_url(target):
         return load(warehouse, day, staging, target).to_dict()
     from tokokita_etl.storage import upload
@@ -125,7 +125,7 @@ def publish_gold_stage(settings: Settings, day: date) -> dict[str, Any]:
     # only a validated run may publish; the gold file has a row per summary row
     rows = read_stage(settings, day, "validate")["summary_rows"]
     staged = staged_gold_path(_gold_folder(settings, day), day)
-    return {"gold": str(publish(staged, settings.gold_path(day), str(day))), "rows": rows}
+    return {"gold": str(publish(staged, gold_path(settings.gold_dir, day), str(day))), "rows": rows}
 
 
 def extract_lines(result: dict[str, Any], day: date) -> list[str]:

@@ -65,6 +65,17 @@ class RawFiles:
 
 
 @dataclass(frozen=True)
+class Gold:
+    """A pipeline's published file per partition: `<gold_dir>/<name(key)>`."""
+
+    name: Callable[[date], str]
+
+    def path(self, settings: Settings, key: date) -> Location:
+        """The gold file of the partition `key`, for these settings."""
+        return join(settings.gold_dir, self.name(key))
+
+
+@dataclass(frozen=True)
 class Column:
     """A column of a pipeline's status rows, in its status page's table: `label` heads it;
     `kind` says where its value is and how the runner formats it:
@@ -158,6 +169,8 @@ class Pipeline:
     held_checksums: Callable[[Any, date], dict[str, str]] | None = None
     #: its input when it is built from another pipeline's results (None: from `raw`)
     upstream: Upstream | None = None
+    #: the file a success publishes per partition in `gold_dir`, None: none
+    gold: Gold | None = None
 
     def __post_init__(self) -> None:
         if not (self.name.isidentifier() and self.name == self.name.lower()) \
