@@ -36,7 +36,7 @@ def done_line(entry: Mapping[str, Any]) -> str:
     """What a built partition holds, in the command line's `[summary]` line."""
     from decimal import Decimal
 
-    from tokokita_etl.orders.validate import rupiah
+    from tokokita_etl.runner.status import rupiah
 
     rows = entry["rows"]
     missing = missing_from(entry)

@@ -75,7 +75,7 @@ def done_line(entry: Mapping[str, Any]) -> str:
     """What a success did, in the command line's `[summary]` line."""
     from decimal import Decimal
 
-    from tokokita_etl.orders.validate import rupiah
+    from tokokita_etl.runner.status import rupiah
 
     return (f"{entry['rows']['fact']} fact rows, {entry['rows']['summary']} kota, "
             f"{rupiah(Decimal(entry['bruto']))} bruto, {rupiah(Decimal(entry['bersih']))} bersih")

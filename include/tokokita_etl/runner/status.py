@@ -215,6 +215,11 @@ def _value(column: Column, entry: dict[str, Any], counts: dict[str, Any]) -> Any
     return part / whole if whole and part is not None else None
 
 
+def rupiah(amount: Decimal) -> str:
+    """A money amount in a sentence, exactly: `Rp3,542,000.00`."""
+    return f"Rp{amount:,.2f}"
+
+
 def format_cell(column: Column, value: Any) -> str:
     """A column's value as the status page shows it (blank when there is none): a count
     `1,234`; money exactly, `1,234` when whole, else `1,234.50`; a share `12.5%`."""
