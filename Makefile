@@ -51,17 +51,15 @@ image:
 e2e: setup
 	$(BIN)/python -m pytest tests/e2e $(PYTEST_ARGS)
 
-# the whole suite in two parts: every test that starts no Airflow stack and no browser (the
-# `make check` tests and the fault suite), then the running stacks, the browser and the real
-# containers; each part on two workers, a test module at a time each (a stack module starts
-# servers of its own, about 1.5 GB a stack: two at once fit in 4 GB); with PYTEST_ARGS a part
-# that selects no test passes (pytest's exit 5)
-STACK_MARKERS := e2e or browser
+# the whole suite in one run on TEST_WORKERS pytest-xdist workers (default 3), a test module at
+# a time each, longest first (tests/conftest.py): the real containers and the modules that start
+# an Airflow stack (about 1.5 GB each; a stack keeps about two thirds of a core busy) begin at
+# once, and the modules that start nothing fill the time their stacks spend waiting; with
+# PYTEST_ARGS a run that selects no test passes (pytest's exit 5)
+TEST_WORKERS ?= 3
 test: setup $(CHROMIUM)
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -n $(CHECK_WORKERS) --dist loadfile -m "not ($(STACK_MARKERS))" \
-	  $(PYTEST_ARGS) $(if $(PYTEST_ARGS),|| [ $$? -eq 5 ])
-	$(BIN)/python -m pytest -n $(CHECK_WORKERS) --dist loadfile -m "$(STACK_MARKERS)" \
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
 	  $(PYTEST_ARGS) $(if $(PYTEST_ARGS),|| [ $$? -eq 5 ])
 
 # the fast loop: lint and every test that starts no Airflow stack and no browser, and not the

@@ -117,7 +117,7 @@ def _backfill(stack, dates: list[date], behaviour: str, max_active_runs: int,
 
 def stack_side(days: int, rows: int, max_active_runs: int, timeout: float) -> dict:
     """Both backfills on a throw-away stack (see the module's docstring)."""
-    from stack.ephemeral import EphemeralStack
+    from stack.ephemeral import DAG_ID, EphemeralStack
 
     dates = backfill_dates(days)
     tomorrow = dates[-1] + timedelta(days=3)
@@ -133,7 +133,7 @@ def stack_side(days: int, rows: int, max_active_runs: int, timeout: float) -> di
             for day in dates:
                 stack.write_raw(day, partition_path(Path(tmp) / "generated", day).read_bytes())
             stack.start()
-            stack.api.wait_dag("tokokita_orders_daily")
+            stack.api.wait_dag(DAG_ID)
             figures = {"healthy_s": round(stack.timings["healthy_s"], 1)}
             gold = {}
             for behaviour, name in (("none", "missing_runs"), ("completed", "all_runs")):

@@ -52,11 +52,12 @@ def _child(mode: str) -> None:
     from airflow.models.deadline_alert import DeadlineAlert
 
     from devtools.dag_test import deadline_alert_lookup_for_dag_test
+    from tokokita_etl.orders.pipeline import ORDERS
 
     # dag.test() of a DAG with a DeadlineAlert in Airflow 3.3.2 (apache/airflow#73428)
     DeadlineAlert.get_by_id = deadline_alert_lookup_for_dag_test()
     started = time.perf_counter()
-    dag = DagBag(str(REPO / "dags")).dags["tokokita_orders_daily"]
+    dag = DagBag(str(REPO / "dags")).dags[ORDERS.dag_id]
     dr = dag.test(run_conf={"partition_date": DAY})
     seconds = time.perf_counter() - started
     tasks = sum(ti.duration or 0.0 for ti in dr.get_task_instances())

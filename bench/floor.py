@@ -125,7 +125,7 @@ def _multi_row_inserts(conn, table: str, columns: list[str], rows: list[tuple],
     """`rows` of `table`'s `columns` as INSERT statements of as many rows as the pipeline's
     bind on `conn` (`sqlite_rows_per_insert`), each with its values in one flat list and
     order_date `day` written into the statement."""
-    from tokokita_etl.warehouse.database import sqlite_rows_per_insert
+    from tokokita_etl.warehouse.bulk import sqlite_rows_per_insert
 
     per_insert = sqlite_rows_per_insert(conn, len(columns))
     row = f"({', '.join(['?'] * len(columns))}, '{day.isoformat()}')"

@@ -19,8 +19,6 @@ from stack import REPO
 from stack.embedded import STATE_FILE, embedded_target
 from stack.local import LocalStack, Proc, is_alive, read_state, stop_procs
 
-DAG_ID = "tokokita_orders_daily"
-
 
 def _running() -> list[Proc]:
     return [p for p in read_state(STATE_FILE) if is_alive(p)]

@@ -27,7 +27,7 @@ from stack.embedded import AIRFLOW_HOME, STATE_FILE, embedded_target
 from stack.local import LocalStack, stop_procs, write_state
 from tokokita_etl.orders.pipeline import ORDERS
 
-DAG_ID = "tokokita_orders_daily"
+DAG_ID = ORDERS.dag_id
 
 
 def describe(run: dict, tasks: dict[str, dict]) -> str:

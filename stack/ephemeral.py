@@ -50,9 +50,10 @@ from stack.local import (
 )
 from stack.ports import free_port
 from stack.rest import AirflowApi
+from tokokita_etl.orders.pipeline import ORDERS
 from tokokita_etl.settings.model import default
 
-DAG_ID = "tokokita_orders_daily"
+DAG_ID = ORDERS.dag_id
 #: the object store's connection id (the `object_storage_conn_id` default)
 OBJECT_STORE = default("object_storage_conn_id")
 USERNAME = "airflow"  # the compose file's default _AIRFLOW_WWW_USER_USERNAME / _PASSWORD
@@ -79,7 +80,7 @@ from datetime import timedelta
 
 
 def task_policy(task):
-    if task.dag_id == "tokokita_orders_daily":
+    if task.dag_id == {dag_id!r}:
         task.retry_delay = timedelta(seconds={seconds})
 '''
 
@@ -231,7 +232,7 @@ class EphemeralStack:
             self._start_helpers()
         shutil.copytree(REPO / "config", self.home / "config")
         (self.home / "config" / "airflow_local_settings.py").write_text(
-            LOCAL_SETTINGS.format(seconds=self.retry_delay_s))
+            LOCAL_SETTINGS.format(seconds=self.retry_delay_s, dag_id=DAG_ID))
         with psycopg.connect(admin_conninfo(), autocommit=True, connect_timeout=10) as conn:
             conn.execute(f'CREATE DATABASE "{self.metadata_db}"')
             self._created_dbs.append((pg_server_url(), self.metadata_db))

@@ -30,6 +30,7 @@ from tests import pgserver
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_RAW = REPO / "data" / "raw"
 FAULTS = REPO / "tests" / "faults"
+CONTAINERS = REPO / "tests" / "containers"
 SAMPLE_DATES = (date(2026, 11, 2), date(2026, 11, 3), date(2026, 11, 4))
 BIN = Path(sys.executable).parent
 CLI = BIN / "tokokita-etl"
@@ -57,6 +58,20 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if FAULTS in item.path.parents:
             item.add_marker(pytest.mark.faults)
+    # longest first, so that the short modules fill the workers' last minutes (`make test`
+    # runs with `--no-loadscope-reorder`, which keeps this order): the real containers, the
+    # other modules that start servers, the fault suite, then the rest in collection order
+    items.sort(key=_start_order)
+
+
+def _start_order(item: pytest.Item) -> int:
+    if CONTAINERS in item.path.parents:
+        return 0
+    if item.get_closest_marker("e2e") is not None:
+        return 1
+    if FAULTS in item.path.parents:
+        return 2
+    return 3
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

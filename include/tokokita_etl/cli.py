@@ -30,7 +30,7 @@ from tokokita_etl.runner.status import (
     warehouse_problem,
 )
 from tokokita_etl.runner.stores import state_store
-from tokokita_etl.runner.watermark import check_document
+from tokokita_etl.runner.watermark import FORMER_NAMES, check_document
 from tokokita_etl.settings.model import Settings, default
 from tokokita_etl.settings.show import shown
 from tokokita_etl.settings.sources import STACK_SETTINGS_FILE, load_settings, stack_environment
@@ -255,7 +255,8 @@ def cmd_state(args: argparse.Namespace, pipeline: Pipeline) -> int:
         raise StateError(f"{path}: invalid JSON at line {exc.lineno}, column {exc.colno}: "
                          f"{exc.msg}; nothing was imported") from None
     check_document(str(path), data)
-    if data.get("pipeline", settings.pipeline) != settings.pipeline:
+    if data.get("pipeline", settings.pipeline) not in (settings.pipeline,
+                                                       FORMER_NAMES.get(settings.pipeline)):
         raise StateError(f"{path}: holds the watermark of pipeline {data['pipeline']!r}, not "
                          f"of {settings.pipeline!r} (the `pipeline` setting); nothing was "
                          "imported")

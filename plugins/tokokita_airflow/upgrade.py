@@ -18,21 +18,22 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
-DAG_ID = "tokokita_orders_daily"
+    from tokokita_etl.runner.declaration import Pipeline
 
 
-def date_runs_made_before_partitions(session: Session, *, cron: str, tz: str,
-                                     dag_id: str = DAG_ID) -> list[str]:
-    """Set the partition date of every run of `dag_id` that has a key but none; the run ids."""
+def date_runs_made_before_partitions(session: Session, pipeline: Pipeline, *, cron: str,
+                                     tz: str) -> list[str]:
+    """Set the partition date of every run of `pipeline`'s DAG that has a key but none; the
+    run ids."""
     from airflow.exceptions import InvalidPartitionKeyError
     from airflow.models.dagrun import DagRun
     from sqlalchemy import select
 
     from tokokita_airflow.timetable import DailyPartitionTimetable
 
-    timetable = DailyPartitionTimetable(cron, timezone=tz)
+    timetable = DailyPartitionTimetable(cron, timezone=tz, grain=pipeline.grain.name)
     runs = session.scalars(select(DagRun).where(
-        DagRun.dag_id == dag_id, DagRun.partition_key.is_not(None),
+        DagRun.dag_id == pipeline.dag_id, DagRun.partition_key.is_not(None),
         DagRun.partition_date.is_(None))).all()
     dated = []
     for run in runs:
@@ -46,17 +47,18 @@ def date_runs_made_before_partitions(session: Session, *, cron: str, tz: str,
 
 
 def main() -> int:
-    """Date the runs made before partitions in the configured metadata database."""
+    """Date the runs made before partitions in the configured metadata database, of every
+    pipeline's DAG (only the orders' had runs then: the others find none)."""
     from airflow.utils.session import create_session
 
-    from tokokita_airflow.runtime import configured_settings
-    from tokokita_etl.pipelines import DEFAULT, by_name
+    from tokokita_airflow.runtime import configured_settings, every_pipeline
 
-    pipeline = by_name(DEFAULT)  # the one pipeline that had runs before partitions
-    settings = configured_settings(pipeline)
+    dated = []
     with create_session() as session:
-        dated = date_runs_made_before_partitions(session, cron=settings.cron,
-                                                 tz=settings.timezone, dag_id=pipeline.dag_id)
+        for pipeline in every_pipeline().values():
+            settings = configured_settings(pipeline)
+            dated += date_runs_made_before_partitions(session, pipeline, cron=settings.cron,
+                                                      tz=settings.timezone)
     print(f"[airflow-init] runs made before partitions given their partition date: {len(dated)}",
           flush=True)
     return 0

@@ -106,7 +106,7 @@ def test_catchup_runs_process_exactly_the_due_dates(timetable, day, at, utc_cloc
             if entry:
                 runs[d.isoformat()] = {"status": entry[0], "attempt": entry[1]}
         (Path(tmp) / "state.json").write_text(json.dumps({"pipeline": "p", "runs": runs}))
-        store = StateStore(Path(tmp) / "state.json", "etl-pesanan-tokokita")
+        store = StateStore(Path(tmp) / "state.json", "orders")
         start = datetime.combine(day - timedelta(days=20), time(0, 0), tzinfo=JKT)
 
         airflow_dates = processed_dates(timetable, store, raw, now, start, lookback, max_attempts)

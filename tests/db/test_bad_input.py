@@ -77,7 +77,7 @@ def assert_untouched_outputs(ws: Workspace, before: Snapshot) -> None:
 
 
 def assert_failed_attempt(ws: Workspace, before: Snapshot, *fragments: str) -> dict:
-    entry = StateStore(ws.state_file, "etl-pesanan-tokokita").read().entry(D02)
+    entry = StateStore(ws.state_file, "orders").read().entry(D02)
     assert (entry["status"], entry["attempt"]) == ("failed", 2)
     for fragment in fragments:
         assert fragment in entry["error"]
@@ -162,7 +162,7 @@ def test_an_unreachable_warehouse_fails_the_run_as_one_attempt_naming_the_wareho
     assert_untouched_outputs(loaded, before)
 
 
-TRUNCATED = b'{"pipeline": "etl-pesanan-tokokita", "runs": {"2026-11-02": {"attempt": 1,'
+TRUNCATED = b'{"pipeline": "orders", "runs": {"2026-11-02": {"attempt": 1,'
 RUN_FORCE = ("run", "--date", "2026-11-02", "--force")
 
 

@@ -46,13 +46,13 @@ def test_a_date_reprocessed_three_times_that_then_fails_once_is_not_blocked(work
     for _ in range(3):
         forced = cli("run", "--date", D02.isoformat(), "--force")
         assert forced.returncode == 0, forced.stdout + forced.stderr
-    entry = StateStore(ws.state_file, "etl-pesanan-tokokita").read().entry(D02)
+    entry = StateStore(ws.state_file, "orders").read().entry(D02)
     assert (entry["status"], entry["attempt"], entry["failures"]) == ("success", 4, 0)
 
     ws.write_partition(D02, NO_DISKON)
     failed = cli("run", "--date", D02.isoformat(), "--force")
     assert failed.returncode == 1, failed.stdout + failed.stderr
-    entry = StateStore(ws.state_file, "etl-pesanan-tokokita").read().entry(D02)
+    entry = StateStore(ws.state_file, "orders").read().entry(D02)
     assert (entry["status"], entry["attempt"], entry["failures"]) == ("failed", 5, 1)
 
     row = _row(cli)
@@ -64,7 +64,7 @@ def test_a_date_reprocessed_three_times_that_then_fails_once_is_not_blocked(work
     # two more failures block it; a corrected partition then needs reset_attempts
     for failures in (2, 3):
         assert cli("run", "--date", D02.isoformat()).returncode == 1
-        assert StateStore(ws.state_file, "etl-pesanan-tokokita").read().entry(D02)["failures"] == failures
+        assert StateStore(ws.state_file, "orders").read().entry(D02)["failures"] == failures
     ws.copy_samples(D02)
     blocked = cli("run", "--date", D02.isoformat())
     assert blocked.returncode == 3
@@ -73,6 +73,6 @@ def test_a_date_reprocessed_three_times_that_then_fails_once_is_not_blocked(work
     assert _row(cli)["label"] == "blocked 3/3"
     unblocked = cli("run", "--date", D02.isoformat(), "--reset-attempts")
     assert unblocked.returncode == 0, unblocked.stdout + unblocked.stderr
-    entry = StateStore(ws.state_file, "etl-pesanan-tokokita").read().entry(D02)
+    entry = StateStore(ws.state_file, "orders").read().entry(D02)
     assert (entry["status"], entry["attempt"], entry["failures"]) == ("success", 8, 0)
     assert [(r["previous_attempt"], r["previous_failures"]) for r in entry["resets"]] == [(7, 3)]

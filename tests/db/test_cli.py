@@ -82,11 +82,11 @@ def test_run_twice_skips_with_exit_0_and_force_reprocesses_identically(sqlite_wo
     assert "[skip] 2026-11-02 already succeeded (use force to reprocess)" in out
     assert "status=skipped" in out
     assert ws.state_file.read_bytes() == state
-    checksums = StateStore(ws.state_file, "etl-pesanan-tokokita").read().entry(D02)["checksums"]
+    checksums = StateStore(ws.state_file, "orders").read().entry(D02)["checksums"]
     code, out, _ = call("run", "--date", "2026-11-02", "--force")
     assert code == 0
     assert "status=success" in out
-    entry = StateStore(ws.state_file, "etl-pesanan-tokokita").read().entry(D02)
+    entry = StateStore(ws.state_file, "orders").read().entry(D02)
     assert (entry["attempt"], entry["checksums"]) == (2, checksums)
     assert len(ws.manifests(D02)) == 3
 
@@ -101,7 +101,7 @@ def test_run_date_yesterday_is_the_day_before_today_in_jakarta(sqlite_workspace,
     code, out, _ = call("run", "--date", "yesterday", now=clock)
     assert code == 0, out
     assert f"run-{expected}-" in out
-    runs = StateStore(sqlite_workspace.state_file, "etl-pesanan-tokokita").read().runs
+    runs = StateStore(sqlite_workspace.state_file, "orders").read().runs
     assert list(runs) == [expected]
     assert sqlite_workspace.manifests()[0].name.startswith(f"run-{expected}-")
 
@@ -111,7 +111,7 @@ def test_run_date_yesterday_follows_the_configured_time_zone(sqlite_workspace, c
     code, out, _ = call("run", "--date", "yesterday", now=datetime(2026, 11, 4, 19, 30, tzinfo=UTC),
                         TOKOKITA_TIMEZONE="UTC")
     assert code == 0, out
-    assert list(StateStore(sqlite_workspace.state_file, "etl-pesanan-tokokita").read().runs) == ["2026-11-03"]
+    assert list(StateStore(sqlite_workspace.state_file, "orders").read().runs) == ["2026-11-03"]
 
 
 @pytest.mark.parametrize("args", [
@@ -147,7 +147,7 @@ def test_an_unsupported_warehouse_url_exits_2_without_an_attempt_or_outputs(
     assert "warehouse_url" in err
     assert fragment in err
     assert "[extract]" not in out  # rejected before any stage ran
-    assert StateStore(ws.state_file, "etl-pesanan-tokokita").read().attempts(D02) == 0
+    assert StateStore(ws.state_file, "orders").read().attempts(D02) == 0
     assert not ws.gold.exists()
     assert not ws.quarantine.exists()
     assert ws.leftovers() == []
@@ -180,7 +180,7 @@ def test_after_max_attempts_the_date_is_blocked_with_exit_3_until_reset_attempts
     for attempt in (1, 2, 3):
         code, out, _ = call("run", "--date", "2026-11-02")
         assert code == 1, out
-        assert StateStore(ws.state_file, "etl-pesanan-tokokita").read().attempts(D02) == attempt
+        assert StateStore(ws.state_file, "orders").read().attempts(D02) == attempt
     state_before = ws.state_file.read_bytes()
 
     code, out, _ = call("run", "--date", "2026-11-02")
@@ -203,14 +203,14 @@ def test_after_max_attempts_the_date_is_blocked_with_exit_3_until_reset_attempts
     # --reset-attempts alone does not help while the partition is still broken: one more attempt
     code, out, _ = call("run", "--date", "2026-11-02", "--reset-attempts")
     assert code == 1
-    entry = StateStore(ws.state_file, "etl-pesanan-tokokita").read().entry(D02)
+    entry = StateStore(ws.state_file, "orders").read().entry(D02)
     assert (entry["attempt"], entry["failures"]) == (4, 1)  # the total is kept
     assert [(r["by"], r["previous_failures"]) for r in entry["resets"]] == [("cli", 3)]
 
     ws.copy_samples(D02)  # fix the partition; the date still has attempts left
     code, out, _ = call("run", "--date", "2026-11-02")
     assert code == 0, out
-    entry = StateStore(ws.state_file, "etl-pesanan-tokokita").read().entry(D02)
+    entry = StateStore(ws.state_file, "orders").read().entry(D02)
     assert (entry["status"], entry["attempt"], entry["failures"]) == ("success", 5, 0)
     assert entry["resets"][0]["previous_attempt"] == 3
     assert entry["resets"][0]["at"]
@@ -229,7 +229,7 @@ def test_reset_attempts_unblocks_a_blocked_date_and_is_recorded_in_the_watermark
                         now=datetime(2026, 11, 5, 1, 2, 3, tzinfo=UTC))
     assert code == 0, out
     assert "failures of 2026-11-02 reset from 3 to 0 (attempt 3 kept)" in out
-    entry = StateStore(ws.state_file, "etl-pesanan-tokokita").read().entry(D02)
+    entry = StateStore(ws.state_file, "orders").read().entry(D02)
     # the failures were reset; the total of recorded outcomes counts on (3 failures, 1 success)
     assert (entry["status"], entry["attempt"], entry["failures"]) == ("success", 4, 0)
     assert entry["resets"] == [{"at": "2026-11-05T01:02:03+00:00", "by": "cli",

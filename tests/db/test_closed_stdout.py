@@ -74,7 +74,7 @@ def test_every_command_piped_into_head_ends_without_a_broken_pipe_traceback(sqli
         "error": "extract: missing column 'kota'", "failed_stage": "extract"}
         for n in range(3000)}
     ws.state_dir.mkdir(parents=True)
-    ws.state_file.write_text(json.dumps({"pipeline": "etl-pesanan-tokokita", "runs": runs}),
+    ws.state_file.write_text(json.dumps({"pipeline": "orders", "runs": runs}),
                              encoding="utf-8")
     commands = {
         "status --now 2026-11-05T03:00": "date",

@@ -47,7 +47,7 @@ def call(sqlite_workspace: Workspace, monkeypatch, capsys):
 
 def _write_state(ws: Workspace, field: str, value) -> str:
     ws.state_dir.mkdir(parents=True, exist_ok=True)
-    body = {"pipeline": "etl-pesanan-tokokita", "runs": {D02.isoformat(): {**GOOD_ENTRY,
+    body = {"pipeline": "orders", "runs": {D02.isoformat(): {**GOOD_ENTRY,
                                                                           field: value}}}
     text = json.dumps(body, indent=2)
     ws.state_file.write_text(text, encoding="utf-8")

@@ -97,7 +97,7 @@ def test_a_run_on_object_storage_gives_the_local_folders_results(s3, bucket, pg_
     settings = objects_ws.settings(**{k.removeprefix("TOKOKITA_").lower(): v
                                       for k, v in env.items() if k.startswith("TOKOKITA_")})
     entry = state_store(settings).read().entry(D03)
-    local = StateStore(local_ws.state_file, "etl-pesanan-tokokita").read().entry(D03)
+    local = StateStore(local_ws.state_file, "orders").read().entry(D03)
     assert entry["checksums"] == local["checksums"]
     assert entry["gold"] == f"s3://{bucket}/gold/summary_harian_2026-11-03.csv"
     # after a success nothing is left in staging, here or in the bucket; no local data folders

@@ -111,7 +111,7 @@ def test_reference_partition_2026_11_02_has_the_reference_figures(workspace):
     workspace.copy_samples(D02)
     outcome = run(workspace, D02)
     assert (outcome.status, outcome.exit_code, outcome.attempt) == ("success", 0, 1)
-    entry = StateStore(workspace.state_file, "etl-pesanan-tokokita").read().entry(D02)
+    entry = StateStore(workspace.state_file, "orders").read().entry(D02)
     assert entry["rows"] == {"extracted": 8, "karantina": 0, "duplikat": 0, "fact": 8, "summary": 4}
     assert (entry["bruto"], entry["bersih"]) == ("3542000.00", "3092000.00")
     assert set(entry["checksums"]) == {"fact_2026-11-02", "summary_2026-11-02"}
@@ -133,7 +133,7 @@ def test_sample_partitions_in_date_order_match_the_hand_computed_figures(workspa
         outcome = run(workspace, day)
         assert (outcome.status, outcome.exit_code) == ("success", 0), outcome.log
 
-    state = StateStore(workspace.state_file, "etl-pesanan-tokokita").read()
+    state = StateStore(workspace.state_file, "orders").read()
     for day in SAMPLE_DATES:
         extracted, karantina, duplikat, qrows, fact, summary, bruto, bersih = TOTALS[day]
         entry = state.entry(day)
@@ -235,7 +235,7 @@ def test_sqlite_and_postgresql_give_identical_checksums_gold_and_quarantine_byte
         ws.copy_samples()
         for day in SAMPLE_DATES:
             assert run(ws, day).status == "success"
-        state = StateStore(ws.state_file, "etl-pesanan-tokokita").read()
+        state = StateStore(ws.state_file, "orders").read()
         outputs[name] = {
             day: (state.entry(day)["checksums"], state.entry(day)["rows"],
                   ws.gold_file(day).read_bytes(), ws.quarantine_file(day).read_bytes(),
@@ -298,7 +298,7 @@ def test_manifest_records_status_attempt_rows_checksums_gold_stage_durations_and
     workspace.copy_samples(D03)
     outcome = run(workspace, D03)
     body = json.loads(Path(outcome.manifest).read_text())
-    entry = StateStore(workspace.state_file, "etl-pesanan-tokokita").read().entry(D03)
+    entry = StateStore(workspace.state_file, "orders").read().entry(D03)
     assert body == outcome.body
     assert Path(outcome.manifest).parent == workspace.runs
     assert Path(outcome.manifest).name.startswith("run-2026-11-03-")

@@ -67,7 +67,7 @@ def test_second_run_of_a_succeeded_date_is_skipped_with_exit_0_and_a_skipped_man
     manifests = ws.manifests(D02)
     assert len(manifests) == 2
     skipped = manifest(second.manifest)
-    entry = StateStore(ws.state_file, "etl-pesanan-tokokita").read().entry(D02)
+    entry = StateStore(ws.state_file, "orders").read().entry(D02)
     assert (skipped["status"], skipped["attempt"], skipped["exit_code"]) == ("skipped", 1, 0)
     assert skipped["checksums"] == entry["checksums"]
     assert skipped["rows"] == entry["rows"]
@@ -78,7 +78,7 @@ def test_force_reprocesses_with_identical_checksums_and_outputs_and_attempt_plus
     workspace.copy_samples()
     for day in (D02, D03):
         run(workspace, day)
-    before = StateStore(workspace.state_file, "etl-pesanan-tokokita").read().entry(D03)
+    before = StateStore(workspace.state_file, "orders").read().entry(D03)
     gold_before = workspace.gold_file(D03).read_bytes()
     quarantine_before = workspace.quarantine_file(D03).read_bytes()
     rows_before = canonical(workspace, D03)
@@ -87,7 +87,7 @@ def test_force_reprocesses_with_identical_checksums_and_outputs_and_attempt_plus
     forced = run(workspace, D03, force=True)
     assert (skipped.status, skipped.attempt) == ("skipped", 1)
     assert (forced.status, forced.exit_code, forced.attempt) == ("success", 0, 2)
-    after = StateStore(workspace.state_file, "etl-pesanan-tokokita").read().entry(D03)
+    after = StateStore(workspace.state_file, "orders").read().entry(D03)
     assert after["attempt"] == 2
     assert after["checksums"] == before["checksums"]
     assert after["rows"] == before["rows"]
@@ -128,7 +128,7 @@ def test_force_after_editing_a_partition_makes_its_fact_rows_exactly_the_new_par
     run(workspace, D02)
     run(workspace, D03)
     other_day_before = canonical(workspace, D03)
-    other_state_before = StateStore(workspace.state_file, "etl-pesanan-tokokita").read().entry(D03)
+    other_state_before = StateStore(workspace.state_file, "orders").read().entry(D03)
 
     lines = (SAMPLE_RAW / "pesanan_2026-11-02.csv").read_text().splitlines()
     edited = [line for line in lines if not line.startswith("TK-20261102-0008,")]
@@ -166,7 +166,7 @@ def test_force_after_editing_a_partition_makes_its_fact_rows_exactly_the_new_par
         (s[1], str(s[2]), s[4]) for s in summary]
     # the other date is untouched
     assert canonical(workspace, D03) == other_day_before
-    assert StateStore(workspace.state_file, "etl-pesanan-tokokita").read().entry(D03) == other_state_before
+    assert StateStore(workspace.state_file, "orders").read().entry(D03) == other_state_before
 
 
 def test_force_with_a_header_only_partition_removes_every_row_of_that_date(workspace):
@@ -205,7 +205,7 @@ def test_parallel_cli_runs_of_different_dates_all_land_and_same_date_runs_never_
             assert "is being processed by" in out, out
     assert "status=success" in out_a + out_b
 
-    state = StateStore(ws.state_file, "etl-pesanan-tokokita").read()
+    state = StateStore(ws.state_file, "orders").read()
     assert state.has_success(D02)
     assert state.has_success(D03)
     assert state.attempts(D03) == 1
@@ -217,7 +217,7 @@ def test_parallel_cli_runs_of_different_dates_all_land_and_same_date_runs_never_
         run(reference, day)
         assert canonical(ws, day) == canonical(reference, day)
         assert state.entry(day)["checksums"] == \
-            StateStore(reference.state_file, "etl-pesanan-tokokita").read().entry(day)["checksums"]
+            StateStore(reference.state_file, "orders").read().entry(day)["checksums"]
     assert ws.leftovers() == []
     assert not any((ws.state_dir / "claims").glob("*.json"))
 
@@ -228,7 +228,7 @@ def test_reference_scenarios_hold_after_real_pipeline_runs(sqlite_workspace):
     ws = sqlite_workspace
     ws.copy_samples()
     settings_ = ws.settings()
-    state = StateStore(settings_.state_file, "etl-pesanan-tokokita")
+    state = StateStore(settings_.state_file, "orders")
     nov5, nov6 = datetime(2026, 11, 5, 2, 30, tzinfo=JKT), datetime(2026, 11, 6, 2, 30, tzinfo=JKT)
     assert due_runs(state.read(), nov5, ORDERS.raw.present(settings_), 7, 3,
                     tz="Asia/Jakarta") == [D02, D03, D04]

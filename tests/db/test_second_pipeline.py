@@ -47,7 +47,7 @@ def test_two_pipelines_run_side_by_side_with_their_own_watermarks(sqlite_workspa
     stock = json.loads((ws.state_dir / "stock" / "state.json").read_text())
     orders = json.loads(ws.state_file.read_text())
     assert stock["pipeline"] == "stock" and list(stock["runs"]) == [D02]
-    assert orders["pipeline"] == "etl-pesanan-tokokita" and list(orders["runs"]) == [D02]
+    assert orders["pipeline"] == "orders" and list(orders["runs"]) == [D02]
     assert stock["runs"][D02]["rows"] == {"extracted": 2, "summary": 2}
 
     # each pipeline's due dates are its own: the orders have three files, the stock one

@@ -309,7 +309,7 @@ def test_a_run_with_its_state_in_the_warehouse_database_writes_no_state_files(
     files.copy_samples(SAMPLE_DATES[1])
     assert run_cli(["run", "--date", day, "--force"], cwd=files.root,
                    env=files.env()).returncode == 0
-    file_entry = StateStore(files.state_file, "etl-pesanan-tokokita").read().entry(day)
+    file_entry = StateStore(files.state_file, "orders").read().entry(day)
     assert file_entry["checksums"] == entry["checksums"]
 
 

@@ -72,7 +72,7 @@ def test_runs_folder_that_is_a_file_is_exit_2_before_any_stage(sqlite_workspace,
     ws.copy_samples(D02)
     ws.state_dir.mkdir(parents=True)
     if first_run:
-        ws.state_file.write_text('{"pipeline": "etl-pesanan-tokokita", "runs": {}}\n')
+        ws.state_file.write_text('{"pipeline": "orders", "runs": {}}\n')
     ws.runs.write_text("not a folder\n")
     before = ws.state_file.read_bytes() if first_run else None
     code, _, err = call("run", "--date", D02.isoformat())

@@ -22,12 +22,8 @@ from tokokita_etl.orders.schema import (
     summary_harian,
     summary_rows,
 )
-from tokokita_etl.warehouse.database import (
-    SQLITE_CACHE_KB,
-    SQLITE_ROWS_PER_INSERT,
-    Warehouse,
-    read_ahead,
-)
+from tokokita_etl.warehouse.bulk import SQLITE_ROWS_PER_INSERT, read_ahead
+from tokokita_etl.warehouse.database import SQLITE_CACHE_KB, Warehouse
 
 DAY = date(2026, 11, 21)
 

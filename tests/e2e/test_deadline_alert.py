@@ -188,7 +188,7 @@ def test_a_run_that_misses_its_deadline_is_posted_one_that_succeeds_before_it_is
     assert call.method == "POST" and call.content_type == "application/json"
     # the configured notifier (the SMTP provider's, through an Airflow connection) mailed it
     (mail,) = deadline_stack["smtp"].wait_for(1, 30)
-    assert mail.subject == f"[etl-pesanan-tokokita] {day} missed its deadline"
+    assert mail.subject == f"[orders] {day} missed its deadline"
     assert json.loads(mail.text) == post
 
     # a manual run with the trigger form's defaults (yesterday), after B did D: skipped
@@ -233,7 +233,7 @@ def test_the_alert_is_for_scheduled_runs_created_before_their_deadline():
     server = PingServer().start()
     try:
         deadline = {"id": "x", "deadline_time": "2026-11-03T23:00:00+00:00"}
-        zone = {"tz": "Asia/Jakarta", "deadline_local_time": "06:00", "pipeline": "etl-pesanan-tokokita"}
+        zone = {"tz": "Asia/Jakarta", "deadline_local_time": "06:00", "pipeline": "orders"}
         base = {"dag_id": DAG_ID, "logical_date": "2026-11-03T19:30:00Z", "state": "running",
                 "partition_key": "2026-11-03", "run_type": "scheduled",
                 "dag_run_id": "scheduled__2026-11-03__2026-11-03T19:30:00+00:00"}

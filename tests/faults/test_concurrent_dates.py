@@ -77,7 +77,7 @@ def test_eight_dates_at_once_for_several_rounds_lose_no_update_and_no_row(worksp
         failed = [(day, code, err[-800:]) for day, code, _, err in results if code != 0]
         assert not failed, f"round {number}: {failed}"
 
-        runs = StateStore(ws.state_file, "etl-pesanan-tokokita").read().runs
+        runs = StateStore(ws.state_file, "orders").read().runs
         assert sorted(runs) == sorted(expected), f"round {number}: entries lost: {sorted(runs)}"
         for day, entry in runs.items():
             assert entry["status"] == "success", (number, day, entry)

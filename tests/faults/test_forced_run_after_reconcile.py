@@ -44,7 +44,7 @@ def _cli(ws: Workspace, *args: str) -> subprocess.CompletedProcess:
 
 
 def _entry(ws: Workspace) -> dict:
-    return StateStore(ws.state_file, "etl-pesanan-tokokita").read().entry(DAY)
+    return StateStore(ws.state_file, "orders").read().entry(DAY)
 
 
 def _use(ws: Workspace, version: bytes) -> None:
@@ -153,7 +153,7 @@ def test_a_forced_run_that_reconciling_has_just_blocked_changes_nothing_and_says
     assert (entry["status"], failures_since_success(entry)) == ("failed", 3)
     assert str(killed) in entry["error"] and "needs a re-run" in entry["error"]
     assert warehouse_rows(ws, DAY) == rows and final_files(ws) == files
-    claim = StateStore(ws.state_file, "etl-pesanan-tokokita").read_claim(DAY)  # the refused run took none
+    claim = StateStore(ws.state_file, "orders").read_claim(DAY)  # the refused run took none
     assert claim is None or claim.owner.split(":")[2] == str(killed)
 
     unblocked = _cli(ws, "--reset-attempts")

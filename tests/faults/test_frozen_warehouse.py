@@ -62,7 +62,7 @@ MOMENTS = [("transform", 0.4), ("load", 0.0), ("transform", 0.0), ("load", 0.2),
 
 
 def _entry(ws: Workspace) -> dict:
-    return StateStore(ws.state_file, "etl-pesanan-tokokita").read().entry(DAY)
+    return StateStore(ws.state_file, "orders").read().entry(DAY)
 
 
 @pytest.mark.parametrize("wait", ["statement", "streamed_checksum"])

@@ -124,7 +124,7 @@ def _run(ws: Workspace, *args: str) -> subprocess.CompletedProcess:
 
 
 def _entry(ws: Workspace) -> dict:
-    return StateStore(ws.state_file, "etl-pesanan-tokokita").read().entry(DAY)
+    return StateStore(ws.state_file, "orders").read().entry(DAY)
 
 
 def _leftovers(folder: Path) -> list[str]:

@@ -160,7 +160,7 @@ def _run(ws: Workspace, *args: str) -> subprocess.CompletedProcess:
 
 
 def _entry(ws: Workspace, day: date = DAY) -> dict:
-    return StateStore(ws.state_file, "etl-pesanan-tokokita").read().entry(day)
+    return StateStore(ws.state_file, "orders").read().entry(day)
 
 
 def _partition(ws: Workspace, rows: int) -> None:
@@ -250,7 +250,7 @@ def _landed(ws: Workspace) -> str:
 def _check_claim(ws: Workspace, killed: Killed) -> bool:
     """A claim left by the dead run does not hold the date: unexpired, but its holder is
     known to be gone. Returns whether one was left."""
-    claim = StateStore(ws.state_file, "etl-pesanan-tokokita").read_claim(DAY)
+    claim = StateStore(ws.state_file, "orders").read_claim(DAY)
     if claim is None:
         return False
     assert killed.ended is None, f"a finished run left its claim: {claim}"
@@ -317,7 +317,7 @@ def _check_after_kill(ws: Workspace, clean: Clean, killed: Killed, *rerun: str) 
     assert manifest["checksums"] == clean.checksums
     _check_stores(ws, clean)
     if said == "needs re-run":  # it ran: it took the dead run's claim and released it
-        assert StateStore(ws.state_file, "etl-pesanan-tokokita").read_claim(DAY) is None
+        assert StateStore(ws.state_file, "orders").read_claim(DAY) is None
     elif claim_left:  # skipped, so it took no claim: the gate's own claim step takes it
         owner, now = cli_owner(datetime.now(UTC)), datetime.now(UTC)
         claim_date(ws.settings(), DAY, owner, now)

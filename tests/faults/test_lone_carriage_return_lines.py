@@ -123,7 +123,7 @@ def test_a_classic_mac_partition_fails_naming_its_cr_only_line_ends_and_the_fix(
                  "LF or CRLF", "convert the line ends"):
         assert said in error, (said, error)
     assert "universal-newline" not in error
-    entry = StateStore(ws.state_file, "etl-pesanan-tokokita").read().entry(DAY)
+    entry = StateStore(ws.state_file, "orders").read().entry(DAY)
     assert (entry["status"], entry["failed_stage"]) == ("failed", "extract")
     assert "lone carriage return" in entry["error"]
     assert not ws.gold_file(DAY).exists()
@@ -132,7 +132,7 @@ def test_a_classic_mac_partition_fails_naming_its_cr_only_line_ends_and_the_fix(
     ws.write_partition(DAY, CLASSIC_MAC.replace(b"\r", b"\n"))
     code, out, err = call("run", "--date", DAY.isoformat())
     assert code == 0, out + err
-    assert StateStore(ws.state_file, "etl-pesanan-tokokita").read().entry(DAY)["rows"]["fact"] == 2
+    assert StateStore(ws.state_file, "orders").read().entry(DAY)["rows"]["fact"] == 2
 
 
 def test_a_header_with_broken_quoting_and_lf_line_ends_keeps_the_quoting_message(tmp_path):

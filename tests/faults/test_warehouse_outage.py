@@ -49,7 +49,7 @@ def _run(ws: Workspace, *args: str) -> subprocess.CompletedProcess:
 
 
 def _entry(ws: Workspace) -> dict:
-    return StateStore(ws.state_file, "etl-pesanan-tokokita").read().entry(DAY)
+    return StateStore(ws.state_file, "orders").read().entry(DAY)
 
 
 def _fact_rows(ws: Workspace) -> int:
@@ -138,7 +138,7 @@ def test_warehouse_stopped_during_a_run_fails_it_cleanly_and_a_rerun_restores_it
                     run_stage(ORDERS, settings, DAY, stage)
                 except WarehouseError as exc:
                     assert exc.transient and classify(exc) is ErrorKind.TRANSIENT
-                    state = StateStore(ws.state_file, "etl-pesanan-tokokita").read()
+                    state = StateStore(ws.state_file, "orders").read()
                     assert retry_decision(exc, state, DAY, 1000).action is Action.RUN
                 else:
                     raise AssertionError(f"{stage} succeeded with the warehouse down")

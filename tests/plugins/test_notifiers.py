@@ -50,7 +50,7 @@ def test_a_failure_for_good_is_mailed_by_the_smtp_notifier_and_pinged_as_fail(
     (mail,) = smtp.mails()
     assert mail.recipients == ("data-team@tokokita.test",)
     assert mail.sender == "etl@tokokita.test"
-    assert mail.subject == "[etl-pesanan-tokokita] 2026-11-03 failed"
+    assert mail.subject == "[orders] 2026-11-03 failed"
     body = json.loads(mail.text)
     assert body == manifest(project, "2026-11-03")["summary"]
     assert body["status"] == "failed" and "kota" in body["error"]
@@ -69,9 +69,9 @@ def test_a_success_after_a_failure_is_mailed_as_recovered_and_a_plain_success_is
     fixed, states = run_dag(None, partition_key="2026-11-03")
     assert fixed.state == "success", states
     first, recovered = smtp.mails()
-    assert first.subject == "[etl-pesanan-tokokita] 2026-11-03 failed"
+    assert first.subject == "[orders] 2026-11-03 failed"
     assert recovered.subject == \
-        "[etl-pesanan-tokokita] 2026-11-03 recovered: succeeded after a failure"
+        "[orders] 2026-11-03 recovered: succeeded after a failure"
     body = json.loads(recovered.text)
     assert body == manifest(project, "2026-11-03")["summary"]
     assert (body["status"], fixed.run_id in body["trigger"]) == ("success", True)
@@ -106,7 +106,7 @@ def test_a_notifier_that_fails_is_logged_and_the_run_and_the_other_notifiers_go_
     dr, states = run_dag(fire_time("2026-11-02"))
     assert dr.state == "success", states
     (mail,) = smtp.mails()
-    assert mail.subject == "[etl-pesanan-tokokita] 2026-11-02 succeeded"
+    assert mail.subject == "[orders] 2026-11-02 succeeded"
     assert ("notifier tokokita_airflow.no_such_module.Notifier failed for the success alert "
             "of 2026-11-02 (cannot import tokokita_airflow.no_such_module.Notifier (No module "
             "named 'tokokita_airflow.no_such_module')); the run goes on") in capsys.readouterr().out
@@ -124,7 +124,7 @@ def triggerer_context(run_type: str, queued_at: str) -> dict:
 
 #: what the DAG file gives the deadline callback from the settings (the defaults here)
 DEADLINE_SETTINGS = {"tz": "Asia/Jakarta", "deadline_local_time": "06:00",
-                     "pipeline": "etl-pesanan-tokokita"}
+                     "pipeline": "orders"}
 
 
 def test_the_deadline_alert_posts_the_webhook_and_mails_the_notifiers(smtp, monkeypatch):
@@ -153,7 +153,7 @@ def test_the_deadline_alert_posts_the_webhook_and_mails_the_notifiers(smtp, monk
     assert json.loads(broken)["notifier_errors"] == ["tokokita_airflow.nothing.N"]
     assert hook.paths() == ["/deadline"]
     (mail,) = smtp.mails()
-    assert mail.subject == "[etl-pesanan-tokokita] 2026-11-03 missed its deadline"
+    assert mail.subject == "[orders] 2026-11-03 missed its deadline"
     assert json.loads(mail.text) == json.loads(hook.received[0].body) == message
 
 

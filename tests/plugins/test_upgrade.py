@@ -4,6 +4,7 @@ a logical date, no partition date) are found by Airflow's own partition queries 
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 from datetime import timedelta
 
 import pendulum
@@ -12,6 +13,7 @@ import pytest
 from tests.airflow_support import ensure_metadata_db
 from tokokita_airflow.timetable import DailyPartitionTimetable
 from tokokita_airflow.upgrade import date_runs_made_before_partitions
+from tokokita_etl.orders.pipeline import ORDERS
 
 pytestmark = pytest.mark.airflow
 
@@ -31,6 +33,7 @@ def test_runs_made_before_partitions_get_the_partition_date_airflow_matches_them
 
     ensure_metadata_db()
     dag_id = f"upgrade_{uuid.uuid4().hex[:8]}"
+    pipeline = replace(ORDERS, dag_id=dag_id)  # the orders' declaration, a DAG of this test
     timetable = DailyPartitionTimetable("30 2 * * *", timezone=JKT)
     days = [f"2026-11-0{n}" for n in (2, 3, 4)]
     with create_session() as session:
@@ -40,11 +43,10 @@ def test_runs_made_before_partitions_get_the_partition_date_airflow_matches_them
                                run_type=DagRunType.SCHEDULED, logical_date=fire,
                                run_after=fire, partition_key=day, state=DagRunState.SUCCESS))
         session.flush()
-        dated = date_runs_made_before_partitions(session, cron="30 2 * * *", tz=JKT,
-                                                 dag_id=dag_id)
+        dated = date_runs_made_before_partitions(session, pipeline, cron="30 2 * * *", tz=JKT)
         assert len(dated) == 3
-        assert date_runs_made_before_partitions(session, cron="30 2 * * *", tz=JKT,
-                                                dag_id=dag_id) == []  # idempotent
+        assert date_runs_made_before_partitions(session, pipeline, cron="30 2 * * *",
+                                                tz=JKT) == []  # idempotent
         # a backfill of an old date finds its run (Missing Runs leaves it alone)
         info = next(iter(timetable.iter_partition_dagrun_infos(
             earliest=pendulum.parse(days[1]), latest=pendulum.parse(days[1]))))

@@ -53,7 +53,7 @@ def _dead_cli_owner() -> str:
 
 def _succeeded(ws: Workspace, attempt: int = 1) -> StateStore:
     Warehouse(ws.warehouse_url, "Asia/Jakarta").ensure_schema()  # (the first run made it)
-    store = StateStore(ws.state_file, "etl-pesanan-tokokita")
+    store = StateStore(ws.state_file, "orders")
     for _ in range(attempt):
         store.record(DAY, SUCCESS, {"checksums": {"fact": "old"}}, NOW)
     return store

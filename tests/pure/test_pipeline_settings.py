@@ -48,7 +48,7 @@ def test_another_pipeline_keeps_its_watermark_claims_and_hand_over_in_folders_of
         tmp_path):
     stock = settings_of(STOCK, env={}, cwd=tmp_path)
     orders = settings_of(by_name("orders"), env={}, cwd=tmp_path)
-    assert stock.pipeline == "stock" and orders.pipeline == "etl-pesanan-tokokita"
+    assert stock.pipeline == "stock" and orders.pipeline == "orders"
     assert stock.state_file == orders.state_dir / "stock" / "state.json"
     assert stock.staging_path(date(2026, 11, 2)) == \
         orders.staging_dir / "stock" / "2026-11-02"

@@ -104,7 +104,7 @@ def test_a_forced_rerun_of_a_done_date_is_not_blocked_by_its_attempt_count():
 def _reprocessed_three_times_then_failed(tmp_path: Path, error: str = "boom") -> StateStore:
     """A date that succeeded, was reprocessed three times (forced) and then failed once, as
     the store records it."""
-    store = StateStore(tmp_path / "state.json", "etl-pesanan-tokokita")
+    store = StateStore(tmp_path / "state.json", "orders")
     now = at("2026-11-03 02:00")
     for _ in range(4):
         store.record(DAY, SUCCESS, {}, now)
@@ -141,7 +141,7 @@ def test_a_date_reprocessed_three_times_then_failing_once_is_retried_as_its_erro
 
 
 def test_forced_reruns_never_bring_a_date_closer_to_blocked(tmp_path):
-    store = StateStore(tmp_path / "state.json", "etl-pesanan-tokokita")
+    store = StateStore(tmp_path / "state.json", "orders")
     now = at("2026-11-03 02:00")
     store.record(DAY, FAILED, {"error": "x"}, now)
     store.record(DAY, FAILED, {"error": "x"}, now)

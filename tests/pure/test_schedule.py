@@ -53,7 +53,7 @@ def make_raw(root: Path, *days: date, content: bytes | None = None) -> Path:
 
 
 def store(tmp_path: Path) -> StateStore:
-    return StateStore(tmp_path / "state" / "state.json", "etl-pesanan-tokokita")
+    return StateStore(tmp_path / "state" / "state.json", "orders")
 
 
 # -- due_runs over the sample week: empty state, then 02 and 03 done, then all done -----------

@@ -21,7 +21,7 @@ NOW = datetime(2026, 11, 3, 19, 30, tzinfo=UTC)
 
 
 def test_a_missing_state_file_reads_as_an_empty_watermark_and_is_not_created(tmp_path):
-    store = StateStore(tmp_path / "state" / "state.json", "etl-pesanan-tokokita")
+    store = StateStore(tmp_path / "state" / "state.json", "orders")
     state = store.read()
     assert state.runs == {}
     assert state.attempts(DAY) == 0
@@ -30,7 +30,7 @@ def test_a_missing_state_file_reads_as_an_empty_watermark_and_is_not_created(tmp
 
 
 def test_every_recorded_success_and_failure_adds_one_attempt(tmp_path):
-    store = StateStore(tmp_path / "state.json", "etl-pesanan-tokokita")
+    store = StateStore(tmp_path / "state.json", "orders")
     assert store.record(DAY, FAILED, {"error": "boom", "failed_stage": "load"}, NOW) == 1
     assert store.record(DAY, FAILED, {"error": "boom again"}, NOW) == 2
     assert store.record(DAY, SUCCESS, {"rows": {"fact": 8}, "attempt": 99}, NOW) == 3
@@ -41,11 +41,11 @@ def test_every_recorded_success_and_failure_adds_one_attempt(tmp_path):
     assert "error" not in entry  # a success clears the previous failure's message
     assert entry["updated_at"] == "2026-11-03T19:30:00+00:00"
     data = json.loads(store.path.read_text())
-    assert data["pipeline"] == "etl-pesanan-tokokita"
+    assert data["pipeline"] == "orders"
 
 
 def test_entries_are_kept_in_date_order(tmp_path):
-    store = StateStore(tmp_path / "state.json", "etl-pesanan-tokokita")
+    store = StateStore(tmp_path / "state.json", "orders")
     for day in (date(2026, 11, 4), date(2026, 11, 2), date(2026, 11, 3)):
         store.record(day, SUCCESS, {}, NOW)
     assert list(json.loads(store.path.read_text())["runs"]) == [
@@ -54,7 +54,7 @@ def test_entries_are_kept_in_date_order(tmp_path):
 
 def test_reset_attempts_zeroes_the_failures_keeps_the_total_and_records_when_by_whom_and_from_what(
         tmp_path):
-    store = StateStore(tmp_path / "state.json", "etl-pesanan-tokokita")
+    store = StateStore(tmp_path / "state.json", "orders")
     for _ in range(3):
         store.record(DAY, FAILED, {"error": "x"}, NOW)
     later = datetime(2026, 11, 4, 1, 0, tzinfo=UTC)
@@ -72,7 +72,7 @@ def test_reset_attempts_zeroes_the_failures_keeps_the_total_and_records_when_by_
 
 def test_failures_count_since_the_last_success_and_the_attempt_total_counts_every_outcome(
         tmp_path):
-    store = StateStore(tmp_path / "state.json", "etl-pesanan-tokokita")
+    store = StateStore(tmp_path / "state.json", "orders")
     outcomes = [SUCCESS, SUCCESS, SUCCESS, FAILED, FAILED, SUCCESS, FAILED]
     seen = []
     for n, status in enumerate(outcomes, start=1):
@@ -91,14 +91,14 @@ def test_an_entry_written_before_the_failures_field_counts_on_from_its_derived_v
         tmp_path, entry, failures):
     path = tmp_path / "state.json"
     path.write_text(json.dumps({"runs": {DAY.isoformat(): entry}}), encoding="utf-8")
-    store = StateStore(path, "etl-pesanan-tokokita")
+    store = StateStore(path, "orders")
     assert failures_since_success(store.read().entry(DAY)) == failures
     store.record(DAY, FAILED, {}, NOW)
     assert store.read().entry(DAY)["failures"] == failures + 1
 
 
 def test_an_update_that_changes_nothing_does_not_rewrite_the_file(tmp_path):
-    store = StateStore(tmp_path / "state.json", "etl-pesanan-tokokita")
+    store = StateStore(tmp_path / "state.json", "orders")
     store.record(DAY, SUCCESS, {}, NOW)
     before = (store.path.read_bytes(), store.path.stat().st_mtime_ns, store.path.stat().st_ino)
     time.sleep(0.01)
@@ -124,7 +124,7 @@ def test_a_corrupt_watermark_is_an_error_naming_the_file_and_is_never_reset(
         tmp_path, content, fragment):
     path = tmp_path / "state.json"
     path.write_bytes(content)
-    store = StateStore(path, "etl-pesanan-tokokita")
+    store = StateStore(path, "orders")
     for action in (store.read,
                    lambda: store.record(DAY, SUCCESS, {}, NOW),
                    lambda: store.reset_attempts(DAY, now=NOW, by="test")):
@@ -144,7 +144,7 @@ from tokokita_etl.runner.stores.files import StateStore
 
 path, day, rounds, go = sys.argv[1], date.fromisoformat(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4])
 shared = date(2026, 1, 1)
-store = StateStore(Path(path), "etl-pesanan-tokokita")
+store = StateStore(Path(path), "orders")
 while not go.exists():
     time.sleep(0.001)
 for i in range(rounds):
@@ -175,7 +175,7 @@ def test_concurrent_processes_recording_different_dates_lose_no_update(tmp_path)
     for w in workers:
         _, err = w.communicate()
         assert w.returncode == 0, err
-    state = StateStore(path, "etl-pesanan-tokokita").read()
+    state = StateStore(path, "orders").read()
     for day in days:
         assert state.attempts(day) == rounds, day
         assert state.entry(day)["rows"] == {"fact": rounds - 1}

@@ -32,7 +32,7 @@ class CityReport:
         """The report's SQLAlchemy table (importing its schema module)."""
         import importlib
 
-        from tokokita_etl.warehouse.database import metadata
+        from tokokita_etl.warehouse.schema import metadata
 
         importlib.import_module(self.schema)
         return metadata.tables[self.table_name]

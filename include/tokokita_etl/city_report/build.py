@@ -20,7 +20,8 @@ from tokokita_etl.city_report.inputs import DAILY_SUMMARIES
 from tokokita_etl.errors import ValidationError, WarehouseError
 from tokokita_etl.runner.publish import write_csv
 from tokokita_etl.warehouse.checksums import rows_checksum
-from tokokita_etl.warehouse.database import Warehouse, metadata
+from tokokita_etl.warehouse.database import Warehouse
+from tokokita_etl.warehouse.schema import metadata
 
 #: the orders' table a report is built from
 DAILY_TABLE = "summary_harian"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from sqlalchemy import BigInteger, Column, Integer, Numeric, PrimaryKeyConstraint, Table, Text
 
-from tokokita_etl.warehouse.database import Day, metadata
+from tokokita_etl.warehouse.schema import Day, metadata
 
 #: a report's sums of the daily summaries' money: two more digits than a day's
 ReportMoney = Text().with_variant(Numeric(26, 2), "postgresql")

@@ -13,14 +13,8 @@ from sqlalchemy import BigInteger, Column, Index, Integer, PrimaryKeyConstraint,
 from sqlalchemy.engine import Connection
 
 from tokokita_etl.orders.contract import REQUIRED_COLUMNS
-from tokokita_etl.warehouse.database import (
-    Day,
-    Money,
-    SummaryMoney,
-    Timestamp,
-    Warehouse,
-    metadata,
-)
+from tokokita_etl.warehouse.database import Warehouse
+from tokokita_etl.warehouse.schema import Day, Money, SummaryMoney, Timestamp, metadata
 
 fact_pesanan = Table(
     "fact_pesanan", metadata,

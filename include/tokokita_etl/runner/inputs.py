@@ -208,41 +208,27 @@ def changed_since_processed(pipeline: Pipeline, settings: Settings, entry: Mappi
     return raw_change(entry, pipeline.raw.path(settings, day))
 
 
-def change_to_reprocess(pipeline: Pipeline, settings: Settings, entry: Mapping[str, Any],
-                        day: date) -> RawChange | None:
-    """With `on_raw_change: reprocess`, the change of a done date's raw file since its
-    success; None otherwise (a file gone is never reprocessed: its results stay)."""
-    if settings.on_raw_change != "reprocess":
-        return None
-    change = changed_since_processed(pipeline, settings, entry, day)
-    return change if change is not None and not change.gone else None
-
-
-def reason_to_reprocess(settings: Settings, change: RawChange | None) -> str:
-    """Why a done date whose raw file shows `change` is to be reprocessed (`policy.decide`'s
-    `inputs_changed`), or "": only with `on_raw_change: reprocess`, never for a file gone."""
-    if settings.on_raw_change != "reprocess" or change is None or change.gone:
-        return ""
-    return str(change)
-
-
-def reprocess_reason(pipeline: Pipeline, settings: Settings, entry: Mapping[str, Any],
-                     day: date) -> str:
-    """`reason_to_reprocess` of a done date's raw file (not looked at unless
-    `on_raw_change` is `reprocess`)."""
-    if settings.on_raw_change != "reprocess":
-        return ""
-    return reason_to_reprocess(settings, changed_since_processed(pipeline, settings, entry, day))
-
-
-def raw_changed_of(pipeline: Pipeline, settings: Settings, state: Watermark,
-                   look: Callable[[date], RawChange | None] | None = None
-                   ) -> Callable[[date], str] | None:
-    """`reprocess_reason` of a date of `state`, as `policy.due_runs` asks it; None unless
-    `on_raw_change` is `reprocess` (nothing is looked at). `look`: a date's
-    `changed_since_processed`, when the caller keeps its looks (the status rows look once)."""
+def reprocess_change(pipeline: Pipeline, settings: Settings, entry: Mapping[str, Any], day: date,
+                     look: Callable[[date], RawChange | None] | None = None
+                     ) -> RawChange | None:
+    """The change of a done date's raw file that makes it due again: only with
+    `on_raw_change: reprocess` (nothing is looked at otherwise), never a file gone (its
+    results stay). `look`: a date's `changed_since_processed`, when the caller keeps its
+    looks."""
     if settings.on_raw_change != "reprocess" or pipeline.raw is None:
         return None
-    if look is None:
-        return lambda day: reprocess_reason(pipeline, settings, state.entry(day), day)
-    return lambda day: reason_to_reprocess(settings, look(day))
+    change = changed_since_processed(pipeline, settings, entry, day) if look is None \
+        else look(day)
+    return None if change is None or change.gone else change
+
+
+def reprocess_reasons(pipeline: Pipeline, settings: Settings, state: Watermark,
+                      look: Callable[[date], RawChange | None] | None = None
+                      ) -> Callable[[date], str] | None:
+    """Why each done date of `state` is due again for its changed raw file (`reprocess_change`
+    as text, "" for none), as `policy.due_runs` asks it; None unless `on_raw_change` is
+    `reprocess` (nothing is looked at)."""
+    if settings.on_raw_change != "reprocess" or pipeline.raw is None:
+        return None
+    return lambda day: str(reprocess_change(pipeline, settings, state.entry(day), day, look)
+                           or "")

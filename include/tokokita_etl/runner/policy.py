@@ -129,7 +129,7 @@ def decide(state: Watermark, day: date, *, max_attempts: int, force: bool = Fals
     a person cleared (`cleared`: Airflow's re-run gesture) reprocesses a done date as `force`
     does; on any other date it follows the same rules as a new run. `inputs_changed`: why a
     done partition's inputs are to be processed again (its raw file changed under
-    `on_raw_change: reprocess`, `inputs.reprocess_reason`; an upstream result it was built
+    `on_raw_change: reprocess`, `inputs.reprocess_change`; an upstream result it was built
     from changed, `upstream.UpstreamInputs.change_reason`), which reprocesses it as `force`
     does. `no_input`: why a partition built from another pipeline's results has nothing to
     build (every one of its upstream dates is missing, `UpstreamInputs.no_input`): NO_INPUT,
@@ -185,7 +185,7 @@ def due_runs(state: Watermark, now: datetime, present: Callable[[date], bool],
     """Past partitions inside the lookback window (`past_partitions`) whose inputs are there
     (`present`: its raw file, `RawFiles.present`; its upstream dates settled) that `decide`
     would run, told by `inputs_changed` why a done one is to be processed again
-    (`inputs.reprocess_reason`, `UpstreamInputs.change_reason`; none: no done one is) and by
+    (`inputs.reprocess_change`, `UpstreamInputs.change_reason`; none: no done one is) and by
     `no_input` why one has nothing to build (`UpstreamInputs.no_input`: never due)."""
     return [day for day in past_partitions(now, lookback_days, tz, grain)
             if present(day)

@@ -19,7 +19,7 @@ from datetime import date, datetime
 
 from tokokita_etl.runner.claims import read_claim, settled_watermark
 from tokokita_etl.runner.declaration import Pipeline
-from tokokita_etl.runner.inputs import change_to_reprocess
+from tokokita_etl.runner.inputs import reprocess_change
 from tokokita_etl.runner.outcomes import NO_INPUT, WAITING
 from tokokita_etl.runner.policy import days_before, past_partitions
 from tokokita_etl.runner.schedule import local_today
@@ -64,7 +64,7 @@ def sweep(pipeline: Pipeline, settings: Settings, now: datetime) -> list[Propaga
     for day in days_before(local_today(now, settings.timezone), settings.lookback_days):
         if not state.has_success(day):
             continue
-        change = change_to_reprocess(pipeline, settings, state.entry(day), day)
+        change = reprocess_change(pipeline, settings, state.entry(day), day)
         if change is None or read_claim(settings, day) is not None:
             continue
         # a done date is never blocked (`policy.decide`): the run this makes reprocesses it

@@ -42,7 +42,7 @@ from tokokita_etl.runner.claims import (
 )
 from tokokita_etl.runner.declaration import Pipeline
 from tokokita_etl.runner.identity import ensure, verify
-from tokokita_etl.runner.inputs import changed_since_processed, reprocess_reason
+from tokokita_etl.runner.inputs import changed_since_processed, reprocess_change
 from tokokita_etl.runner.liveness import cli_holder_finished, cli_owner
 from tokokita_etl.runner.notify import ping, start_line, summary_line
 from tokokita_etl.runner.outcomes import (
@@ -114,13 +114,13 @@ class GateResult:
 def _inputs_changed(pipeline: Pipeline, settings: Settings, state: Watermark, day: date,
                     inputs: UpstreamInputs | None) -> str:
     """Why a done partition is to be processed again: its raw file changed
-    (`inputs.reprocess_reason`), or an upstream result it was built from
+    (`inputs.reprocess_change`), or an upstream result it was built from
     (`UpstreamInputs.change_reason`); no look at a partition that is not done."""
     if not state.has_success(day):
         return ""
     if inputs is not None:
         return inputs.change_reason(day, state.entry(day))
-    return reprocess_reason(pipeline, settings, state.entry(day), day)
+    return str(reprocess_change(pipeline, settings, state.entry(day), day) or "")
 
 
 def gate(pipeline: Pipeline, settings: Settings, day: date, *, force: bool, reset_attempts: bool,

@@ -19,7 +19,7 @@ from typing import Any
 from tokokita_etl.errors import ConfigError, EtlError
 from tokokita_etl.runner.claims import interrupted_stage, settled_watermark
 from tokokita_etl.runner.declaration import Column, Pipeline
-from tokokita_etl.runner.inputs import RawChange, changed_since_processed, raw_changed_of
+from tokokita_etl.runner.inputs import RawChange, changed_since_processed, reprocess_reasons
 from tokokita_etl.runner.liveness import cli_holder_finished
 from tokokita_etl.runner.policy import (
     RAW_CHANGED,
@@ -86,17 +86,24 @@ class DateState(StrEnum):
 HISTORY_DAYS = 30
 
 
+def _span(settings: Settings, now: datetime, days: int | None) -> tuple[date, date]:
+    """The first date of the window's span and today (in the pipeline zone): `days` back,
+    by default the lookback plus `HISTORY_DAYS`."""
+    today = local_today(now, settings.timezone)
+    count = settings.lookback_days + HISTORY_DAYS if days is None else max(days, 0)
+    return days_back(today, count), today
+
+
 def window(settings: Settings, now: datetime, days: int | None = None,
            grain: Grain = DAILY) -> list[date]:
     """The default partitions, oldest first: those of the lookback plus the last 30 days
     whose dates are all before today (in the pipeline zone), from the catch-up's first
     partition (`start_date`'s, or the week or month before it): each date, or the key of each
     whole week or month (`grain`)."""
-    today = local_today(now, settings.timezone)
-    count = settings.lookback_days + HISTORY_DAYS if days is None else max(days, 0)
+    span_start, today = _span(settings, now, days)
     # a longer partition's first run (on `start_date` or after) processes the one before
     start = settings.start_date if grain.unit == "day" else grain.for_fire(settings.start_date)
-    first = max(days_back(today, count), start)
+    first = max(span_start, start)
     return [day for day in (first + timedelta(days=n) for n in range((today - first).days))
             if grain.start(day) == day and grain.next(day) <= today]
 
@@ -166,9 +173,7 @@ def _recent(settings: Settings, state: Watermark, now: datetime, days: int | Non
     """The watermark's dates inside the window's span before `start_date` too: a date
     processed by hand before the catch-up's start, or the one the catch-up's first run
     processes (the day before `start_date`)."""
-    today = local_today(now, settings.timezone)
-    first = days_back(today, settings.lookback_days + HISTORY_DAYS if days is None
-                      else max(days, 0))
+    first, today = _span(settings, now, days)
     return {day for day in map(date.fromisoformat, state.runs) if first <= day < today}
 
 
@@ -194,7 +199,7 @@ def due_partitions(pipeline: Pipeline, settings: Settings, state, now: datetime,
                         no_input=inputs.no_input, grain=pipeline.grain)
     return due_runs(state, now, pipeline.raw.present(settings), settings.lookback_days,
                     settings.max_attempts, tz=settings.timezone,
-                    inputs_changed=raw_changed_of(pipeline, settings, state, look),
+                    inputs_changed=reprocess_reasons(pipeline, settings, state, look),
                     grain=pipeline.grain)
 
 

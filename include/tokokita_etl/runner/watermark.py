@@ -17,12 +17,15 @@ command line go through it (the tests also build a file store directly).
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 
 from tokokita_etl.errors import StateError
+
+log = logging.getLogger(__name__)
 
 SUCCESS = "success"
 FAILED = "failed"
@@ -31,6 +34,10 @@ RUN_OUTCOME_FIELDS = ("error", "failed_stage", "warnings", "needs_rerun")
 #: fields a success records only sometimes (a small raw file's line digests,
 #: `runner.inputs.RAW_LINES`): a new success replaces them, or drops them when it has none
 SUCCESS_ONLY_FIELDS = ("raw_lines",)
+#: watermarks once stored under another name: the name -> the one it was stored under. The
+#: stores read the former name until their first write, which renames it in the same atomic
+#: step (`state.json` rewritten, or one transaction), noting the new name
+FORMER_NAMES = {"orders": "etl-pesanan-tokokita"}
 #: the intent record of a run that is changing the date's warehouse rows and gold file:
 #: written by the gate before the first stage, removed by the run's success or failure record
 #: (docs/data-contract.md, "Watermark"); while it is there the entry is not a success
@@ -239,6 +246,11 @@ def check_document(where: str, data: Any) -> dict[str, Any]:
     for key, entry in data["runs"].items():
         check_entry(where, key, entry)
     return data
+
+
+def note_renamed(where: str, former: str, name: str) -> None:
+    """Log the one-line note of a watermark renamed from `former` to `name` at `where`."""
+    log.info("%s: the watermark %r is now named %r (renamed in place)", where, former, name)
 
 
 def failures_since_success(entry: Mapping[str, Any]) -> int:

@@ -99,7 +99,7 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(frozen=True, extra="forbid", env_prefix=ENV_PREFIX)
 
-    pipeline: Text = "etl-pesanan-tokokita"
+    pipeline: Text = "orders"
     cron: Annotated[str, text_rule(problem=cron_problem)] = "30 2 * * *"
     #: the pipeline's time zone: partition dates are its dates
     timezone: Annotated[str, text_rule(problem=timezone_problem)] = "Asia/Jakarta"

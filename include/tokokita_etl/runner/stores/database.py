@@ -24,12 +24,14 @@ from sqlalchemy import Connection, text
 from tokokita_etl.errors import StateError, WarehouseError
 from tokokita_etl.runner.watermark import (
     FAILED,
+    FORMER_NAMES,
     SUCCESS,
     Claim,
     Watermark,
     WatermarkRules,
     check_document,
     check_entry,
+    note_renamed,
     parse_claim,
 )
 from tokokita_etl.settings.model import Settings, default
@@ -65,6 +67,9 @@ _SCHEMA_LOCK_KEY = 0x746B6B7374617465  # "tkkstate"
 
 #: URLs whose schema this process has made sure of
 _READY: set[str] = set()
+
+#: (URL, pipeline) whose watermark holds no row under its former name (`FORMER_NAMES`) any more
+_RENAMED: set[tuple[str, str]] = set()
 
 #: by URL and pipeline, by date: each entry's JSON text as last read and the entry parsed
 #: and checked from it
@@ -129,6 +134,42 @@ class DatabaseStateStore(WatermarkRules):
             "AND to_regclass(:m) IS NOT NULL"),
             {"w": WATERMARK, "c": CLAIMS, "m": MANIFESTS}).scalar_one()
 
+    def _stored(self) -> tuple[str, dict[str, Any]]:
+        """The SQL of the name the rows are stored under (`:p`) and its parameters: while
+        the watermark holds rows under its former name and none under its own, the former
+        name (read in the same statement as the rows, so a rename committing meanwhile is
+        seen whole or not at all)."""
+        former = FORMER_NAMES.get(self.pipeline)
+        if former is None or (self.database.display_url, self.pipeline) in _RENAMED:
+            return ":p", {"p": self.pipeline}
+        return (f"(CASE WHEN EXISTS (SELECT 1 FROM {WATERMARK} WHERE pipeline = :former) "
+                f"AND NOT EXISTS (SELECT 1 FROM {WATERMARK} WHERE pipeline = :p) "
+                "THEN :former ELSE :p END)", {"p": self.pipeline, "former": former})
+
+    def _rename(self, conn: Connection) -> None:
+        """Before a write: rename the rows stored under the former name to the watermark's
+        own, in the writing transaction (nothing when the watermark already holds rows under
+        its own name). Known renamed only once a later transaction finds no former row: this
+        one may still roll back."""
+        former = FORMER_NAMES.get(self.pipeline)
+        where = (self.database.display_url, self.pipeline)
+        if former is None or where in _RENAMED:
+            return
+        names = {"p": self.pipeline, "former": former}
+        moved = conn.execute(text(
+            f"UPDATE {WATERMARK} SET pipeline = :p WHERE pipeline = :former "
+            f"AND NOT EXISTS (SELECT 1 FROM {WATERMARK} WHERE pipeline = :p)"), names).rowcount
+        if moved:
+            for table, key in ((CLAIMS, "partition_date"), (MANIFESTS, "name")):
+                conn.execute(text(
+                    f"UPDATE {table} AS t SET pipeline = :p WHERE pipeline = :former AND NOT "
+                    f"EXISTS (SELECT 1 FROM {table} AS n WHERE n.pipeline = :p "
+                    f"AND n.{key} = t.{key})"), names)
+            note_renamed(self.location, former, self.pipeline)
+        elif not conn.execute(text(f"SELECT EXISTS (SELECT 1 FROM {WATERMARK} WHERE "
+                                 "pipeline = :former)"), names).scalar_one():
+            _RENAMED.add(where)
+
     # -- watermark ---------------------------------------------------------------------------
 
     def _document(self, rows: list[Any]) -> dict[str, Any]:
@@ -157,11 +198,12 @@ class DatabaseStateStore(WatermarkRules):
 
     def read(self) -> Watermark:
         """The current watermark."""
+        name, names = self._stored()
         with self._begin() as conn:
             # the entries' text: the same text as read before is not parsed again
             rows = conn.execute(text(
                 f"SELECT partition_date, entry::text FROM {WATERMARK} "
-                "WHERE pipeline = :p ORDER BY partition_date"), {"p": self.pipeline}).all()
+                f"WHERE pipeline = {name} ORDER BY partition_date"), names).all()
         return Watermark(self._document(rows))
 
     def check_writable(self) -> None:
@@ -182,6 +224,7 @@ class DatabaseStateStore(WatermarkRules):
     def update_entry(self, day: date, mutate: Callable[[dict[str, Any]], Any]) -> Any:
         key = {"p": self.pipeline, "d": day}
         with self._begin() as conn:
+            self._rename(conn)
             # the row exists (maybe as a placeholder only this transaction sees) and is locked
             conn.execute(text(f"INSERT INTO {WATERMARK} (pipeline, partition_date, entry)"
                               " VALUES (:p, :d, '{}') ON CONFLICT DO NOTHING"), key)
@@ -209,6 +252,7 @@ class DatabaseStateStore(WatermarkRules):
         check_document("import", data)
         with self._begin() as conn:
             conn.execute(text(f"LOCK TABLE {WATERMARK} IN SHARE ROW EXCLUSIVE MODE"))
+            self._rename(conn)
             present = {row[0].isoformat() for row in conn.execute(text(
                 f"SELECT partition_date FROM {WATERMARK} WHERE pipeline = :p"),
                 {"p": self.pipeline})}
@@ -239,10 +283,11 @@ class DatabaseStateStore(WatermarkRules):
 
     def read_claim(self, day: date) -> Claim | None:
         """The current claim of `day`, or None; a damaged claim is a StateError naming it."""
+        name, names = self._stored()
         with self._begin() as conn:
-            data = conn.execute(text(f"SELECT claim FROM {CLAIMS} WHERE pipeline = :p "
+            data = conn.execute(text(f"SELECT claim FROM {CLAIMS} WHERE pipeline = {name} "
                                      "AND partition_date = :d"),
-                                {"p": self.pipeline, "d": day}).scalar_one_or_none()
+                                {**names, "d": day}).scalar_one_or_none()
         return None if data is None else parse_claim(data, self.claim_location(day))
 
     def claims(self, days: Iterable[date]) -> dict[date, Claim | StateError]:
@@ -251,10 +296,11 @@ class DatabaseStateStore(WatermarkRules):
         days = list(days)
         if not days:
             return {}
+        name, names = self._stored()
         with self._begin() as conn:
             rows = conn.execute(text(f"SELECT partition_date, claim FROM {CLAIMS} WHERE "
-                                     "pipeline = :p AND partition_date = ANY(:ds)"),
-                                {"p": self.pipeline, "ds": days}).all()
+                                     f"pipeline = {name} AND partition_date = ANY(:ds)"),
+                                {**names, "ds": days}).all()
         found: dict[date, Claim | StateError] = {}
         for day, data in rows:
             try:
@@ -266,6 +312,7 @@ class DatabaseStateStore(WatermarkRules):
     def put_claim(self, day: date, claim: Claim) -> None:
         """Write `day`'s claim (call under `date_locked`)."""
         with self._begin() as conn:
+            self._rename(conn)
             conn.execute(text(f"INSERT INTO {CLAIMS} (pipeline, partition_date, claim) "
                               "VALUES (:p, :d, :c) ON CONFLICT (pipeline, partition_date) "
                               "DO UPDATE SET claim = EXCLUDED.claim"),
@@ -274,6 +321,7 @@ class DatabaseStateStore(WatermarkRules):
     def drop_claim(self, day: date) -> None:
         """Remove `day`'s claim (call under `date_locked`)."""
         with self._begin() as conn:
+            self._rename(conn)
             conn.execute(text(f"DELETE FROM {CLAIMS} WHERE pipeline = :p "
                               "AND partition_date = :d"), {"p": self.pipeline, "d": day})
 
@@ -286,6 +334,7 @@ class DatabaseStateStore(WatermarkRules):
         text_body = json.dumps(body, ensure_ascii=False)
         final, n = name, 1
         with self._begin() as conn:
+            self._rename(conn)
             while conn.execute(text(
                     f"INSERT INTO {MANIFESTS} (pipeline, name, partition_date, body) "
                     "VALUES (:p, :n, :d, :b) ON CONFLICT DO NOTHING RETURNING seq"),
@@ -300,20 +349,22 @@ class DatabaseStateStore(WatermarkRules):
         days = list(days)
         if not days:
             return {}
+        name, names = self._stored()
         with self._begin() as conn:
             rows = conn.execute(text(
                 f"SELECT DISTINCT ON (partition_date) partition_date, body FROM {MANIFESTS} "
-                "WHERE pipeline = :p AND partition_date = ANY(:ds) "
+                f"WHERE pipeline = {name} AND partition_date = ANY(:ds) "
                 "AND body->>'status' IN (:ok, :failed) ORDER BY partition_date, seq DESC"),
-                {"p": self.pipeline, "ds": days, "ok": SUCCESS, "failed": FAILED}).all()
+                {**names, "ds": days, "ok": SUCCESS, "failed": FAILED}).all()
         return {day: body for day, body in rows if isinstance(body, dict)}
 
     def manifests(self, day: date) -> Iterator[dict[str, Any]]:
         """The manifests of `day`, newest first."""
+        name, names = self._stored()
         with self._begin() as conn:
-            rows = conn.execute(text(f"SELECT body FROM {MANIFESTS} WHERE pipeline = :p "
+            rows = conn.execute(text(f"SELECT body FROM {MANIFESTS} WHERE pipeline = {name} "
                                      "AND partition_date = :d ORDER BY seq DESC"),
-                                {"p": self.pipeline, "d": day}).all()
+                                {**names, "d": day}).all()
         for (body,) in rows:
             if isinstance(body, dict):
                 yield body

@@ -19,11 +19,13 @@ from tokokita_etl.errors import StateError
 from tokokita_etl.files import atomic_writer, locked, write_new_atomic, write_text_atomic
 from tokokita_etl.runner.watermark import (
     FAILED,
+    FORMER_NAMES,
     SUCCESS,
     Claim,
     Watermark,
     WatermarkRules,
     check_document,
+    note_renamed,
     parse_claim,
 )
 
@@ -37,6 +39,8 @@ class _Seen:
     raw: bytes
     data: dict[str, Any]
     texts: dict[str, str] = field(default_factory=dict)
+    #: the former name the file holds (`FORMER_NAMES`), read as the watermark's name
+    former_name: str | None = None
 
 
 #: by watermark file
@@ -124,7 +128,13 @@ class StateStore(WatermarkRules):
                 "it is never reset automatically"
             ) from None
         check_document(str(self.path), data)
-        _SEEN[self.path] = _Seen(raw, data)
+        former = FORMER_NAMES.get(self.pipeline)
+        if former is not None and data.get("pipeline") == former:
+            # read as the new name: the next write saves it so (`_write`)
+            data = {**data, "pipeline": self.pipeline}
+        else:
+            former = None
+        _SEEN[self.path] = _Seen(raw, data, former_name=former)
         return data
 
     def check_writable(self) -> None:
@@ -190,6 +200,8 @@ class StateStore(WatermarkRules):
     def _write(self, data: dict[str, Any], texts: dict[str, str]) -> None:
         """Save `data` atomically (`texts`: entries' texts known to be theirs)."""
         raw = _document_text(data, texts).encode("utf-8")
+        seen = _SEEN.get(self.path)  # (the file as read under the lock held)
+        former = seen.former_name if seen is not None else None
         try:
             with atomic_writer(self.path, mode="wb") as handle:
                 handle.write(raw)
@@ -200,6 +212,8 @@ class StateStore(WatermarkRules):
                 f"({exc.strerror or exc}); it is unchanged: free space or fix the "
                 "permissions, then run again") from None
         _SEEN[self.path] = _Seen(raw, data, texts)
+        if former is not None:
+            note_renamed(str(self.path), former, self.pipeline)
 
     def export(self) -> dict[str, Any]:
         """The watermark document (`state.json`'s format)."""

@@ -1,12 +1,14 @@
-"""The weekly city report on a running Airflow, beside the orders: a three-week catch-up, a
-corrected raw file that rebuilds its week without a person, an identical reprocess that
-rebuilds nothing, a blocked date that holds its week, and the status page of both pipelines.
+"""The weekly and the monthly city reports on a running Airflow, beside the orders: the chain
+day -> week -> month. A three-week and a two-month catch-up, each partition equal to an
+independent sum of its daily gold files; a corrected raw file that rebuilds its day, its week
+and its month without a person, and nothing else; an identical reprocess that rebuilds
+nothing; a blocked date that holds its week; the status page of the three pipelines.
 
-Weeks relative to M, the Monday of the last whole week whose weekly run has fired (Jakarta):
-W1 = M-14, W2 = M-7, W3 = M. The orders' 21 dates of W1..W3 (one file missing, in W1, its
-wait window long over) are processed while the weekly DAG catches up W1..W3, its sensors
-waiting for them. The orders reprocess a changed raw file (`on_raw_change: reprocess`) and the sweep
-runs every minute.
+M1 and M2 are the last two months whose monthly run (the 2nd, 05:00 Jakarta) has fired; W1,
+W2 and W3 the last three whole weeks inside them. The orders' dates of M1 and M2 (one file
+missing, in W1, its wait window long over) are processed while the weekly DAG catches up
+W1..W3 and the monthly DAG M1 and M2, their sensors waiting for them. The orders reprocess a
+changed raw file (`on_raw_change: reprocess`) and the sweep runs every minute.
 
 Screenshots are written to docs/screenshots/ only with TOKOKITA_SAVE_SCREENSHOTS=1.
 """
@@ -24,33 +26,41 @@ import pytest
 from stack.ephemeral import DAG_ID, PASSWORD, USERNAME, EphemeralStack, fire_time
 from stack.rest import AirflowApi, wait_for
 from tests.conftest import run_cli
-from tests.weekly_sums import WEEK_HEADER, csv_rows, independent_week
+from tests.weekly_sums import WEEK_HEADER, csv_rows, independent_sum, independent_week
+from tokokita_etl.runner.schedule import MONTHLY
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 
 JKT = ZoneInfo("Asia/Jakarta")
 WEEKLY_DAG = "tokokita_weekly_city_report"
+MONTHLY_DAG = "tokokita_monthly_city_report"
+MONTH_HEADER = ["month_start", *WEEK_HEADER[1:]]
 SWEEP_DAG = "tokokita_sweep"
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 
 
-def last_built_monday() -> date:
-    """The Monday of the last whole week whose weekly run (Monday 04:00) fired over an hour
+def last_built_month() -> date:
+    """The first day of the last month whose monthly run (the 2nd, 05:00) fired over an hour
     ago."""
     now = datetime.now(UTC).astimezone(JKT)
-    monday = now.date() - timedelta(days=now.weekday())
-    if now < datetime.combine(monday, time(5, 0), tzinfo=JKT):
-        monday -= timedelta(days=7)
-    return monday - timedelta(days=7)
+    this_month = MONTHLY.start(now.date())
+    if now < datetime.combine(this_month + timedelta(days=1), time(6, 0), tzinfo=JKT):
+        this_month = MONTHLY.start(this_month - timedelta(days=1))
+    return MONTHLY.start(this_month - timedelta(days=1))
 
 
-W3 = last_built_monday()
+M2 = last_built_month()
+M1 = MONTHLY.start(M2 - timedelta(days=1))
+M2_END = MONTHLY.next(M2) - timedelta(days=1)
+# the Monday of the last whole week inside M2 (its weekly run fired before M2's monthly run)
+W3 = M2_END - timedelta(days=(M2_END.weekday() + 1) % 7 + 6)
 W2, W1 = W3 - timedelta(days=7), W3 - timedelta(days=14)
-DAYS = [W1 + timedelta(days=n) for n in range(21)]
+DAYS = [M1 + timedelta(days=n) for n in range((M2_END - M1).days + 1)]
 MISSING = W1 + timedelta(days=3)
 CHANGED = W2 + timedelta(days=2)  # its raw file corrected: week 2 rebuilt
 SAME = W1 + timedelta(days=1)  # reprocessed to identical results: nothing rebuilt
 BAD = W3 + timedelta(days=4)  # blocked: holds week 3
+CHANGED_MONTH = MONTHLY.start(CHANGED)  # rebuilt with week 2; the other month is not
 
 
 def weekly_pipeline():
@@ -59,12 +69,19 @@ def weekly_pipeline():
     return WEEKLY_CITY_REPORT
 
 
+def monthly_pipeline():
+    from tokokita_etl.monthly.pipeline import MONTHLY_CITY_REPORT
+
+    return MONTHLY_CITY_REPORT
+
+
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
-    """A stack whose weekly catch-up of W1..W3 has finished: the orders' first 20 dates
-    processed from the command line on the stack's own settings (as an operator loading
-    history would; the orders DAG's catch-up is tested elsewhere), the last by the orders
-    DAG's catch-up, while the weekly runs wait for them."""
+    """A stack whose weekly catch-up of W1..W3 and monthly catch-up of M1 and M2 have
+    finished: the orders' dates but the last processed from the command line on the stack's
+    own settings (as an operator loading history would; the orders DAG's catch-up is tested
+    elsewhere), the last by the orders DAG's catch-up, while the reports' runs wait for
+    them."""
     from devtools.samples import generate_partition
     from tokokita_etl.orders.pipeline import ORDERS
     from tokokita_etl.runner.sequence import run_for_date
@@ -77,7 +94,12 @@ def report(tmp_path_factory):
         tokokita_env={"TOKOKITA_WEEKLY_CITY_REPORT__START_DATE": str(W2),
                       "TOKOKITA_WEEKLY_CITY_REPORT__END_DATE": f"{W3 + timedelta(days=7)}"
                                                                "T05:00:00+07:00",
-                      "TOKOKITA_LOOKBACK_DAYS": "35",  # the sweep looks 21 dates back
+                      "TOKOKITA_MONTHLY_CITY_REPORT__START_DATE": str(M2),
+                      "TOKOKITA_MONTHLY_CITY_REPORT__END_DATE": f"{M2_END + timedelta(days=2)}"
+                                                                "T06:00:00+07:00",
+                      # the sweep looks back as far as the corrected date (up to 7 weeks)
+                      "TOKOKITA_LOOKBACK_DAYS": "70",
+                      "TOKOKITA_WEEKLY_CITY_REPORT__LOOKBACK_DAYS": "70",
                       "TOKOKITA_ON_RAW_CHANGE": "reprocess",
                       "TOKOKITA_SWEEP_CRON": "* * * * *"})
     try:
@@ -89,12 +111,14 @@ def report(tmp_path_factory):
         stack.start()
         stack.api.wait_dag(DAG_ID, timeout=120)
         stack.api.wait_dag(WEEKLY_DAG, timeout=120)
+        stack.api.wait_dag(MONTHLY_DAG, timeout=120)
         settings = stack.settings()
         for day in DAYS[:-1]:
             outcome = run_for_date(ORDERS, settings, day, log=lambda _line: None)
             assert outcome.status == ("missing" if day == MISSING else "success"), outcome
         wait_for(lambda: _finished(stack, DAG_ID, 1), 300, 2, "the orders' catch-up")
         wait_for(lambda: _finished(stack, WEEKLY_DAG, 3), 420, 2, "the weekly catch-up")
+        wait_for(lambda: _finished(stack, MONTHLY_DAG, 2), 300, 2, "the monthly catch-up")
         yield stack
     finally:
         stack.close()
@@ -108,6 +132,10 @@ def _finished(stack: EphemeralStack, dag_id: str, count: int) -> list[dict] | No
 
 def _gold(stack: EphemeralStack, week: date) -> Path:
     return stack.data / "gold" / f"summary_mingguan_{week}.csv"
+
+
+def _month_gold(stack: EphemeralStack, month: date) -> Path:
+    return stack.data / "gold" / f"summary_bulanan_{month}.csv"
 
 
 def _sweep_runs(stack: EphemeralStack, dag_id: str, key: date) -> list[dict]:
@@ -133,20 +161,40 @@ def test_a_three_week_catch_up_equals_an_independent_sum_of_the_daily_gold_files
     assert weeks[str(W1)]["built_from"][str(MISSING)] == {"checksum": None, "attempt": 0}
 
 
+def test_a_two_month_catch_up_equals_an_independent_sum_of_the_daily_gold_files(report):
+    stack = report
+    runs = _finished(stack, MONTHLY_DAG, 2)
+    assert sorted(r["partition_key"] for r in runs) == [str(M1), str(M2)]
+    assert {r["state"] for r in runs} == {"success"}
+    months = stack.watermark(monthly_pipeline())
+    for month in (M1, M2):
+        assert csv_rows(_month_gold(stack, month)) == [
+            MONTH_HEADER, *independent_sum(stack.data / "gold", month, MONTHLY.dates(month))]
+        assert months[str(month)]["status"] == "success"
+        assert len(months[str(month)]["built_from"]) == len(MONTHLY.dates(month))
+    with_missing = MONTHLY.start(MISSING)
+    assert months[str(with_missing)]["rows"]["missing"] == 1
+    assert months[str(with_missing)]["built_from"][str(MISSING)] == {"checksum": None,
+                                                                      "attempt": 0}
+
+
 def test_an_identical_forced_reprocess_of_a_day_rebuilds_nothing(report):
     """Its week stays done and unchanged; the sweeps that the next test waits for (two at
     least) make no run of it, which the next test asserts."""
     stack = report
     weeks_before = stack.watermark(weekly_pipeline())
+    months_before = stack.watermark(monthly_pipeline())
     run = stack.api.trigger(DAG_ID, {"force": True}, partition_key=str(SAME))
     assert stack.api.wait_run(DAG_ID, run["dag_run_id"])["state"] == "success"
     assert stack.watermark()[str(SAME)]["attempt"] == 2
     assert stack.watermark(weekly_pipeline()) == weeks_before
+    assert stack.watermark(monthly_pipeline()) == months_before
     assert _status_page(stack, "weekly_city_report")[str(W1)]["state"] == "done"
     # the sweeps of the next test (at least two) make no run of week 1 either
 
 
-def test_a_corrected_raw_file_rebuilds_its_week_without_a_person_and_only_it(report):
+def test_a_corrected_raw_file_rebuilds_its_week_and_its_month_without_a_person_and_only_them(
+        report):
     """The sweep is paused twice only to look at the page between its steps, as a person
     would; every run is the sweep's. Regression: `TOKOKITA_ON_RAW_CHANGE=reprocess` set in
     the shell that started the stack reached `tokokita-etl status` there ("due (raw
@@ -155,11 +203,32 @@ def test_a_corrected_raw_file_rebuilds_its_week_without_a_person_and_only_it(rep
     stack = report
     before = {week: _gold(stack, week).read_bytes() for week in (W1, W2, W3)}
     weeks_before = stack.watermark(weekly_pipeline())
+    months_gold = {month: _month_gold(stack, month).read_bytes() for month in (M1, M2)}
+    months_before = stack.watermark(monthly_pipeline())
     stack.api.set_paused(SWEEP_DAG, True)
     try:
         _correct_and_watch(stack, before, weeks_before)
     finally:  # the next test relies on the sweep
         stack.api.set_paused(SWEEP_DAG, False)
+    [monthly_run] = wait_for(lambda: _ended(_sweep_runs(stack, MONTHLY_DAG, CHANGED_MONTH)),
+                             300, 2, "the sweep's rebuild of the corrected date's month")
+    assert (monthly_run["state"], monthly_run["partition_key"]) == ("success",
+                                                                    str(CHANGED_MONTH))
+    assert f"sweep: {CHANGED_MONTH} {CHANGED} reprocessed, checksums changed" in \
+        monthly_run["note"]
+    months = stack.watermark(monthly_pipeline())
+    assert months[str(CHANGED_MONTH)]["attempt"] == \
+        months_before[str(CHANGED_MONTH)]["attempt"] + 1
+    assert _month_gold(stack, CHANGED_MONTH).read_bytes() != months_gold[CHANGED_MONTH]
+    assert csv_rows(_month_gold(stack, CHANGED_MONTH)) == [
+        MONTH_HEADER, *independent_sum(stack.data / "gold", CHANGED_MONTH,
+                                       MONTHLY.dates(CHANGED_MONTH))]
+    [other] = {M1, M2} - {CHANGED_MONTH}
+    assert _month_gold(stack, other).read_bytes() == months_gold[other]
+    assert months[str(other)] == months_before[str(other)]
+    assert _sweep_runs(stack, MONTHLY_DAG, other) == []
+    assert _status_page(stack, "monthly_city_report")[str(CHANGED_MONTH)]["attempt"] == 2
+    _look(stack, "monthly_city_report", CHANGED_MONTH, "done", "status-monthly.png")
 
 
 def _correct_and_watch(stack: EphemeralStack, before: dict[date, bytes],
@@ -278,7 +347,7 @@ def _look(stack: EphemeralStack, pipeline: str, key: date, text: str, name: str)
             # the tab's link loads another page: wait for it, not for the page it replaces
             frame.locator(f"#tab-{pipeline}[aria-current=page]").wait_for()
         frame.locator("h1", has_text=f"TokoKita {pipeline}").wait_for()
-        if pipeline == "weekly_city_report":
+        if pipeline != "orders":
             assert frame.locator("#chart").count() == 0  # the orders' daily figures only
             assert frame.locator("#dates th").all_inner_texts() == [
                 "date", "state", "why", "attempts", "days", "missing", "kota", "bruto",
