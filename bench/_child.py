@@ -35,6 +35,7 @@ def run_project(spec: dict) -> dict:
     """The project's pipeline for one date, end to end (extract to gold), fresh state."""
     from datetime import date
 
+    from tokokita_etl.orders.contract import gold_path, quarantine_path
     from tokokita_etl.pipelines import load_settings
     from tokokita_etl.runner.sequence import run_for_date
 
@@ -59,8 +60,9 @@ def run_project(spec: dict) -> dict:
         "run_s": run_s,
         "import_s": imported - STARTED,
         "stages_s": {k: v / 1000 for k, v in manifest["stages_ms"].items()},
-        "gold": str(settings.gold_path(date.fromisoformat(spec["date"]))),
-        "quarantine": str(settings.quarantine_path(date.fromisoformat(spec["date"]))),
+        "gold": str(gold_path(settings.gold_dir, date.fromisoformat(spec["date"]))),
+        "quarantine": str(quarantine_path(settings.quarantine_dir,
+                                          date.fromisoformat(spec["date"]))),
         "rows": manifest["rows"],
         "checksums": manifest["checksums"],
         "log": lines,
@@ -72,7 +74,7 @@ def run_baseline_side(spec: dict) -> dict:
     from datetime import date
 
     from devtools.reference import run_reference
-    from tokokita_etl.settings.layout import partition_path  # the file name rule (stdlib only)
+    from tokokita_etl.orders.contract import partition_path  # the file name rule (stdlib only)
 
     imported = time.perf_counter()
     work = Path(spec["work"])

@@ -49,7 +49,7 @@ def backfill_dates(days: int) -> list[date]:
 def generate(folder: Path, dates: list[date], rows: int) -> None:
     """The partitions of `dates` in `folder`, as both sides read them."""
     from devtools.samples import generate_partition
-    from tokokita_etl.settings.layout import partition_path
+    from tokokita_etl.orders.contract import partition_path
 
     for day in dates:
         generate_partition(partition_path(folder, day), day, rows, seed=3)
@@ -128,7 +128,7 @@ def stack_side(days: int, rows: int, max_active_runs: int, timeout: float) -> di
         try:
             stack.prepare()
             generate(Path(tmp) / "generated", dates, rows)
-            from tokokita_etl.settings.layout import partition_path
+            from tokokita_etl.orders.contract import partition_path
 
             for day in dates:
                 stack.write_raw(day, partition_path(Path(tmp) / "generated", day).read_bytes())

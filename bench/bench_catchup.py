@@ -26,9 +26,9 @@ from typing import Any
 
 from bench.harness import DEFAULT_PG_URL, REPO, Warehouses
 from devtools.samples import generate_partition
+from tokokita_etl.orders.contract import partition_path
 from tokokita_etl.pipelines import load_settings
 from tokokita_etl.runner.stores import state_store
-from tokokita_etl.settings.layout import partition_path
 
 
 def cli_dates(dates: list[date], rows: int, pg_url: str, side: str,

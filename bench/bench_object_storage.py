@@ -25,7 +25,7 @@ from pathlib import Path
 from bench.harness import REPO, Warehouses
 from devtools.object_store import s3_server
 from devtools.samples import generate_partition
-from tokokita_etl.settings.layout import partition_path
+from tokokita_etl.orders.contract import partition_path
 
 DAY = date(2026, 11, 2)
 BUCKET = "tokokita-bench"

@@ -59,7 +59,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness import REPO
-from tokokita_etl.settings.layout import partition_path
+from tokokita_etl.orders.contract import partition_path
 
 TASKS = ("wait_for_raw_partition", "check_watermark", "extract", "transform", "load",
          "validate", "publish_gold")

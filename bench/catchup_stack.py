@@ -33,8 +33,8 @@ from stack.ephemeral import (
     last_fired_day,
     partition_day,
 )
+from tokokita_etl.orders.contract import partition_path
 from tokokita_etl.runner.stores import state_store
-from tokokita_etl.settings.layout import partition_path
 
 
 @dataclass

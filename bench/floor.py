@@ -222,9 +222,9 @@ def validate_floor(warehouse, day: date) -> tuple[float, str]:
 
 def run_floor(spec: dict) -> dict:
     """Every stage's floor for one partition; seconds per stage and what was ingested."""
+    from tokokita_etl.orders.contract import partition_path
     from tokokita_etl.orders.pipeline import ORDERS
     from tokokita_etl.orders.transform import DEFAULT_MEMORY_LIMIT
-    from tokokita_etl.settings.layout import partition_path
     from tokokita_etl.settings.model import default
     from tokokita_etl.warehouse.database import Warehouse
 

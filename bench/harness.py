@@ -27,7 +27,7 @@ if str(REPO / "include") not in sys.path:  # the pipeline of this checkout
     sys.path.insert(0, str(REPO / "include"))
 
 from devtools.samples import generate_partition  # noqa: E402
-from tokokita_etl.settings.layout import partition_path  # noqa: E402
+from tokokita_etl.orders.contract import partition_path  # noqa: E402
 
 OUT = REPO / "bench" / "out"
 DAY = date(2026, 11, 10)

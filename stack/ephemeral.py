@@ -463,9 +463,10 @@ class EphemeralStack:
 
     def write_raw(self, day: date, data: bytes) -> None:
         """Drop the raw partition of `day` where the tasks look for it (folder or bucket)."""
+        from tokokita_etl.orders.contract import partition_path
         from tokokita_etl.storage import is_url
 
-        path = self.settings().partition_path(day)
+        path = partition_path(self.settings().raw_dir, day)
         if not is_url(path):
             Path(path).write_bytes(data)
             return
@@ -477,11 +478,15 @@ class EphemeralStack:
 
     def read_raw(self, day: date) -> bytes | None:
         """The raw partition of `day` (None when there is none)."""
-        return self._read(self.settings().partition_path(day))
+        from tokokita_etl.orders.contract import partition_path
+
+        return self._read(partition_path(self.settings().raw_dir, day))
 
     def gold(self, day: date) -> bytes | None:
         """The published gold file of `day` (None when there is none)."""
-        return self._read(self.settings().gold_path(day))
+        from tokokita_etl.orders.contract import gold_path
+
+        return self._read(gold_path(self.settings().gold_dir, day))
 
     def _read(self, location) -> bytes | None:
         from tokokita_etl.storage import is_url

@@ -209,6 +209,7 @@ def warehouse_refusal(env: Mapping[str, str]) -> str | None:
         Presence,
         Present,
         WarehouseIdentityError,
+        partition_tables,
         present,
         refuse,
     )
@@ -219,8 +220,6 @@ def warehouse_refusal(env: Mapping[str, str]) -> str | None:
     url = make_url(url_text)
     warehouse = Warehouse(url_text, env.get("TOKOKITA_TIMEZONE") or default("timezone"))
     postgres = url.get_backend_name() == "postgresql" and bool(url.database)
-    found = Present(Presence.MISSING) if postgres and not _database_exists(url) \
-        else present(warehouse)
     pipelines = list(PIPELINES.values())
     settings = pipeline_settings(env, cwd=Path.cwd())
     try:
@@ -228,6 +227,8 @@ def warehouse_refusal(env: Mapping[str, str]) -> str | None:
     except ConfigError as exc:
         say(f"the declared pipelines' watermarks are not checked here ({exc}); their first "
             "run checks them")
+    found = Present(Presence.MISSING) if postgres and not _database_exists(url) \
+        else present(warehouse, partition_tables(pipelines))
     watermarks = []
     for pipeline in pipelines:
         own = pipeline_settings(env, cwd=Path.cwd(), pipeline=pipeline)

@@ -203,7 +203,7 @@ def cmd_due(args: argparse.Namespace, pipeline: Pipeline) -> int:
     settings = _settings(args, pipeline)
     clock = parse_now(args.now, settings.timezone)
     state = settled_watermark(settings, clock)
-    verify(settings, state, where=state_store(settings).location)  # no date is due on another
+    verify(pipeline, settings, state, where=state_store(settings).location)  # no date is due on another
     dates = due_partitions(pipeline, settings, state, clock)
     if args.json:
         print(json.dumps([d.isoformat() for d in dates]))
@@ -220,7 +220,7 @@ def cmd_status(args: argparse.Namespace, pipeline: Pipeline,
     clock = parse_now(args.now, settings.timezone) if args.now else now()
     rows = status_rows(pipeline, settings, clock, args.days)
     print(json.dumps(rows, indent=2) if args.json else format_status(pipeline, rows))
-    problem = warehouse_problem(settings)
+    problem = warehouse_problem(pipeline, settings)
     if problem is not None:  # the rows are the watermark's; no run proceeds until resolved
         from tokokita_etl.runner.outcomes import identity_refusal
 

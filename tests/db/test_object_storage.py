@@ -190,3 +190,23 @@ def test_a_folder_url_with_an_unknown_scheme_is_a_configuration_error(tmp_path):
     with pytest.raises(ConfigError, match="state_dir must be a local folder"):
         load_settings(env={"TOKOKITA_STATE_DIR": "s3://bucket/state"}, cwd=tmp_path)
     assert isinstance(load_settings(env={}, cwd=tmp_path).raw_dir, Path)
+
+
+def test_publish_puts_the_validated_file_and_checks_it_arrived_whole(bucket, tmp_path):
+    """`runner.publish`: an upload whose object is the staged file, which then goes; a local
+    target is a rename; nothing staged is refused naming the partition."""
+    from tokokita_etl.errors import EtlError
+    from tokokita_etl.runner.publish import publish, write_csv
+    from tokokita_etl.storage import download
+
+    staged = tmp_path / ".staged-x.csv"
+    write_csv(staged, ("kota", "bruto"), [("Bandung", "1.50")])
+    target = f"s3://{bucket}/gold/x.csv"
+    assert publish(staged, target, "2026-11-02") == target and not staged.exists()
+    download(target, tmp_path / "back.csv")
+    assert (tmp_path / "back.csv").read_bytes() == b"kota,bruto\nBandung,1.50\n"
+    with pytest.raises(EtlError, match="no validated gold file to publish for 2026-11-02"):
+        publish(staged, target, "2026-11-02")
+    write_csv(staged, ("kota",), [])
+    assert publish(staged, tmp_path / "x.csv", "2026-11-02") == tmp_path / "x.csv"
+    assert (tmp_path / "x.csv").read_bytes() == b"kota\n" and not staged.exists()

@@ -242,3 +242,30 @@ def _tables(url: str) -> list[str]:
 def _pg_state_url() -> str:
     return _pg_server_url()
 
+
+
+def test_the_probe_looks_for_the_tables_the_declared_schemas_register(workspace):
+    """A warehouse made before identities is told from an empty one by the partitioned
+    tables the pipeline's schema module (and its upstream's) declares, not by a name the
+    runner knows."""
+    from sqlalchemy import text
+
+    from tokokita_etl.orders.pipeline import ORDERS
+    from tokokita_etl.runner.identity import Presence, partition_tables, present
+    from tokokita_etl.warehouse.database import Warehouse
+    from tokokita_etl.weekly.pipeline import WEEKLY_CITY_REPORT
+
+    orders = partition_tables([ORDERS])
+    assert orders == ("fact_pesanan", "karantina", "summary_harian")
+    assert partition_tables([WEEKLY_CITY_REPORT]) == tuple(sorted((*orders, "summary_mingguan")))
+    warehouse = Warehouse(workspace.warehouse_url, "Asia/Jakarta")
+    if warehouse.is_sqlite:
+        sqlite_file(workspace).parent.mkdir(parents=True, exist_ok=True)
+    with warehouse.begin(label="warehouse") as conn:
+        conn.execute(text("CREATE TABLE unrelated (x TEXT)"))
+    assert present(warehouse, orders).presence is Presence.EMPTY
+    with warehouse.begin(label="warehouse") as conn:
+        conn.execute(text("CREATE TABLE summary_mingguan (week_start TEXT)"))
+    assert present(warehouse, orders).presence is Presence.EMPTY
+    assert present(warehouse, partition_tables([WEEKLY_CITY_REPORT])).presence \
+        is Presence.UNMARKED

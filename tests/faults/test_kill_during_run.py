@@ -72,7 +72,6 @@ import pytest
 from devtools.samples import generate_partition
 from tests.conftest import Workspace, clean_env, run_cli
 from tests.faults.conftest import final_files, warehouse_rows
-from tokokita_etl.orders.contract import STAGED_GOLD_PREFIX
 from tokokita_etl.orders.pipeline import ORDERS
 from tokokita_etl.runner.claims import (
     claim_date,
@@ -82,6 +81,7 @@ from tokokita_etl.runner.claims import (
 )
 from tokokita_etl.runner.liveness import cli_holder_finished, cli_owner
 from tokokita_etl.runner.policy import due_runs
+from tokokita_etl.runner.publish import STAGED_PREFIX
 from tokokita_etl.runner.schedule import parse_now
 from tokokita_etl.runner.sequence import run_for_date
 from tokokita_etl.runner.status import status_rows
@@ -310,7 +310,7 @@ def _check_after_kill(ws: Workspace, clean: Clean, killed: Killed, *rerun: str) 
     assert entry["status"] == "success" and IN_PROGRESS not in entry
     assert entry["checksums"] == clean.checksums
     assert ws.gold_file(DAY).read_bytes() == clean.gold
-    assert not [p for p in ws.gold.iterdir() if p.name.startswith(STAGED_GOLD_PREFIX)]
+    assert not [p for p in ws.gold.iterdir() if p.name.startswith(STAGED_PREFIX)]
     manifest = json.loads(ws.manifests(DAY)[-1].read_text(encoding="utf-8"))
     # a date that needs a re-run is run again; a success is skipped (it is done)
     assert manifest["status"] == ("success" if said == "needs re-run" else "skipped")

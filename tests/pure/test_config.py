@@ -15,12 +15,13 @@ import pytest
 from tests.conftest import HEADER, REPO
 from tokokita_etl import cli
 from tokokita_etl.errors import ConfigError
+from tokokita_etl.orders.contract import gold_path
 from tokokita_etl.orders.gold import staged_gold_path
 from tokokita_etl.orders.pipeline import ORDERS
 from tokokita_etl.orders.settings import OrdersSettings
 from tokokita_etl.orders.transform import duckdb_config
 from tokokita_etl.pipelines import load_settings
-from tokokita_etl.settings.layout import gold_path, partition_file_exists
+from tokokita_etl.settings.layout import partition_file_exists
 from tokokita_etl.settings.model import default
 
 #: the orders' settings: the shared ones, the runner's and their own
@@ -365,7 +366,7 @@ def test_each_value_records_its_source(tmp_path):
 
 def test_a_partition_exists_when_its_file_is_there_and_not_empty(tmp_path):
     day = date(2026, 11, 2)
-    path = OrdersSettings(raw_dir=tmp_path).partition_path(day)
+    path = ORDERS.raw.path(OrdersSettings(raw_dir=tmp_path), day)
     assert not partition_file_exists(path) and not ORDERS.raw.exists(OrdersSettings(raw_dir=tmp_path), day)
     path.write_bytes(b"")
     assert not partition_file_exists(path) and not ORDERS.raw.exists(OrdersSettings(raw_dir=tmp_path), day)
@@ -379,7 +380,7 @@ def test_a_partition_exists_when_its_file_is_there_and_not_empty(tmp_path):
 
 def test_the_gold_file_name_is_defined_once(tmp_path):
     day = date(2026, 11, 2)
-    assert OrdersSettings(gold_dir=tmp_path).gold_path(day) == gold_path(tmp_path, day) \
+    assert ORDERS.gold.path(OrdersSettings(gold_dir=tmp_path), day) == gold_path(tmp_path, day) \
         == tmp_path / "summary_harian_2026-11-02.csv"
     assert staged_gold_path(tmp_path, day) == tmp_path / ".staged-summary_harian_2026-11-02.csv"
 

@@ -13,7 +13,7 @@ from tokokita_etl.errors import ConfigError
 from tokokita_etl.monthly.pipeline import MONTHLY_CITY_REPORT
 from tokokita_etl.orders.pipeline import ORDERS, success_fields
 from tokokita_etl.pipelines import DEFAULT, PIPELINES, by_dag_id, by_name
-from tokokita_etl.runner.declaration import Pipeline, RawFiles, Stage, Upstream
+from tokokita_etl.runner.declaration import Column, Pipeline, RawFiles, Stage, Upstream
 from tokokita_etl.runner.schedule import MONTHLY
 from tokokita_etl.weekly.pipeline import WEEKLY_CITY_REPORT
 
@@ -121,3 +121,12 @@ def test_every_command_takes_pipeline_and_an_unknown_one_exits_2_naming_the_know
                 "weekly_city_report") in err, (args, err)
     assert cli.main(["due", "--pipeline", "orders", "--now", "2026-11-05T10:00:00+07:00"],
                     now=at) == 0
+
+
+def test_a_share_column_and_only_a_share_names_the_counts_it_divides():
+    with pytest.raises(ConfigError, match="share_of"):
+        Column("quarantine_share", "quarantine", "share")
+    with pytest.raises(ConfigError, match="share_of"):
+        Column("bruto", "bruto", "money", share_of=("a", "b"))
+    with pytest.raises(ConfigError, match="kind 'amount'"):
+        Column("bruto", "bruto", "amount")  # type: ignore[arg-type]

@@ -1,26 +1,32 @@
-"""The package's folders are layers, and an import goes only downwards.
+"""The package's folders are layers, and an import goes only downwards. The pipeline packages
+are those of the registry (`tokokita_etl.pipelines`: the package's own and the installed
+ones), each the package of the module that declares its `Pipeline`:
 
 - shared (`errors`, `files`, `storage`, `masking`, `cron`): imports only shared modules;
 - `settings/` (model, value rules, sources, display, file layout): shared;
 - `warehouse/` (connections, dialects, canonical checksums): settings and shared;
-- `runner/` (partitions, decisions, watermark, claims, outcomes, status): warehouse,
-  settings and shared, never a pipeline's domain;
-- `orders/` (the orders pipeline's domain): the runner and everything below it;
-- `city_report/` (what the city reports share: their table, sums, stages, lineage): the
-  orders (what they are built from) and below;
-- `weekly/`, `monthly/` (the weekly and the monthly city report): `city_report/` and below;
+- `runner/` (partitions, decisions, watermark, claims, outcomes, status, publish, lineage
+  references): warehouse, settings and shared, never a pipeline's package;
+- each pipeline's package (`orders/`, `weekly/`, `monthly/`, the stock test pipeline): the
+  runner and everything below it, and the libraries the pipelines share, never another
+  pipeline's package (an upstream is another pipeline's declaration);
+- the libraries pipelines share (`city_report/`: the city reports' table, sums, stages,
+  lineage): the runner and below;
 - the composition (`cli`, `pipelines`, `__main__`): anything.
 
-The Airflow adapters (`plugins/`) serve any pipeline, so they never import a domain.
+The Airflow adapters (`plugins/`) serve any pipeline, so they never import a pipeline's
+package or a library of them.
 
 Read statically, as the cycle test reads imports (lazy and type-checking imports count). An
-import that crosses a layer would be listed by name below, and the test fails on a new
-crossing and on a listed one that is gone, so the list only shrinks; it is empty.
+import that crosses a layer is listed by name below, and the test fails on a new crossing
+and on a listed one that is gone, so the list only shrinks.
 """
 
 from __future__ import annotations
 
 import ast
+import sys
+from functools import cache
 from pathlib import Path
 
 from tests.import_graph import PACKAGE, ROOT, import_graph, write_tree
@@ -28,36 +34,82 @@ from tests.import_graph import PACKAGE, ROOT, import_graph, write_tree
 REPO = ROOT.parent
 SHARED = {"errors", "files", "storage", "masking", "cron"}
 COMPOSITION = {"cli", "pipelines", "__main__"}
-ALLOWED = {
+#: the folders of the package the pipelines share, by what they share
+LIBRARIES = {"city_report"}
+BELOW_RUNNER = {"runner", "warehouse", "settings", "shared"}
+GENERIC = {
     "shared": {"shared"},
     "settings": {"settings", "shared"},
     "warehouse": {"warehouse", "settings", "shared"},
-    "runner": {"runner", "warehouse", "settings", "shared"},
-    "orders": {"orders", "runner", "warehouse", "settings", "shared"},
-    # the city reports are built from the orders' results
-    "city_report": {"city_report", "orders", "runner", "warehouse", "settings", "shared"},
-    "weekly": {"weekly", "city_report", "runner", "warehouse", "settings", "shared"},
-    "monthly": {"monthly", "city_report", "runner", "warehouse", "settings", "shared"},
-    "plugins": {"runner", "warehouse", "settings", "shared", "composition"},
+    "runner": BELOW_RUNNER,
+    "plugins": BELOW_RUNNER | {"composition"},
 }
 
-#: crossings not yet removed (importer, imported module)
-KNOWN_CROSSINGS: set[tuple[str, str]] = set()
+#: crossings not yet removed (importer, imported module): the city reports name their
+#: upstream by the orders' declaration object, not by its name through the registry
+KNOWN_CROSSINGS: set[tuple[str, str]] = {
+    ("tokokita_etl.city_report.inputs", "tokokita_etl.orders.pipeline"),
+}
+
+
+def _declaring_module(pipeline) -> str:
+    """The module that declares `pipeline` (assigns it at its top level), not one that
+    imports it."""
+    for name, module in sorted(sys.modules.items()):
+        found = [attr for attr, value in vars(module).items() if value is pipeline] \
+            if module is not None and name != f"{PACKAGE}.pipelines" else []
+        path = getattr(module, "__file__", None)
+        if not found or not path or not path.endswith(".py"):
+            continue
+        tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+        assigned = {target.id for node in tree.body if isinstance(node, ast.Assign)
+                    for target in node.targets if isinstance(target, ast.Name)}
+        if assigned & set(found):
+            return name
+    raise AssertionError(f"pipeline {pipeline.name!r}: no module declares it")
+
+
+@cache
+def pipeline_packages() -> dict[str, str]:
+    """Each registered pipeline's package (dotted name) -> the pipeline's name: the
+    registry's pipelines and the stock test pipeline (a package a user would install)."""
+    import tests.stock_pipeline
+    from tokokita_etl.pipelines import every
+
+    found = {}
+    for pipeline in (*every().values(), tests.stock_pipeline.STOCK):
+        module = _declaring_module(pipeline)
+        package = module if sys.modules[module].__file__.endswith("__init__.py") \
+            else module.rsplit(".", 1)[0]
+        found[package] = pipeline.name
+    return found
 
 
 def layer(module: str) -> str:
-    """The layer of a module of the package, by its folder (or its name at the top)."""
+    """The layer of a module of the package, by its folder (or its name at the top): a
+    pipeline's package is its own layer."""
     parts = module.split(".")
     if len(parts) == 1:
         return "shared"  # the package's own __init__: a docstring and a version
     top = parts[1]
-    if top in ("runner", "orders", "city_report", "weekly", "monthly", "warehouse", "settings"):
+    if f"{PACKAGE}.{top}" in pipeline_packages() or top in LIBRARIES:
+        return top
+    if top in ("runner", "warehouse", "settings"):
         return top
     if top in COMPOSITION:
         return "composition"
     if top in SHARED:
         return "shared"
     raise AssertionError(f"{module}: a module in no layer; name its layer in this test")
+
+
+def allowed(importer_layer: str) -> set[str]:
+    """The layers a module of `importer_layer` may import."""
+    if importer_layer in GENERIC:
+        return GENERIC[importer_layer]
+    if importer_layer in LIBRARIES:
+        return {importer_layer} | BELOW_RUNNER
+    return {importer_layer} | LIBRARIES | BELOW_RUNNER  # a pipeline's package
 
 
 def _without_packages_of(pairs: set[tuple[str, str]]) -> set[tuple[str, str]]:
@@ -71,14 +123,14 @@ def crossings(graph: dict[str, dict[str, int]]) -> set[tuple[str, str]]:
     """Every import from a module of one layer into a layer it may not import."""
     found = {(importer, target) for importer, imported in graph.items()
              if layer(importer) != "composition"
-             for target in imported if layer(target) not in ALLOWED[layer(importer)]}
+             for target in imported if layer(target) not in allowed(layer(importer))}
     return _without_packages_of(found)
 
 
-def plugin_imports(root: Path) -> dict[str, set[str]]:
-    """Each plugin file (relative path) -> the package modules it imports."""
+def plugin_imports(root: Path, folder: str = "plugins") -> dict[str, set[str]]:
+    """Each file of `folder` (relative path) -> the package modules it imports."""
     found: dict[str, set[str]] = {}
-    for path in sorted((root / "plugins").rglob("*.py")):
+    for path in sorted((root / folder).rglob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
         names = found.setdefault(str(path.relative_to(root)), set())
         for node in ast.walk(tree):
@@ -96,7 +148,7 @@ def plugin_imports(root: Path) -> dict[str, set[str]]:
 
 def plugin_crossings(root: Path) -> set[tuple[str, str]]:
     found = {(path, module) for path, modules in plugin_imports(root).items()
-             for module in modules if layer(module) not in ALLOWED["plugins"]}
+             for module in modules if layer(module) not in allowed("plugins")}
     return _without_packages_of(found)
 
 
@@ -140,3 +192,36 @@ def test_the_readme_layout_table_names_each_folder_of_the_package_and_nothing_el
     named = {path for path in listed if path.startswith(f"include/{PACKAGE}")}
     assert named == folders | {f"include/{PACKAGE}"}
     assert [path for path in listed if not (REPO / path).exists()] == []
+
+
+def test_the_pipeline_packages_come_from_the_registry_and_import_no_other_pipeline():
+    """The orders, the two city reports and the stock test pipeline (a package of its own,
+    outside the project's package) are each a layer; the stock pipeline imports the runner
+    and below only."""
+    assert pipeline_packages() == {
+        f"{PACKAGE}.orders": "orders", f"{PACKAGE}.weekly": "weekly_city_report",
+        f"{PACKAGE}.monthly": "monthly_city_report", "tests.stock_pipeline": "stock"}
+    stock = plugin_imports(REPO, "tests/stock_pipeline")
+    assert stock and all(layer(module) in BELOW_RUNNER
+                         for modules in stock.values() for module in modules), stock
+
+
+def test_a_pipeline_package_importing_another_is_a_crossing(tmp_path):
+    write_tree(tmp_path, {
+        "include/tokokita_etl/__init__.py": "",
+        "include/tokokita_etl/runner/__init__.py": "",
+        "include/tokokita_etl/runner/declaration.py": "",
+        "include/tokokita_etl/orders/__init__.py": "",
+        "include/tokokita_etl/orders/schema.py": "",
+        "include/tokokita_etl/weekly/__init__.py": "",
+        "include/tokokita_etl/weekly/pipeline.py":
+            "from tokokita_etl.runner import declaration\n"
+            "from tokokita_etl.city_report import build\n"
+            "def table():\n    from tokokita_etl.orders import schema\n",
+        "include/tokokita_etl/city_report/__init__.py": "",
+        "include/tokokita_etl/city_report/build.py": "from tokokita_etl.weekly import pipeline\n",
+    })
+    graph = import_graph(tmp_path / "include", PACKAGE)
+    assert crossings(graph) == {
+        ("tokokita_etl.weekly.pipeline", "tokokita_etl.orders.schema"),
+        ("tokokita_etl.city_report.build", "tokokita_etl.weekly.pipeline")}

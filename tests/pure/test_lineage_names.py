@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tokokita_etl.orders.lineage import location_dataset, table_dataset
+from tokokita_etl.runner.lineage import location_dataset, table_dataset
 
 
 def test_a_postgres_table_is_named_host_port_and_database_schema_table():

@@ -26,6 +26,7 @@ from tokokita_etl.errors import (
     ValidationError,
     WarehouseError,
 )
+from tokokita_etl.orders.contract import partition_path
 from tokokita_etl.orders.pipeline import ORDERS
 from tokokita_etl.orders.settings import OrdersSettings
 from tokokita_etl.orders.validate import VOLUME_HISTORY_DAYS, volume_warnings
@@ -52,7 +53,6 @@ from tokokita_etl.runner.policy import (
 )
 from tokokita_etl.runner.stores.files import StateStore
 from tokokita_etl.runner.watermark import FAILED, SUCCESS, Watermark
-from tokokita_etl.settings.layout import partition_path
 
 JKT = ZoneInfo("Asia/Jakarta")
 DAY = date(2026, 11, 2)

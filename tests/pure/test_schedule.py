@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from tests.conftest import HEADER, SAMPLE_DATES, SAMPLE_RAW
 from tokokita_etl.errors import ConfigError
+from tokokita_etl.orders.contract import partition_path
 from tokokita_etl.orders.pipeline import ORDERS
 from tokokita_etl.orders.settings import OrdersSettings
 from tokokita_etl.runner.policy import decide, due_runs
@@ -27,7 +28,6 @@ from tokokita_etl.runner.schedule import (
 )
 from tokokita_etl.runner.stores.files import StateStore
 from tokokita_etl.runner.watermark import FAILED, SUCCESS, Watermark
-from tokokita_etl.settings.layout import partition_path
 
 ZONE = "Asia/Jakarta"
 JKT = ZoneInfo(ZONE)

@@ -8,7 +8,16 @@ from zoneinfo import ZoneInfo
 
 from tokokita_etl.orders.pipeline import ORDERS
 from tokokita_etl.orders.settings import OrdersSettings
-from tokokita_etl.runner.status import DateAction, DateState, date_states, format_status, window
+from tokokita_etl.runner.declaration import Column
+from tokokita_etl.runner.status import (
+    DateAction,
+    DateState,
+    date_states,
+    format_cell,
+    format_status,
+    settled_states,
+    window,
+)
 from tokokita_etl.runner.stores import state_store
 from tokokita_etl.runner.watermark import FAILED, SUCCESS
 
@@ -223,3 +232,58 @@ def test_no_missing_row_after_end_date_only_those_with_something_to_run(tmp_path
     assert table.splitlines()[-1].startswith(done.isoformat())
     assert not any(line.startswith((str(end + timedelta(days=1)), str(TODAY - timedelta(days=1))))
                    for line in table.splitlines())
+
+
+def test_the_rows_carry_the_declared_columns_formatted_by_the_runner(tmp_path):
+    settings = settings_in(tmp_path)
+    day = TODAY - timedelta(days=2)
+    record(settings, day, SUCCESS, rows={"extracted": 36, "karantina": 23, "duplikat": 3,
+                                         "fact": 10, "summary": 4},
+           bruto="12345678901234567.89", bersih="2137002.00", gold="gold/x.csv")
+    row = by_date(date_states(ORDERS, settings, at(4)))[str(day)]
+    assert [c.label for c in ORDERS.columns] == [
+        "extracted", "fact", "karantina", "duplikat", "quarantine", "bruto", "bersih"]
+    # money stays exact past a float's 17 digits; a whole amount shows no cents
+    assert row["cells"] == ["36", "10", "23", "3", "63.9%", "12,345,678,901,234,567.89",
+                            "2,137,002"]
+    assert (row["bruto"], row["quarantine_share"]) == ("12345678901234567.89", 23 / 36)
+
+
+def test_a_cell_is_blank_without_a_value_and_a_count_gets_thousands_separators():
+    count, money = Column("n", "n"), Column("m", "m", "money")
+    share = Column("s", "s", "share", share_of=("a", "b"))
+    assert [format_cell(c, None) for c in (count, money, share)] == ["", "", ""]
+    assert (format_cell(count, 1234567), format_cell(money, "0.50"),
+            format_cell(share, 0.0)) == ("1,234,567", "0.50", "0.0%")
+
+
+def test_settledness_tells_every_date_the_state_its_status_row_shows(tmp_path):
+    """`policy.settled` (what the gate, the upstream sensor and the sweep ask of an upstream
+    date) and the status rows name the same state and label for every date."""
+    settings = settings_in(tmp_path)
+    t = {n: TODAY - timedelta(days=n) for n in range(1, 14)}
+    record(settings, t[2], SUCCESS, rows={"extracted": 1}, gold="gold/x.csv")
+    partition(settings, t[3])
+    record(settings, t[4], FAILED, error="bad", failed_stage="extract")
+    partition(settings, t[4])
+    record(settings, t[5], FAILED, times=3, error="bad bytes", failed_stage="extract")
+    partition(settings, t[6])
+    partition(settings, t[10])
+    record(settings, t[11], FAILED, error="lost", failed_stage="reconcile", needs_rerun=True)
+    partition(settings, t[11])
+    for n, body in ((8, json.dumps({"owner": "airflow:x", "since": at(3).isoformat(),
+                                    "expires": at(9).isoformat()})), (12, "{not json")):
+        state_store(settings).claim_path(t[n]).parent.mkdir(parents=True, exist_ok=True)
+        state_store(settings).claim_path(t[n]).write_text(body)
+
+    for now in (at(1), at(4), at(9)):
+        rows = date_states(ORDERS, settings, now)
+        found = settled_states(ORDERS, settings, now, [date.fromisoformat(r["date"])
+                                                        for r in rows],
+                               state_store(settings).read())
+        assert {r["date"]: (r["state"], r["label"]) for r in rows} == {
+            str(day): (found.state, found.label) for day, found in found.items()}
+        assert {str(day) for day, found in found.items() if found.settled} == {
+            r["date"] for r in rows if r["state"] in ("done", "missing")}
+    assert {r["state"] for r in rows} >= {"done", "due", "failed", "blocked", "running",
+                                          "missing", "not processed", "needs re-run"}

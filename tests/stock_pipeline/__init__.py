@@ -16,14 +16,17 @@ from typing import Any
 
 from tokokita_etl.errors import DataError, MissingPartitionError
 from tokokita_etl.files import write_text_atomic
-from tokokita_etl.runner.declaration import Pipeline, RawFiles, Stage
+from tokokita_etl.runner.declaration import Column, Gold, Pipeline, RawFiles, Stage
 from tokokita_etl.runner.staging import read_stage
 
 RAW = RawFiles("raw_dir", lambda day: f"stok_{day.isoformat()}.csv")
 
 
+GOLD = Gold(lambda day: f"stok_harian_{day.isoformat()}.csv")
+
+
 def gold_path(settings: Any, day: date) -> Path:
-    return Path(settings.gold_dir) / f"stok_harian_{day.isoformat()}.csv"
+    return Path(GOLD.path(settings, day))
 
 
 def count(settings: Any, day: date) -> dict[str, Any]:
@@ -72,7 +75,8 @@ STOCK = Pipeline(
     ),
     outcome=outcome,
     raw=RAW,
+    gold=GOLD,
     defaults={"cron": "0 3 * * *"},
-    columns=("extracted",),
+    columns=(Column("extracted", "extracted"),),
     tags=("tokokita", "stock"),
 )

@@ -6,7 +6,6 @@ Money is summed exactly (`Decimal`); every row and file lists kota in code-point
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import date
@@ -17,11 +16,15 @@ from typing import Any
 from sqlalchemy import delete, insert, text
 
 from tokokita_etl.city_report import CityReport
+from tokokita_etl.city_report.inputs import DAILY_SUMMARIES
 from tokokita_etl.errors import ValidationError, WarehouseError
-from tokokita_etl.files import atomic_writer
-from tokokita_etl.orders.schema import summary_rows
+from tokokita_etl.runner.publish import write_csv
 from tokokita_etl.warehouse.checksums import rows_checksum
 from tokokita_etl.warehouse.database import Warehouse
+from tokokita_etl.warehouse.schema import metadata
+
+#: the orders' table a report is built from
+DAILY_TABLE = "summary_harian"
 
 
 def money(value: str | Decimal) -> str:
@@ -70,9 +73,11 @@ def collect(report: CityReport, warehouse: Warehouse, key: date,
     daily: list[list[Any]] = []
     checksums: dict[str, str | None] = {}
     dates = report.grain.dates(key)
+    DAILY_SUMMARIES.pipeline.declare_tables()
+    table = metadata.tables[DAILY_TABLE]
     with warehouse.begin(label="warehouse", read_only=True) as conn:
         for day in dates:
-            rows = list(summary_rows(warehouse, conn, day))
+            rows = list(warehouse.partition_rows(conn, table, day))
             want = expected[day.isoformat()]["checksum"]
             # a date without a success has no rows; a done date may have none (no valid order)
             found = rows_checksum(rows) if rows or want is not None else None
@@ -168,7 +173,4 @@ def validate_partition(report: CityReport, warehouse: Warehouse, key: date,
 
 def write_gold(report: CityReport, path: Path, rows: list[list[Any]]) -> None:
     """Write the partition's rows as its gold CSV, atomically."""
-    with atomic_writer(path, newline="") as handle:
-        writer = csv.writer(handle, lineterminator="\n")
-        writer.writerow(columns(report))
-        writer.writerows(rows)
+    write_csv(path, columns(report), rows)

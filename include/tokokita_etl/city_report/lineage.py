@@ -1,5 +1,5 @@
-"""What each stage of a city report reads and writes, as OpenLineage datasets (the orders'
-`DatasetRef`, naming each table's partitions: the partition's dates of `summary_harian`, its
+"""What each stage of a city report reads and writes, as the runner's dataset references
+(`runner.lineage`, naming each table's partitions: the partition's dates of `summary_harian`, its
 key of the report's table).
 
 | stage | inputs | outputs |
@@ -18,7 +18,7 @@ from typing import Any
 
 from tokokita_etl.city_report import CityReport
 from tokokita_etl.city_report.stages import gold_location
-from tokokita_etl.orders.lineage import Check, DatasetRef, location_dataset, table_dataset
+from tokokita_etl.runner.lineage import DatasetRef, checks_of, file_ref, table_ref
 
 DAILY = "summary_harian"
 
@@ -32,19 +32,17 @@ def stage_lineage(report: CityReport, settings: Any, key: date, stage: str,
     own = ((report.key_column, key.isoformat()),)
 
     def table(name: str, partitions: tuple[tuple[str, str], ...], **known: Any) -> DatasetRef:
-        return DatasetRef(*table_dataset(settings.warehouse_url, name), partitions=partitions,
-                          **known)
+        return table_ref(settings.warehouse_url, name, partitions=partitions, **known)
 
     if stage == "collect":
         return [table(DAILY, days, rows=result.get("daily_rows"))], []
     if stage == "load":
         return [], [table(report.table_name, own, rows=result.get("rows"))]
     if stage == "validate":
-        checks = tuple(Check(c["name"], bool(c["ok"]), c["detail"])
-                       for c in result.get("checks", []))
+        checks = checks_of(result)
         return [table(report.table_name, own, rows=result.get("rows"), checks=checks),
                 table(DAILY, days)], []
     if stage == "publish_gold":
-        return [table(report.table_name, own)], [DatasetRef(*location_dataset(
-            gold_location(report, settings, key)), rows=result.get("rows"))]
+        return [table(report.table_name, own)], [file_ref(gold_location(report, settings, key),
+                                                          rows=result.get("rows"))]
     raise ValueError(f"unknown stage {stage!r}")

@@ -11,7 +11,7 @@ from typing import Any
 from tokokita_etl.city_report import CityReport
 from tokokita_etl.city_report.inputs import DAILY_SUMMARIES
 from tokokita_etl.city_report.stages import stages
-from tokokita_etl.runner.declaration import Pipeline
+from tokokita_etl.runner.declaration import Column, Gold, Pipeline
 from tokokita_etl.runner.upstream import BUILT_FROM, missing_from
 
 
@@ -36,7 +36,7 @@ def done_line(entry: Mapping[str, Any]) -> str:
     """What a built partition holds, in the command line's `[summary]` line."""
     from decimal import Decimal
 
-    from tokokita_etl.orders.validate import rupiah
+    from tokokita_etl.runner.status import rupiah
 
     rows = entry["rows"]
     missing = missing_from(entry)
@@ -76,13 +76,15 @@ def city_report_pipeline(report: CityReport, *, name: str, dag_id: str, descript
         stages=stages(report),
         outcome=success_fields,
         upstream=DAILY_SUMMARIES,
+        gold=Gold(report.gold_name),
         grain=report.grain,
         tags=tags,
         defaults=defaults,
         asset=asset,
         done_line=done_line,
         lineage=partial(stage_lineage, report),
-        columns=("days", "missing", "kota", "bruto", "bersih"),
+        columns=(Column("days", "days"), Column("missing", "missing"), Column("kota", "kota"),
+                 Column("bruto", "bruto", "money"), Column("bersih", "bersih", "money")),
         status_counts=(("days", 4), ("missing", 7), ("kota", 4)),
         schema=report.schema,
         held_checksums=partial(held_checksums, report),

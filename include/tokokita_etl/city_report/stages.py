@@ -9,32 +9,20 @@ from __future__ import annotations
 
 from datetime import date
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 from tokokita_etl.city_report import CityReport
-from tokokita_etl.errors import EtlError, NoInputError
-from tokokita_etl.runner.declaration import Stage
+from tokokita_etl.errors import NoInputError
+from tokokita_etl.runner.declaration import Gold, Stage
+from tokokita_etl.runner.publish import publish, staged_path
 from tokokita_etl.runner.settings import PipelineSettings
-from tokokita_etl.runner.staging import GOLD_COPY, drop_staged, read_stage
-from tokokita_etl.settings.layout import join
-from tokokita_etl.storage import Location, is_url
-
-#: the prefix of a validated gold file waiting to be published beside its final name
-STAGED_PREFIX = ".staged-"
+from tokokita_etl.runner.staging import drop_staged, read_stage
+from tokokita_etl.storage import Location
 
 
 def gold_location(report: CityReport, settings: PipelineSettings, key: date) -> Location:
     """Where the partition's gold file is published."""
-    return join(settings.gold_dir, report.gold_name(key))
-
-
-def _staged_gold(report: CityReport, settings: PipelineSettings, key: date) -> Path:
-    """Where validate leaves the checked gold file: beside its final name (publishing is a
-    rename), or in the working copy when the gold folder is a URL (publishing is an upload)."""
-    folder = settings.staging_path(key) / GOLD_COPY if is_url(settings.gold_dir) \
-        else Path(settings.gold_dir)
-    return folder / f"{STAGED_PREFIX}{report.gold_name(key)}"
+    return Gold(report.gold_name).path(settings, key)
 
 
 def collect_stage(report: CityReport, settings: PipelineSettings, key: date) -> dict[str, Any]:
@@ -79,24 +67,14 @@ def validate_stage(report: CityReport, settings: PipelineSettings, key: date) ->
               for day, found in collected["built_from"].items() if found["checksum"]}
     result = validate_partition(report, Warehouse.from_settings(settings), key,
                                 collected["rows"], totals)
-    write_gold(report, _staged_gold(report, settings, key), result.pop("held"))
+    write_gold(report, staged_path(settings, key, report.gold_name(key)), result.pop("held"))
     return result
 
 
 def publish_gold_stage(report: CityReport, settings: PipelineSettings, key: date) -> dict[str, Any]:
     rows = read_stage(settings, key, "validate")["rows"]  # only a validated partition
-    staged = _staged_gold(report, settings, key)
-    target = gold_location(report, settings, key)
-    if not staged.exists():
-        raise EtlError(f"{staged}: no validated gold file to publish for {report.of(key)}; "
-                       "run validate first")
-    if is_url(target):
-        from tokokita_etl.storage import upload
-
-        upload(staged, str(target))
-        staged.unlink()
-    else:
-        staged.replace(Path(target))
+    staged = staged_path(settings, key, report.gold_name(key))
+    target = publish(staged, gold_location(report, settings, key), report.of(key))
     return {"gold": str(target), "rows": rows}
 
 

@@ -1,6 +1,37 @@
-"""Names fixed by the data contract: columns, reason codes, staging file names."""
+"""Names fixed by the data contract: file names, columns, reason codes, staging file names."""
 
 from __future__ import annotations
+
+from datetime import date
+
+from tokokita_etl.settings.layout import join
+from tokokita_etl.storage import Location
+
+
+def raw_file_name(day: date) -> str:
+    """The raw partition file of `day`: `pesanan_YYYY-MM-DD.csv`."""
+    return f"pesanan_{day.isoformat()}.csv"
+
+
+def gold_file_name(day: date) -> str:
+    """The gold file of `day`: `summary_harian_YYYY-MM-DD.csv`."""
+    return f"summary_harian_{day.isoformat()}.csv"
+
+
+def partition_path(raw_dir: Location, day: date) -> Location:
+    """`<raw_dir>/pesanan_YYYY-MM-DD.csv`."""
+    return join(raw_dir, raw_file_name(day))
+
+
+def gold_path(gold_dir: Location, day: date) -> Location:
+    """`<gold_dir>/summary_harian_YYYY-MM-DD.csv`."""
+    return join(gold_dir, gold_file_name(day))
+
+
+def quarantine_path(quarantine_dir: Location, day: date) -> Location:
+    """`<quarantine_dir>/karantina_YYYY-MM-DD.csv`."""
+    return join(quarantine_dir, f"karantina_{day.isoformat()}.csv")
+
 
 REQUIRED_COLUMNS = (
     "order_id", "order_ts", "customer_id", "kota", "produk", "qty", "harga_satuan", "diskon",
@@ -40,4 +71,3 @@ VALID_ROWS = "valid.parquet"
 REPEATING_VALID_COLUMNS = ("order_date", "kota", "produk", "qty", "harga_satuan", "diskon",
                            "bruto", "bersih")
 REJECTED_ROWS = "rejected.parquet"
-STAGED_GOLD_PREFIX = ".staged-"

@@ -25,7 +25,12 @@ import pyarrow.parquet as pq
 
 from tokokita_etl.errors import DataError, MissingPartitionError
 from tokokita_etl.files import atomic_path, atomic_writer
-from tokokita_etl.orders.contract import EXTRACT_MALFORMED, EXTRACT_ROWS, REQUIRED_COLUMNS
+from tokokita_etl.orders.contract import (
+    EXTRACT_MALFORMED,
+    EXTRACT_ROWS,
+    REQUIRED_COLUMNS,
+    partition_path,
+)
 from tokokita_etl.runner.inputs import (
     LINE_DIGESTS_MAX_BYTES,
     file_fingerprint,
@@ -33,7 +38,6 @@ from tokokita_etl.runner.inputs import (
     line_digests,
     stamp_of_stat,
 )
-from tokokita_etl.settings.layout import partition_path
 
 log = logging.getLogger(__name__)
 BATCH_ROWS = 65_536

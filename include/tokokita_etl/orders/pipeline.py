@@ -7,6 +7,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
+from tokokita_etl.orders.contract import gold_file_name, raw_file_name
 from tokokita_etl.orders.settings import OrdersSettings
 from tokokita_etl.orders.stages import (
     extract_lines,
@@ -20,10 +21,9 @@ from tokokita_etl.orders.stages import (
     validate_lines,
     validate_stage,
 )
-from tokokita_etl.runner.declaration import Pipeline, RawFiles, Stage
+from tokokita_etl.runner.declaration import Column, Gold, Pipeline, RawFiles, Stage
 from tokokita_etl.runner.inputs import RAW, RAW_LINES
 from tokokita_etl.runner.policy import RUN_COMMAND
-from tokokita_etl.settings.layout import raw_file_name
 from tokokita_etl.storage import is_url
 
 
@@ -76,7 +76,7 @@ def done_line(entry: Mapping[str, Any]) -> str:
     """What a success did, in the command line's `[summary]` line."""
     from decimal import Decimal
 
-    from tokokita_etl.orders.validate import rupiah
+    from tokokita_etl.runner.status import rupiah
 
     return (f"{entry['rows']['fact']} fact rows, {entry['rows']['summary']} kota, "
             f"{rupiah(Decimal(entry['bruto']))} bruto, {rupiah(Decimal(entry['bersih']))} bersih")
@@ -95,12 +95,17 @@ ORDERS = Pipeline(
     ),
     outcome=success_fields,
     raw=RawFiles("raw_dir", raw_file_name),
+    gold=Gold(gold_file_name),
     tags=("tokokita", "etl", "orders"),
     asset=("tokokita_summary_harian", "tokokita://gold/summary_harian"),
     lineage=stage_lineage,
     done_line=done_line,
     command=RUN_COMMAND,  # the command line's default pipeline
-    columns=("extracted", "fact", "karantina", "duplikat", "quarantine", "bruto", "bersih"),
+    columns=(Column("extracted", "extracted"), Column("fact", "fact"),
+             Column("karantina", "karantina"), Column("duplikat", "duplikat"),
+             Column("quarantine_share", "quarantine", "share",
+                    share_of=("karantina", "extracted")),
+             Column("bruto", "bruto", "money"), Column("bersih", "bersih", "money")),
     status_counts=(("extracted", 9), ("karantina", 9), ("duplikat", 8), ("fact", 8),
                    ("summary", 7)),
     schema="tokokita_etl.orders.schema",

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tokokita_etl.errors import EtlError, MissingPartitionError, ValidationError
+from tokokita_etl.orders.contract import gold_path, partition_path, quarantine_path
 from tokokita_etl.orders.settings import OrdersSettings
 from tokokita_etl.runner.staging import (
     GOLD_COPY,
@@ -21,7 +22,6 @@ from tokokita_etl.runner.staging import (
     WARNING_PREFIX,
     read_stage,
 )
-from tokokita_etl.settings.layout import partition_path
 from tokokita_etl.storage import is_url
 
 
@@ -80,7 +80,7 @@ def load_stage(settings: OrdersSettings, day: date) -> dict[str, Any]:
     from tokokita_etl.warehouse.database import Warehouse
 
     warehouse = Warehouse.from_settings(settings)
-    staging, target = settings.staging_path(day), settings.quarantine_path(day)
+    staging, target = settings.staging_path(day), quarantine_path(settings.quarantine_dir, day)
     if not is_url(target):
         return load(warehouse, day, staging, target).to_dict()
     from tokokita_etl.storage import upload
@@ -119,21 +119,13 @@ def validate_stage(settings: OrdersSettings, day: date) -> dict[str, Any]:
 
 
 def publish_gold_stage(settings: OrdersSettings, day: date) -> dict[str, Any]:
-    from tokokita_etl.orders.gold import publish_gold, staged_gold_path
+    from tokokita_etl.orders.gold import staged_gold_path
+    from tokokita_etl.runner.publish import publish
 
     # only a validated run may publish; the gold file has a row per summary row
     rows = read_stage(settings, day, "validate")["summary_rows"]
-    if not is_url(settings.gold_dir):
-        return {"gold": str(publish_gold(settings.gold_dir, day)), "rows": rows}
-    from tokokita_etl.storage import upload
-
-    staged, target = staged_gold_path(_gold_folder(settings, day), day), settings.gold_path(day)
-    if not staged.exists():
-        raise EtlError(f"{staged}: no validated gold file to publish for {day}; run validate "
-                       "first")
-    upload(staged, str(target))
-    staged.unlink()
-    return {"gold": str(target), "rows": rows}
+    staged = staged_gold_path(_gold_folder(settings, day), day)
+    return {"gold": str(publish(staged, gold_path(settings.gold_dir, day), str(day))), "rows": rows}
 
 
 def extract_lines(result: dict[str, Any], day: date) -> list[str]:

@@ -19,14 +19,10 @@ from tokokita_etl.orders.contract import SUMMARY_COLUMNS, VALID_ROWS
 from tokokita_etl.orders.gold import read_gold, staged_gold_path, write_gold
 from tokokita_etl.orders.schema import FactTotals, fact_totals, summary_rows
 from tokokita_etl.runner.policy import days_before
+from tokokita_etl.runner.status import rupiah
 from tokokita_etl.runner.watermark import Watermark
 from tokokita_etl.warehouse.checksums import rows_checksum
 from tokokita_etl.warehouse.database import Warehouse
-
-
-def rupiah(amount: Decimal) -> str:
-    """`Rp3,542,000.00`."""
-    return f"Rp{amount:,.2f}"
 
 
 @dataclass

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import date
-from typing import Any
+from typing import Any, Literal
 
 from tokokita_etl.errors import ConfigError
 from tokokita_etl.runner.policy import PROGRAM, RUN_COMMAND
@@ -67,6 +67,44 @@ class RawFiles:
 
 
 @dataclass(frozen=True)
+class Gold:
+    """A pipeline's published file per partition: `<gold_dir>/<name(key)>`."""
+
+    name: Callable[[date], str]
+
+    def path(self, settings: Settings, key: date) -> Location:
+        """The gold file of the partition `key`, for these settings."""
+        return join(settings.gold_dir, self.name(key))
+
+
+@dataclass(frozen=True)
+class Column:
+    """A column of a pipeline's status rows, in its status page's table: `label` heads it;
+    `kind` says where its value is and how the runner formats it:
+
+    - `count`: the count `key` of a success's `rows` (`1,234`);
+    - `money`: the exact decimal amount `key` of a success's entry (`1,234` or `1,234.50`);
+    - `share`: the count `part` of a success's `rows` over its count `whole` (`12.5%`).
+
+    A money or share value is also a field of the row, named `key` (the JSON of the status
+    page); a count is in the row's `rows`."""
+
+    key: str
+    label: str
+    kind: Literal["count", "money", "share"] = "count"
+    #: a share's (part, whole): the counts of `rows` it divides
+    share_of: tuple[str, str] | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("count", "money", "share"):
+            raise ConfigError(f"column {self.key!r}: kind {self.kind!r}; expected count, "
+                              "money or share")
+        if (self.kind == "share") != (self.share_of is not None):
+            raise ConfigError(f"column {self.key!r}: a share (and only a share) names the "
+                              "counts it divides (`share_of`)")
+
+
+@dataclass(frozen=True)
 class Upstream:
     """A pipeline's input: the settled partitions of another pipeline (`pipeline`), a
     partition of this one being made of the upstream dates it spans. `checksum(day)` names
@@ -116,9 +154,8 @@ class Pipeline:
     lineage: StageLineage | None = None
     #: what a success did, from its watermark entry, for the command line's `[summary]` line
     done_line: Callable[[Mapping[str, Any]], str] | None = None
-    #: the counts and amounts of its status rows the status page shows, in order (of
-    #: `extracted`, `fact`, `karantina`, `duplikat`, `quarantine`, `bruto`, `bersih`)
-    columns: tuple[str, ...] = ()
+    #: the counts, amounts and shares of its status rows the status page shows, in order
+    columns: tuple[Column, ...] = ()
     #: the counts of its success's `rows` the command line's `status` prints, in order, each
     #: with its column's width
     status_counts: tuple[tuple[str, int], ...] = (("extracted", 9),)
@@ -137,6 +174,8 @@ class Pipeline:
     #: its settings class: the runner's (`PipelineSettings`) and its own fields, which its
     #: stages read; None: `RawInputSettings` for raw files, else `PipelineSettings`
     settings: type[PipelineSettings] | None = None
+    #: the file a success publishes per partition in `gold_dir`, None: none
+    gold: Gold | None = None
 
     def __post_init__(self) -> None:
         if not (self.name.isidentifier() and self.name == self.name.lower()) \

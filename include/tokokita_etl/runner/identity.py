@@ -38,6 +38,8 @@ from tokokita_etl.warehouse.database import Warehouse
 WAREHOUSE = "warehouse"
 #: the stage a date marked by `reconcile` names as where it needs its re-run from
 RECONCILED = "reconcile"
+#: the warehouse's table holding its identity row
+IDENTITY_TABLE = "warehouse_identity"
 
 
 class WarehouseIdentityError(StateError):
@@ -121,38 +123,62 @@ def recorded(watermark: Watermark) -> Recorded:
     return Recorded(revisions, done)
 
 
-def present(warehouse: Warehouse) -> Present:
-    """What is at `warehouse`'s URL; creates nothing (an SQLite file that is not there is not
-    opened, so not made). A database that cannot be reached is UNREACHABLE: the stage that
-    needs it fails as it does today (transient, retried), and nothing is written to it."""
+def partition_tables(pipelines: Iterable[Pipeline]) -> tuple[str, ...]:
+    """The partitioned tables (a partition column in their `info`) that the `schema`
+    modules of `pipelines` and of their upstreams declare, by name: a warehouse holding one
+    of them holds the pipelines' data."""
+    import importlib
+
+    from sqlalchemy import Table
+
+    names: set[str] = set()
+    for pipeline in pipelines:
+        while True:
+            if pipeline.schema:
+                module = importlib.import_module(pipeline.schema)
+                names.update(value.name for value in vars(module).values()
+                             if isinstance(value, Table) and value.info.get("partition"))
+            if pipeline.upstream is None:
+                break
+            pipeline = pipeline.upstream.pipeline
+    return tuple(sorted(names))
+
+
+def present(warehouse: Warehouse, tables: Iterable[str]) -> Present:
+    """What is at `warehouse`'s URL, `tables` (`partition_tables`) telling a warehouse made
+    before identities from an empty one; creates nothing (an SQLite file that is not there is
+    not opened, so not made). A database that cannot be reached is UNREACHABLE: the stage
+    that needs it fails as it does today (transient, retried), and nothing is written to
+    it."""
     if warehouse.is_sqlite:
         path = Path(warehouse.url.database)
         if not path.is_file():
             return Present(Presence.MISSING)
     try:
-        return _read(warehouse)
+        return _read(warehouse, tuple(tables))
     except WarehouseError as exc:
         if exc.transient:
             return Present(Presence.UNREACHABLE)
         raise
 
 
-def _read(warehouse: Warehouse) -> Present:
+def _read(warehouse: Warehouse, tables: tuple[str, ...]) -> Present:
+    probed = (IDENTITY_TABLE, *tables)
+    names = {f"t{n}": name for n, name in enumerate(probed)}
     with warehouse.begin(label="warehouse", read_only=True) as conn:
         if warehouse.is_sqlite:
-            tables = {name for (name,) in conn.execute(text(
+            there = {name for (name,) in conn.execute(text(
                 "SELECT name FROM sqlite_master WHERE type = 'table' "
-                "AND name IN ('fact_pesanan', 'warehouse_identity')"))}
+                f"AND name IN ({', '.join(f':{key}' for key in names)})"), names)}
         else:
-            found = conn.execute(text(
-                "SELECT to_regclass('fact_pesanan') IS NOT NULL, "
-                "to_regclass('warehouse_identity') IS NOT NULL")).one()
-            tables = {name for name, there in zip(("fact_pesanan", "warehouse_identity"), found,
-                                                   strict=True) if there}
-        if "warehouse_identity" not in tables:
-            return Present(Presence.UNMARKED if "fact_pesanan" in tables else Presence.EMPTY)
+            found = conn.execute(text("SELECT " + ", ".join(
+                f"to_regclass(CAST(:{key} AS text)) IS NOT NULL" for key in names)),
+                names).one()
+            there = {name for name, held in zip(probed, found, strict=True) if held}
+        if IDENTITY_TABLE not in there:
+            return Present(Presence.UNMARKED if there else Presence.EMPTY)
         row = conn.execute(text("SELECT warehouse_id, created_by, created_at, revision "
-                                "FROM warehouse_identity")).first()  # (one row at most)
+                                f"FROM {IDENTITY_TABLE}")).first()  # (one row at most)
     if row is None:
         return Present(Presence.UNMARKED)
     wid, created_by, created_at, revision = row
@@ -206,11 +232,13 @@ def refuse(settings: Settings, warehouse: Warehouse, found: Present,
                                                  where=where), url=warehouse.display_url)
 
 
-def verify(settings: Settings, watermark: Watermark, *, where: str) -> Present:
-    """What is at the warehouse URL, when it is the warehouse `watermark` describes (or the
-    watermark names none); WarehouseIdentityError naming both otherwise. Writes nothing."""
+def verify(pipeline: Pipeline, settings: Settings, watermark: Watermark, *, where: str
+           ) -> Present:
+    """What is at the warehouse URL, when it is the warehouse `watermark` (`pipeline`'s)
+    describes (or the watermark names none); WarehouseIdentityError naming both otherwise.
+    Writes nothing."""
     warehouse = Warehouse.from_settings(settings)
-    found = present(warehouse)
+    found = present(warehouse, partition_tables([pipeline]))
     refuse(settings, warehouse, found, [(watermark, where)])
     return found
 
@@ -257,7 +285,8 @@ def reconcile(pipeline: Pipeline, settings: Settings, now: datetime) -> Reconcil
     warehouse = Warehouse.from_settings(settings)
     store = state_store(settings)
     store.check_writable()
-    found = present(warehouse)
+    tables = partition_tables([pipeline])
+    found = present(warehouse, tables)
     if found.presence is Presence.UNREACHABLE:
         raise WarehouseError(f"warehouse {warehouse.display_url}: it does not answer; nothing "
                              "was reconciled", transient=True)
@@ -266,7 +295,7 @@ def reconcile(pipeline: Pipeline, settings: Settings, now: datetime) -> Reconcil
     # its tables also when another pipeline's reconcile has just created the warehouse
     warehouse.ensure_schema(created_by=settings.pipeline)
     if found.presence is not Presence.MARKED:
-        found = present(warehouse)
+        found = present(warehouse, tables)
     identity = found.identity
     assert identity is not None  # (ensure_schema wrote it)
     named = {WAREHOUSE: {"id": identity.id, "revision": identity.revision}}

@@ -11,7 +11,7 @@ call these functions; none of them compares attempts with `max_attempts` itself.
 from __future__ import annotations
 
 import errno
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from enum import StrEnum
@@ -29,7 +29,7 @@ from tokokita_etl.errors import (
     WarehouseError,
 )
 from tokokita_etl.runner.schedule import DAILY, Grain, local_today
-from tokokita_etl.runner.watermark import failures_since_success
+from tokokita_etl.runner.watermark import FAILED, failures_since_success
 
 if TYPE_CHECKING:
     from tokokita_etl.runner.watermark import Watermark
@@ -260,6 +260,95 @@ def still_waiting(*, scheduled: bool, fire_time: datetime, now: datetime,
     `wait_deadline`; after it (or for any other run) the partition is missing. The sensor
     and the status rows both ask this."""
     return scheduled and now < wait_deadline(fire_time, wait_window)
+
+
+#: the states of a date that settle it for a pipeline built from its results: done, or
+#: missing (no input after its scheduled run's wait window)
+SETTLED = ("done", "missing")
+#: `DateFacts.changed` of a raw file that changed since the date's success
+RAW_CHANGED = "raw changed"
+
+
+@dataclass(frozen=True)
+class DateFacts:
+    """What the runner read of a date besides its watermark entry, for `date_state`."""
+
+    #: "live": a live run holds its claim; "unreadable": its claim cannot be read; ""
+    claim: str = ""
+    #: its input is there (its raw file; its upstream dates settled)
+    present: bool = False
+    #: the fire time of the scheduled run that processes it, None when none will
+    fire: datetime | None = None
+    wait_window: timedelta = timedelta(0)
+    #: `due_runs` would run it now
+    due: bool = False
+    #: a done date's input changed since its success: RAW_CHANGED or "changed" (the
+    #: upstream results it was built from), else ""
+    changed: str = ""
+    #: the changed raw file is gone (its results stay)
+    change_gone: bool = False
+    #: built from another pipeline's results, all of them missing
+    no_input: bool = False
+    #: built from another pipeline's results (its input is not a raw file)
+    from_upstream: bool = False
+
+
+@dataclass(frozen=True)
+class InputState:
+    """A date's state (`runner.status.DateState`'s value) and its label (`failed 1/3`)."""
+
+    state: str
+    label: str
+
+    @property
+    def settled(self) -> bool:
+        return self.state in SETTLED
+
+
+def date_state(watermark: Watermark, day: date, now: datetime, facts: DateFacts,
+               max_attempts: int) -> InputState:
+    """The state of a date (the status rows' `state` and `label`, in `runner.status`'s
+    order of rules) from its watermark entry and `facts`."""
+    entry = watermark.entry(day)
+    if facts.claim == "unreadable":
+        return InputState("running", "running (claim unreadable)")
+    if facts.claim == "live":
+        return InputState("running", "running")
+    blocked = is_blocked(watermark, day, max_attempts)
+    used = f"{failures_since_success(entry)}/{max_attempts}"
+    if watermark.intent(day) is not None:
+        return InputState("blocked" if blocked else "needs re-run", "needs re-run")
+    if entry.get("needs_rerun") and not blocked:
+        return InputState("needs re-run", "needs re-run")
+    if facts.no_input:
+        return InputState("no input", "no input")
+    if watermark.has_success(day):
+        if facts.changed and facts.due and not facts.change_gone:
+            return InputState("due", f"due ({facts.changed})")
+        return InputState("done", "done (changed)" if facts.changed == RAW_CHANGED else "done")
+    if blocked:
+        return InputState("blocked", f"blocked {used}")
+    if entry.get("status") == FAILED:
+        return InputState("failed", f"failed {used}")
+    if facts.due:
+        return InputState("due", "due")
+    if facts.from_upstream and not facts.present:
+        return InputState("waiting", "waiting for days")
+    if facts.present:
+        return InputState("not processed", "not processed")
+    if facts.fire is not None and still_waiting(scheduled=True, fire_time=facts.fire, now=now,
+                                                wait_window=facts.wait_window):
+        return InputState("waiting", "waiting for file")
+    return InputState("missing", "missing")
+
+
+def settled(upstream: Watermark, keys: Iterable[date], now: datetime, *,
+            facts: Callable[[date], DateFacts], max_attempts: int) -> dict[date, InputState]:
+    """The one rule of settledness: the state of each upstream date of `keys` at `now`
+    (`date_state`, from the `upstream` watermark and what the runner read of each date),
+    settled when done or missing. The gate, the upstream sensor, the sweep and the status
+    rows of a pipeline built from another's results all ask it."""
+    return {day: date_state(upstream, day, now, facts(day), max_attempts) for day in keys}
 
 
 def sensor_decision(*, present: bool, run_type: str, fire_time: datetime, now: datetime,

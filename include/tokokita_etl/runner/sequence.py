@@ -135,7 +135,7 @@ def gate(pipeline: Pipeline, settings: Settings, day: date, *, force: bool, rese
     """
     store = state_store(settings)
     check_writable(settings)
-    found = verify(settings, store.read(), where=store.location)
+    found = verify(pipeline, settings, store.read(), where=store.location)
     holder_finished = _asked_once(holder_finished)  # the intent's and the claim's holder
     reconciled = reconcile_intent(pipeline, settings, day, now, holder_finished, owner or by)
     state = store.read()
@@ -183,7 +183,7 @@ def enter_stage(pipeline: Pipeline, settings: Settings, day: date, *, stage: str
     """
     store = state_store(settings)
     watermark = store.read()
-    found = verify(settings, watermark, where=store.location)
+    found = verify(pipeline, settings, watermark, where=store.location)
     intent = watermark.intent(day)
     if intent is not None and intent["run"] == owner and intent.get(STOPPED) \
             and int(intent.get(STOPPED_CLEARS, 0)) >= clears:

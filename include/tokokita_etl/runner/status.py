@@ -11,17 +11,21 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import date, datetime, timedelta
+from decimal import Decimal, InvalidOperation
 from enum import StrEnum
 from functools import cache
 from typing import Any
 
-from tokokita_etl.errors import EtlError
+from tokokita_etl.errors import ConfigError, EtlError
 from tokokita_etl.runner.claims import interrupted_stage, settled_watermark
-from tokokita_etl.runner.declaration import Pipeline
+from tokokita_etl.runner.declaration import Column, Pipeline
 from tokokita_etl.runner.inputs import RawChange, changed_since_processed, reprocess_reasons
 from tokokita_etl.runner.liveness import cli_holder_finished
 from tokokita_etl.runner.policy import (
+    RAW_CHANGED,
     Action,
+    DateFacts,
+    InputState,
     days_back,
     decide,
     due_runs,
@@ -29,6 +33,7 @@ from tokokita_etl.runner.policy import (
     is_blocked,
     outside_lookback,
     past_partitions,
+    settled,
     still_waiting,
     unblock_hint,
     wait_deadline,
@@ -106,14 +111,55 @@ def window(settings: Settings, now: datetime, days: int | None = None,
 def upstream_inputs(pipeline: Pipeline, settings: Settings, now: datetime,
                     keys: list[date]) -> UpstreamInputs | None:
     """`upstream.UpstreamInputs` of `keys` for a pipeline built from another's results, else
-    None."""
+    None: the upstream dates' states as `policy.settled` tells them."""
     if pipeline.upstream is None:
         return None
     dates = upstream_dates(pipeline, keys)
     upstream = settled_watermark(settings.upstream, now)
-    rows = date_states(pipeline.upstream.pipeline, settings.upstream, now, dates=dates,
-                       state=upstream) if dates else []
-    return UpstreamInputs(pipeline, upstream, rows)
+    states = settled_states(pipeline.upstream.pipeline, settings.upstream, now, dates, upstream) \
+        if dates else {}
+    return UpstreamInputs(pipeline, upstream, states)
+
+
+def settled_states(pipeline: Pipeline, settings: Settings, now: datetime, dates: list[date],
+             state: Watermark) -> dict[date, InputState]:
+    """`policy.settled` of `dates` of `pipeline`, with what it needs read of each date: its
+    claim, its input, whether it is due, its input's change since its success."""
+    inputs = upstream_inputs(pipeline, settings, now, sorted(set(dates) | set(
+        past_partitions(now, settings.lookback_days, settings.timezone, pipeline.grain))))
+    look = cache(lambda day: changed_since_processed(pipeline, settings, state.entry(day), day))
+    due = set(due_partitions(pipeline, settings, state, now, inputs, look))
+    claims = state_store(settings).claims(dates)
+    wait_window = timedelta(hours=settings.wait_window_hours)
+
+    def facts(day: date) -> DateFacts:
+        claim = claims.get(day)
+        held = "unreadable" if isinstance(claim, EtlError) else "live" if claim is not None \
+            and claim.live(now, cli_holder_finished) else ""
+        changed, gone = "", False
+        if state.has_success(day) and inputs is not None:
+            changed = "changed" if inputs.compare(day, state.entry(day))[0] else ""
+        elif state.has_success(day) and (change := look(day)):
+            changed, gone = RAW_CHANGED, change.gone
+        return DateFacts(
+            claim=held, present=inputs.settled(day) if inputs is not None
+            else pipeline.raw.exists(settings, day),
+            fire=_scheduled_fire(pipeline, settings, day), wait_window=wait_window,
+            due=day in due, changed=changed, change_gone=gone,
+            no_input=bool(inputs.no_input(day)) if inputs is not None else False,
+            from_upstream=inputs is not None)
+
+    return settled(state, dates, now, facts=facts, max_attempts=settings.max_attempts)
+
+
+def _scheduled_fire(pipeline: Pipeline, settings: Settings, day: date) -> datetime | None:
+    """The fire time of the scheduled run that processes `day`, or None when none will (no
+    fire time, or one after the catch-up's end)."""
+    try:
+        fire = fire_time_for_partition(day, settings.cron, settings.timezone, pipeline.grain)
+    except EtlError:
+        return None
+    return fire if settings.catchup_end is None or fire <= settings.catchup_end else None
 
 
 def _unsettled(state: Watermark) -> set[date]:
@@ -164,6 +210,38 @@ def _number(value: Any) -> float | None:
         return None
 
 
+def _value(column: Column, entry: dict[str, Any], counts: dict[str, Any]) -> Any:
+    """A column's value in a date's watermark entry (`counts`: its success's `rows`)."""
+    if column.kind == "count":
+        return counts.get(column.key)
+    if column.kind == "money":
+        return entry.get(column.key)
+    part, whole = (_number(counts.get(key)) for key in column.share_of or ("", ""))
+    return part / whole if whole and part is not None else None
+
+
+def rupiah(amount: Decimal) -> str:
+    """A money amount in a sentence, exactly: `Rp3,542,000.00`."""
+    return f"Rp{amount:,.2f}"
+
+
+def format_cell(column: Column, value: Any) -> str:
+    """A column's value as the status page shows it (blank when there is none): a count
+    `1,234`; money exactly, `1,234` when whole, else `1,234.50`; a share `12.5%`."""
+    if value is None or value == "":
+        return ""
+    if column.kind == "share":
+        return f"{value:.1%}"
+    if column.kind == "money":
+        try:
+            amount = Decimal(str(value))
+        except InvalidOperation:
+            return str(value)
+        return f"{amount:,.0f}" if amount == amount.to_integral_value() else f"{amount:,.2f}"
+    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) \
+        else str(value)
+
+
 def date_states(pipeline: Pipeline, settings: Settings, now: datetime, days: int | None = None,
                 dates: list[date] | None = None, state: Watermark | None = None,
                 has_run: Callable[[date], bool] | None = None) -> list[dict[str, Any]]:
@@ -177,9 +255,10 @@ def date_states(pipeline: Pipeline, settings: Settings, now: datetime, days: int
     `reason` (one sentence), `unblock` (the exact action, for a blocked date), `holder` (of a
     running date), `due`, `partition` (file present), `status`, `attempt` (recorded outcomes,
     successes and failures), `failures` (failures since the last success: what
-    `max_attempts` counts), `max_attempts`, `blocked`, `rows`, `quarantine_share`, `bruto`,
-    `bersih`, `duration_s`, `error`, `failed_stage`, `gold` (done dates only), `updated_at`,
-    `warnings`, `raw_change` (a done date's raw file changed since its success, else "").
+    `max_attempts` counts), `max_attempts`, `blocked`, `rows`, `cells` (the pipeline's
+    `columns` formatted), each money or share column's value (by its key), `duration_s`,
+    `error`, `failed_stage`, `gold` (done dates only), `updated_at`, `warnings`, `raw_change`
+    (a done date's raw file changed since its success, else "").
     `state`: the watermark as `settled_watermark` reads it, when the caller has it;
     `has_run`: whether a partition has an Airflow run already, when the caller can tell
     (the status page), which says who runs a due date (`_who_runs_it`).
@@ -205,7 +284,7 @@ def date_states(pipeline: Pipeline, settings: Settings, now: datetime, days: int
     for day in wanted:
         entry = state.entry(day)
         counts = entry.get("rows") if isinstance(entry.get("rows"), dict) else {}
-        extracted, quarantined = _number(counts.get("extracted")), _number(counts.get("karantina"))
+        values = [_value(column, entry, counts) for column in pipeline.columns]
         present = inputs.settled(day) if inputs is not None \
             else pipeline.raw.exists(settings, day)
         row: dict[str, Any] = {
@@ -215,15 +294,20 @@ def date_states(pipeline: Pipeline, settings: Settings, now: datetime, days: int
             "failures": failures_since_success(entry), "max_attempts": settings.max_attempts,
             "blocked": is_blocked(state, day, settings.max_attempts),
             "rows": counts,
-            "quarantine_share": (quarantined / extracted) if extracted and quarantined is not None
-            else None,
-            "bruto": entry.get("bruto"), "bersih": entry.get("bersih"),
+            "cells": [format_cell(column, value)
+                      for column, value in zip(pipeline.columns, values, strict=True)],
             "duration_s": None, "error": entry.get("error", ""),
             "failed_stage": entry.get("failed_stage", ""),
             "gold": entry.get("gold", "") if state.has_success(day) else "",
             "updated_at": entry.get("updated_at", ""), "warnings": entry.get("warnings", []),
             "raw_change": "", "inputs_change": "",
         }
+        for column, value in zip(pipeline.columns, values, strict=True):
+            if column.kind != "count":
+                if column.key in row:
+                    raise ConfigError(f"pipeline {pipeline.name!r}: its column {column.key!r} "
+                                      "is named as a field every status row has")
+                row[column.key] = value
         manifest = outcomes.get(day, {})
         if isinstance(manifest.get("duration_ms"), int | float) and manifest.get("duration_ms"):
             row["duration_s"] = round(manifest["duration_ms"] / 1000, 1)
@@ -326,12 +410,9 @@ def _state_of(pipeline: Pipeline, settings: Settings, state, day: date, now: dat
         return {"state": DateState.NOT_PROCESSED, "label": "not processed",
                 "reason": "its inputs are settled; no run has built it yet" if inputs
                 is not None else "the partition is there; no run has processed it yet"}
-    try:
-        fire = fire_time_for_partition(day, settings.cron, settings.timezone, pipeline.grain)
-    except EtlError:
-        fire = None
-    scheduled = fire is not None and (settings.catchup_end is None or fire <= settings.catchup_end)
-    if still_waiting(scheduled=scheduled, fire_time=fire, now=now, wait_window=wait_window):
+    fire = _scheduled_fire(pipeline, settings, day)
+    if fire is not None and still_waiting(scheduled=True, fire_time=fire, now=now,
+                                          wait_window=wait_window):
         until = wait_deadline(fire, wait_window).astimezone(settings.tz).isoformat(
             timespec="minutes")
         return {"state": DateState.WAITING, "label": "waiting for file",
@@ -364,14 +445,14 @@ def _done_from_upstream(pipeline: Pipeline, inputs, entry: dict[str, Any], day: 
             "reason": "; ".join([done, *notes])}
 
 
-def warehouse_problem(settings: Settings) -> str | None:
+def warehouse_problem(pipeline: Pipeline, settings: Settings) -> str | None:
     """Why the warehouse is not the one the watermark describes (`identity.verify`: every
     run is refused until it is), or None; shown above the dates' states."""
     from tokokita_etl.runner.identity import WarehouseIdentityError, verify
 
     store = state_store(settings)
     try:
-        verify(settings, store.read(), where=store.location)
+        verify(pipeline, settings, store.read(), where=store.location)
     except WarehouseIdentityError as exc:
         return display_text(settings, str(exc))
     return None

@@ -2,8 +2,8 @@
 partition's upstream dates are settled, which dates hold it, and whether the results it was
 built from have changed since.
 
-An upstream date is **settled** when its state (`runner.status`, the upstream's own rules) is
-*done*, or *missing* (no file, and its scheduled run's wait window is over); any other state
+An upstream date is **settled** when its state (`policy.settled`, the upstream's own rules)
+is *done*, or *missing* (no file, and its scheduled run's wait window is over); any other state
 (waiting, due, running, failed, needs re-run, blocked, not processed) holds every partition
 that spans it. A success records what it was built from (`built_from`): for each upstream
 date, the checksum its success recorded (`Upstream.checksum`, None for a missing date) and
@@ -25,12 +25,11 @@ from datetime import date
 from typing import Any
 
 from tokokita_etl.runner.declaration import Pipeline, Upstream
+from tokokita_etl.runner.policy import SETTLED, InputState
 from tokokita_etl.runner.watermark import Watermark
 
 #: the watermark field of a success that says what it was built from
 BUILT_FROM = "built_from"
-#: the upstream states (`runner.status.DateState`) that settle a date
-SETTLED = ("done", "missing")
 MISSING = "missing"
 
 
@@ -60,22 +59,20 @@ def upstream_dates(pipeline: Pipeline, keys: Iterable[date]) -> list[date]:
 
 
 class UpstreamInputs:
-    """The upstream dates of some partitions of `pipeline`, from the upstream's status `rows`
-    of them (`runner.status.date_states`) and the upstream watermark they were read from
+    """The upstream dates of some partitions of `pipeline`, from their `states`
+    (`policy.settled`) and the upstream watermark they were read from
     (`status.upstream_inputs` reads it once for both)."""
 
-    def __init__(self, pipeline: Pipeline, watermark: Watermark, rows: list[Mapping[str, Any]]
-                 ) -> None:
+    def __init__(self, pipeline: Pipeline, watermark: Watermark,
+                 states: Mapping[date, InputState]) -> None:
         if pipeline.upstream is None:
             raise ValueError(f"pipeline {pipeline.name!r} has no upstream")
         self.pipeline, self.upstream = pipeline, pipeline.upstream
-        recorded = recorded_inputs(self.upstream, watermark,
-                                   [date.fromisoformat(row["date"]) for row in rows])
-        self.dates: dict[date, InputDate] = {}
-        for row in rows:
-            day = date.fromisoformat(row["date"])
-            self.dates[day] = InputDate(day, str(row["state"]), row["label"] or str(row["state"]),
-                                        **recorded[day.isoformat()])
+        recorded = recorded_inputs(self.upstream, watermark, list(states))
+        self.dates: dict[date, InputDate] = {
+            day: InputDate(day, found.state, found.label or found.state,
+                           **recorded[day.isoformat()])
+            for day, found in states.items()}
 
     def of(self, key: date) -> list[InputDate]:
         """The upstream dates of partition `key`, in order."""

@@ -1,5 +1,5 @@
-"""Where the files of a date are, from the folders the settings name, and the catch-up bounds
-as instants in the pipeline's zone.
+"""Where files are, from the folders the settings name (each pipeline names its own files in
+its declaration), and the catch-up bounds as instants in the pipeline's zone.
 """
 
 from __future__ import annotations
@@ -18,16 +18,6 @@ def join(location: Location, name: str) -> Location:
     return Path(location) / name
 
 
-def raw_file_name(day: date) -> str:
-    """The orders' raw partition file of `day`: `pesanan_YYYY-MM-DD.csv`."""
-    return f"pesanan_{day.isoformat()}.csv"
-
-
-def partition_path(raw_dir: Location, day: date) -> Location:
-    """`<raw_dir>/pesanan_YYYY-MM-DD.csv`."""
-    return join(raw_dir, raw_file_name(day))
-
-
 def partition_file_exists(path: Location) -> bool:
     """Whether a partition file is there: it exists and is non-empty (a file, or an object
     when `path` is a URL)."""
@@ -38,11 +28,6 @@ def partition_file_exists(path: Location) -> bool:
         return path.is_file() and path.stat().st_size > 0
     except OSError:
         return False
-
-
-def gold_path(gold_dir: Location, day: date) -> Location:
-    """`<gold_dir>/summary_harian_YYYY-MM-DD.csv`."""
-    return join(gold_dir, f"summary_harian_{day.isoformat()}.csv")
 
 
 def catchup_bound(bound: date, tz: str) -> datetime:

@@ -19,7 +19,7 @@ from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, InitSettingsSource, SettingsConfigDict
 
 from tokokita_etl.errors import ConfigError
-from tokokita_etl.settings.layout import gold_path, join, partition_path
+from tokokita_etl.settings.layout import join
 from tokokita_etl.settings.values import (
     Count,
     Folder,
@@ -214,18 +214,6 @@ class SharedSettings(BaseSettings):
     def state_file(self) -> Path:
         """The watermark file."""
         return self.state_dir / "state.json"
-
-    def partition_path(self, day: date) -> Location:
-        """The raw partition file for `day`."""
-        return partition_path(self.raw_dir, day)
-
-    def gold_path(self, day: date) -> Location:
-        """The published gold file for `day`."""
-        return gold_path(self.gold_dir, day)
-
-    def quarantine_path(self, day: date) -> Location:
-        """The quarantine file for `day`."""
-        return join(self.quarantine_dir, f"karantina_{day.isoformat()}.csv")
 
     def staging_path(self, day: date) -> Path:
         """The local hand-off folder between the stages of a run for `day`: in `staging_dir`,

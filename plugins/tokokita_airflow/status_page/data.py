@@ -65,7 +65,7 @@ def warehouse_problem(pipeline) -> dict[str, str] | None:
 
     try:
         settings = pipeline_settings(pipeline)
-        detail = problem(settings)
+        detail = problem(pipeline, settings)
     except (EtlError, ConnectionProblem):
         return None
     if detail is None:

@@ -71,17 +71,13 @@ def _seconds(value: float | None) -> str:
     return "" if value is None else f"{value:.1f} s"
 
 
-def _share(value: float | None) -> str:
-    return "" if value is None else f"{value:.1%}"
-
-
 def _text_width(text: str) -> float:
     return len(text) * CHART_GLYPH_PX
 
 
 ENV = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=True,
                   undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-ENV.filters.update(fmt=fmt, seconds=_seconds, share=_share,
+ENV.filters.update(fmt=fmt, seconds=_seconds,
                    path_part=lambda value: quote(str(value), safe=""))
 ENV.globals.update(prefix=PREFIX, colours=COLOURS, runs_shown=RUNS_SHOWN,
                    script=Markup(LINKS_SCRIPT))  # noqa: S704 - our own file, hashed in the CSP
@@ -99,7 +95,7 @@ def chart(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     or when no row has valid rows (a pipeline that records no daily orders: the weekly city
     report's bruto and bersih are in its table)."""
     facts = [(r["rows"] or {}).get("fact") for r in rows]
-    bersih = [_float(r["bersih"]) for r in rows]
+    bersih = [_float(r.get("bersih")) for r in rows]
     if not any(isinstance(f, int | float) for f in facts):
         return None
     top_fact = max([f for f in facts if isinstance(f, int | float)] or [1]) or 1
@@ -121,7 +117,7 @@ def chart(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
             bar = {"x": x + 2, "y": top + plot_h - h, "width": step - 4, "height": h,
                    "fact": facts[i]}
         dates.append({"date": r["date"], "bar": bar, "label_x": cx if i in labelled else None})
-        if r["quarantine_share"] is not None:
+        if r.get("quarantine_share") is not None:
             share_pts.append((cx, top + plot_h * (1 - r["quarantine_share"])))
         if bersih[i] is not None:
             bersih_pts.append((cx, top + plot_h * (1 - bersih[i] / top_bersih)))

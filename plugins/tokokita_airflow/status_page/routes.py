@@ -50,7 +50,7 @@ def _about(pipeline: Any) -> dict[str, Any]:
 
     query = "" if pipeline.name == DEFAULT else urlencode({"pipeline": pipeline.name})
     return {"pipeline": pipeline.name, "dag_id": pipeline.dag_id, "query": query,
-            "counts_shown": pipeline.columns}
+            "column_labels": tuple(column.label for column in pipeline.columns)}
 
 
 def _html(request: Request, template: str, pipeline: Any, *, user: str, **context: Any
