@@ -47,15 +47,18 @@ def date_runs_made_before_partitions(session: Session, pipeline: Pipeline, *, cr
 
 
 def main() -> int:
-    """Date the runs made before partitions in the configured metadata database, of every
-    pipeline's DAG (only the orders' had runs then: the others find none)."""
+    """Date the runs made before partitions in the configured metadata database, of the
+    project's own pipelines' DAGs (only the orders' had runs then: the others find none). A
+    declared pipeline is left out: it came after partitions, and airflow-init may run where
+    its module cannot be imported yet."""
     from airflow.utils.session import create_session
 
-    from tokokita_airflow.runtime import configured_settings, every_pipeline
+    from tokokita_airflow.runtime import configured_settings
+    from tokokita_etl.pipelines import PIPELINES
 
     dated = []
     with create_session() as session:
-        for pipeline in every_pipeline().values():
+        for pipeline in PIPELINES.values():
             settings = configured_settings(pipeline)
             dated += date_runs_made_before_partitions(session, pipeline, cron=settings.cron,
                                                       tz=settings.timezone)

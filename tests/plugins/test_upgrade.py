@@ -63,3 +63,16 @@ def test_runs_made_before_partitions_get_the_partition_date_airflow_matches_them
             restriction=TimeRestriction(earliest=None, latest=None, catchup=True))
         assert following.partition_key == "2026-11-05"
         session.rollback()
+
+
+def test_the_upgrade_in_place_runs_where_a_declared_pipeline_cannot_be_imported_yet(monkeypatch,
+                                                                                   capsys):
+    """Regression: airflow-init's upgrade in place loaded every declared pipeline and failed
+    (`cannot import 'stock_pipeline:STOCK'`) when the declared module was not yet where the
+    services import it from, so the stack never started."""
+    from tokokita_airflow.upgrade import main
+
+    ensure_metadata_db()
+    monkeypatch.setenv("TOKOKITA_DECLARATIONS", "not_installed_anywhere:PIPELINE")
+    assert main() == 0
+    assert "runs made before partitions given their partition date: 0" in capsys.readouterr().out
