@@ -100,3 +100,13 @@ def test_the_page_keeps_the_address_of_the_plugins_own_url_route():
     assert f'var ROUTE = "/plugin/{view["url_route"]}";' in LINKS_SCRIPT
     assert f'var PAGE = "{PREFIX}/";' in LINKS_SCRIPT
     assert f"'sha256-{LINKS_SCRIPT_HASH}'" in CSP
+
+
+def test_a_tab_without_partitions_says_so_in_its_own_unit(client, monkeypatch):
+    """Regression: the summary line of a pipeline with nothing in its window read
+    "no dates: ." (an empty count after the colon)."""
+    monkeypatch.setenv("TOKOKITA_MONTHLY_CITY_REPORT__START_DATE", "2100-01-01")
+    answer = client.get("/tokokita/", params={"pipeline": "monthly_city_report"})
+    assert answer.status_code == 200, answer.text
+    assert "No months yet." in answer.text
+    assert ": ." not in answer.text

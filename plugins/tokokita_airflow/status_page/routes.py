@@ -80,7 +80,7 @@ def status_page(request: Request, user: UserDep, pipeline: PipelineDep,
     """The page of a pipeline: a tab per pipeline the user may read, a strip of states, the
     chart, one row per date with its runs and actions."""
     rows = data.status_rows(pipeline, days)
-    window = f"{rows[0]['date']} .. {rows[-1]['date']}" if rows else "no dates"
+    window = f"{rows[0]['date']} .. {rows[-1]['date']}" if rows else ""
     return _html(request, "page.html", pipeline, title=f"TokoKita {pipeline.name} status",
                  rows=rows, window=window, counts=Counter(r["state"] for r in rows),
                  # a partition is named by its first date: a week by its Monday
