@@ -8,6 +8,7 @@ from zoneinfo import ZoneInfo
 
 from tokokita_etl.orders.pipeline import ORDERS
 from tokokita_etl.orders.settings import OrdersSettings
+from tokokita_etl.pipelines import by_name, settings_of
 from tokokita_etl.runner.declaration import Column
 from tokokita_etl.runner.status import (
     DateAction,
@@ -257,9 +258,21 @@ def test_a_cell_is_blank_without_a_value_and_a_count_gets_thousands_separators()
             format_cell(share, 0.0)) == ("1,234,567", "0.50", "0.0%")
 
 
+def _words_follow_the_state(rows: list[dict]) -> None:
+    """Each row's words are those of the state `policy.date_state` decided for it: an unblock
+    action only on a blocked date, a holder only on a running one, an input's change only on
+    a done or due one, and always a reason."""
+    for r in rows:
+        assert bool(r["unblock"]) == (r["state"] == "blocked"), r
+        assert not r["holder"] or r["label"] == "running", r
+        assert not (r["raw_change"] or r["inputs_change"]) or r["state"] in ("done", "due"), r
+        assert r["reason"], r
+
+
 def test_settledness_tells_every_date_the_state_its_status_row_shows(tmp_path):
     """`policy.settled` (what the gate, the upstream sensor and the sweep ask of an upstream
-    date) and the status rows name the same state and label for every date."""
+    date) and the status rows name the same state and label for every date: both are
+    `policy.date_state`'s, the one rule of a date's state, which the rows only put words to."""
     settings = settings_in(tmp_path)
     t = {n: TODAY - timedelta(days=n) for n in range(1, 14)}
     record(settings, t[2], SUCCESS, rows={"extracted": 1}, gold="gold/x.csv")
@@ -275,6 +288,14 @@ def test_settledness_tells_every_date_the_state_its_status_row_shows(tmp_path):
                                     "expires": at(9).isoformat()})), (12, "{not json")):
         state_store(settings).claim_path(t[n]).parent.mkdir(parents=True, exist_ok=True)
         state_store(settings).claim_path(t[n]).write_text(body)
+    # (days back: state, label) while T-1's file is awaited and T-8's claim is live, then after
+    held = {13: ("missing", "missing"), 12: ("running", "running (claim unreadable)"),
+            11: ("needs re-run", "needs re-run"), 10: ("not processed", "not processed"),
+            9: ("missing", "missing"), 8: ("running", "running"), 7: ("missing", "missing"),
+            6: ("due", "due"), 5: ("blocked", "blocked 3/3"), 4: ("failed", "failed 1/3"),
+            3: ("due", "due"), 2: ("done", "done"), 1: ("waiting", "waiting for file")}
+    expected = {at(1): held, at(4): held,
+                at(9): {**held, 8: ("missing", "missing"), 1: ("missing", "missing")}}
 
     for now in (at(1), at(4), at(9)):
         rows = date_states(ORDERS, settings, now)
@@ -285,5 +306,50 @@ def test_settledness_tells_every_date_the_state_its_status_row_shows(tmp_path):
             str(day): (found.state, found.label) for day, found in found.items()}
         assert {str(day) for day, found in found.items() if found.settled} == {
             r["date"] for r in rows if r["state"] in ("done", "missing")}
+        assert {n: (r["state"], r["label"]) for n, r in (
+            ((TODAY - date.fromisoformat(r["date"])).days, r) for r in rows) if n in t} == \
+            expected[now]
+        _words_follow_the_state(rows)
     assert {r["state"] for r in rows} >= {"done", "due", "failed", "blocked", "running",
                                           "missing", "not processed", "needs re-run"}
+
+
+def test_a_partition_built_from_upstream_results_shows_the_state_settledness_tells(tmp_path):
+    """The weekly report's rows (done, due again when an orders date it was built from
+    changed, waiting for an unsettled date, no input) name the state and label
+    `policy.settled` tells of the same partitions, and the words of that state."""
+    weekly = by_name("weekly_city_report")
+    settings = settings_of(weekly, env={}, cwd=tmp_path)
+    checksum = weekly.upstream.checksum
+    w = [date(2026, 11, 2) + timedelta(weeks=n) for n in range(4)]
+    failed, changed = w[3] + timedelta(days=2), w[2] + timedelta(days=2)
+
+    def orders_record(day: date, status: str, when: datetime, **payload) -> None:
+        state_store(settings.upstream).record(day, status, payload, when)
+
+    for day in (key + timedelta(days=n) for key in w[1:] for n in range(7)):
+        if day != failed:
+            orders_record(day, SUCCESS, at(3, day=day + timedelta(days=1)),
+                          checksums={checksum(day): f"first {day}"})
+    orders_record(failed, FAILED, at(3, day=failed + timedelta(days=1)), error="bad")
+    orders_record(changed, SUCCESS, at(5, day=TODAY - timedelta(days=2)),
+                  checksums={checksum(changed): "second"})
+    for key in w[1:3]:
+        state_store(settings).record(key, SUCCESS, {"built_from": {
+            (key + timedelta(days=n)).isoformat(): {
+                "checksum": f"first {key + timedelta(days=n)}", "attempt": 1}
+            for n in range(7)}}, at(5, day=key + timedelta(days=7)))
+
+    now = at(12)
+    rows = {r["date"]: r for r in date_states(weekly, settings, now)}
+    found = settled_states(weekly, settings, now, [date.fromisoformat(day) for day in rows],
+                           state_store(settings).read())
+    assert {day: (r["state"], r["label"]) for day, r in rows.items()} == {
+        str(day): (state.state, state.label) for day, state in found.items()} == {
+        str(w[0]): ("no input", "no input"), str(w[1]): ("done", "done"),
+        str(w[2]): ("due", "due (changed)"), str(w[3]): ("waiting", "waiting for days")}
+    _words_follow_the_state(list(rows.values()))
+    assert rows[str(w[2])]["inputs_change"] == f"{changed} reprocessed, checksums changed"
+    assert rows[str(w[2])]["due"] is True
+    assert f"{failed} (failed 1/3)" in rows[str(w[3])]["reason"]
+    assert rows[str(w[0])]["reason"].startswith(f"{w[0]} has no input: all 7")

@@ -307,8 +307,9 @@ class InputState:
 
 def date_state(watermark: Watermark, day: date, now: datetime, facts: DateFacts,
                max_attempts: int) -> InputState:
-    """The state of a date (the status rows' `state` and `label`, in `runner.status`'s
-    order of rules) from its watermark entry and `facts`."""
+    """The state of a date from its watermark entry and `facts`: the one rule of it. The
+    status rows' `state` and `label` are this (`runner.status` adds only their words), and
+    `settled` asks it."""
     entry = watermark.entry(day)
     if facts.claim == "unreadable":
         return InputState("running", "running (claim unreadable)")

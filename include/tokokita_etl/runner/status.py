@@ -2,9 +2,11 @@
 
 One rule in one place: a date is **done**, **due**, **waiting** for its file, **missing**,
 **no input** (a partition built from another pipeline's results whose inputs are all missing),
-**running** (another run holds its claim), **failed** (attempts left) or **blocked**, decided
-from the watermark, the raw folder, the claims and the attempts policy
-(`tokokita_etl.runner.policy`). The command line and the Airflow status page only show these rows.
+**running** (another run holds its claim), **failed** (attempts left) or **blocked**, as
+`tokokita_etl.runner.policy.date_state` decides from the watermark and what this module reads
+of the date (`date_facts`: its claim, its raw file or upstream dates, whether it is due); a row
+adds only the words for that state. The command line and the Airflow status page only show
+these rows.
 """
 
 from __future__ import annotations
@@ -23,25 +25,23 @@ from tokokita_etl.runner.inputs import RawChange, changed_since_processed, repro
 from tokokita_etl.runner.liveness import cli_holder_finished
 from tokokita_etl.runner.policy import (
     RAW_CHANGED,
-    Action,
     DateFacts,
     InputState,
+    date_state,
     days_back,
-    decide,
     due_runs,
     failures_since_success,
     is_blocked,
     outside_lookback,
     past_partitions,
     settled,
-    still_waiting,
     unblock_hint,
     wait_deadline,
 )
 from tokokita_etl.runner.schedule import DAILY, Grain, fire_time_for_partition, local_today
 from tokokita_etl.runner.stores import state_store
 from tokokita_etl.runner.upstream import UpstreamInputs, missing_from, upstream_dates
-from tokokita_etl.runner.watermark import FAILED, IN_PROGRESS, STOPPED, Claim, Watermark
+from tokokita_etl.runner.watermark import IN_PROGRESS, STOPPED, Claim, Watermark
 from tokokita_etl.settings.layout import catchup_bound
 from tokokita_etl.settings.model import PATH_SETTINGS, Settings
 
@@ -123,13 +123,26 @@ def upstream_inputs(pipeline: Pipeline, settings: Settings, now: datetime,
 
 def settled_states(pipeline: Pipeline, settings: Settings, now: datetime, dates: list[date],
              state: Watermark) -> dict[date, InputState]:
-    """`policy.settled` of `dates` of `pipeline`, with what it needs read of each date: its
-    claim, its input, whether it is due, its input's change since its success."""
+    """`policy.settled` of `dates` of `pipeline`, with what it needs read of each date
+    (`date_facts`)."""
     inputs = upstream_inputs(pipeline, settings, now, sorted(set(dates) | set(
         past_partitions(now, settings.lookback_days, settings.timezone, pipeline.grain))))
     look = cache(lambda day: changed_since_processed(pipeline, settings, state.entry(day), day))
-    due = set(due_partitions(pipeline, settings, state, now, inputs, look))
-    claims = state_store(settings).claims(dates)
+    facts = date_facts(pipeline, settings, state, now, inputs=inputs, look=look,
+                       due=set(due_partitions(pipeline, settings, state, now, inputs, look)),
+                       claims=state_store(settings).claims(dates))
+    return settled(state, dates, now, facts=facts, max_attempts=settings.max_attempts)
+
+
+def date_facts(pipeline: Pipeline, settings: Settings, state: Watermark, now: datetime, *,
+               inputs: UpstreamInputs | None, look: Callable[[date], RawChange | None],
+               due: set[date], claims: dict[date, Claim | EtlError]
+               ) -> Callable[[date], DateFacts]:
+    """What `policy.date_state` is told of each date of `pipeline` besides its watermark
+    entry (`policy.DateFacts`): its claim (`claims`, as the store read them), its input
+    (`inputs`: the upstream's, for a pipeline built from another's results; else its raw
+    file), whether it is due (`due`), a done date's input changed since its success (`look`:
+    its raw change). The status rows and `policy.settled` both read a date through it."""
     wait_window = timedelta(hours=settings.wait_window_hours)
 
     def facts(day: date) -> DateFacts:
@@ -149,7 +162,7 @@ def settled_states(pipeline: Pipeline, settings: Settings, now: datetime, dates:
             no_input=bool(inputs.no_input(day)) if inputs is not None else False,
             from_upstream=inputs is not None)
 
-    return settled(state, dates, now, facts=facts, max_attempts=settings.max_attempts)
+    return facts
 
 
 def _scheduled_fire(pipeline: Pipeline, settings: Settings, day: date) -> datetime | None:
@@ -274,22 +287,22 @@ def date_states(pipeline: Pipeline, settings: Settings, now: datetime, days: int
     # hashed to tell a change from a touch)
     look = cache(lambda day: changed_since_processed(pipeline, settings, state.entry(day), day))
     due = set(due_partitions(pipeline, settings, state, now, inputs, look))
-    wait_window = timedelta(hours=settings.wait_window_hours)
     # each date's newest manifest with an outcome, in one look at the store
     store = state_store(settings)
     outcomes = store.last_outcomes([day for day in wanted if state.entry(day)])
     claims = store.claims(wanted)
+    facts = date_facts(pipeline, settings, state, now, inputs=inputs, look=look, due=due,
+                       claims=claims)
     last = None if settings.catchup_end is None else settings.catchup_end.date()
     rows = []
     for day in wanted:
         entry = state.entry(day)
         counts = entry.get("rows") if isinstance(entry.get("rows"), dict) else {}
         values = [_value(column, entry, counts) for column in pipeline.columns]
-        present = inputs.settled(day) if inputs is not None \
-            else pipeline.raw.exists(settings, day)
+        known = facts(day)
         row: dict[str, Any] = {
             "date": day.isoformat(), "state": "", "label": "", "reason": "", "unblock": "",
-            "holder": "", "due": day in due, "partition": present,
+            "holder": "", "due": known.due, "partition": known.present,
             "status": entry.get("status", ""), "attempt": state.attempts(day),
             "failures": failures_since_success(entry), "max_attempts": settings.max_attempts,
             "blocked": is_blocked(state, day, settings.max_attempts),
@@ -311,10 +324,8 @@ def date_states(pipeline: Pipeline, settings: Settings, now: datetime, days: int
         manifest = outcomes.get(day, {})
         if isinstance(manifest.get("duration_ms"), int | float) and manifest.get("duration_ms"):
             row["duration_s"] = round(manifest["duration_ms"] / 1000, 1)
-        row.update(_state_of(pipeline, settings, state, day, now, claims.get(day),
-                             present=present,
-                             due=day in due, wait_window=wait_window, inputs=inputs,
-                             look=look, has_run=has_run))
+        row.update(_state_of(pipeline, settings, state, day, now, known, claims.get(day),
+                             inputs=inputs, look=look, has_run=has_run))
         if dates is None and row["state"] == DateState.MISSING and not entry \
                 and last is not None and day > last:
             continue
@@ -322,110 +333,113 @@ def date_states(pipeline: Pipeline, settings: Settings, now: datetime, days: int
     return rows
 
 
-def _state_of(pipeline: Pipeline, settings: Settings, state, day: date, now: datetime,
-              claim: Claim | EtlError | None, *, present: bool, due: bool,
-              wait_window: timedelta, look: Callable[[date], RawChange | None],
-              inputs=None, has_run: Callable[[date], bool] | None = None) -> dict[str, Any]:
-    """state, label, reason, holder and unblock of one date (see `date_states`); `claim`:
-    its claim as the store read it (a damaged one: the error naming it)."""
-    if isinstance(claim, EtlError):
-        return {"state": DateState.RUNNING, "label": "running (claim unreadable)",
-                "reason": str(claim)}
-    if claim is not None and claim.live(now, cli_holder_finished):
-        return {"state": DateState.RUNNING, "label": "running", "holder": claim.owner,
+def _state_of(pipeline: Pipeline, settings: Settings, state: Watermark, day: date,
+              now: datetime, facts: DateFacts, claim: Claim | EtlError | None, *,
+              look: Callable[[date], RawChange | None], inputs: UpstreamInputs | None = None,
+              has_run: Callable[[date], bool] | None = None) -> dict[str, Any]:
+    """state, label, reason, holder and unblock of one date (see `date_states`): the state
+    and label `policy.date_state` decides from its watermark entry and `facts`, and the words
+    for them; `claim`: its claim as the store read it (a damaged one: the error naming it)."""
+    decided = date_state(state, day, now, facts, settings.max_attempts)
+    found = DateState(decided.state)
+    words: dict[str, Any] = {"state": found, "label": decided.label}
+    entry = state.entry(day)
+    used = f"{failures_since_success(entry)}/{settings.max_attempts}"
+    last = f"; last error ({entry.get('failed_stage') or '?'}): " \
+           f"{display_text(settings, entry['error'])}" if entry.get("error") else ""
+
+    def later() -> str:
+        if facts.due:
+            return f"it is due: {_who_runs_it(pipeline, settings, now, day, has_run)}"
+        return "older than the lookback: a backfill or a manual run processes it"
+
+    if found is DateState.RUNNING:
+        if isinstance(claim, EtlError):
+            return {**words, "reason": str(claim)}
+        assert claim is not None  # (a live claim: `facts.claim`)
+        return {**words, "holder": claim.owner,
                 "reason": f"being processed by {claim.owner} since "
                           f"{claim.since.isoformat(timespec='seconds')}"}
-    used = f"{failures_since_success(state.entry(day))}/{settings.max_attempts}"
-    intent = state.intent(day)
-    entry = state.entry(day)
-    who = _who_runs_it(pipeline, settings, now, day, has_run)
-    later = (f"it is due: {who}" if due else
-             "older than the lookback: a backfill or a manual run processes it")
-    if intent is not None:  # its run is gone (a live one holds the claim, see above)
+    if (intent := state.intent(day)) is not None and \
+            found in (DateState.BLOCKED, DateState.NEEDS_RERUN):
+        # its run is gone (a live one holds the claim, see above)
         if intent.get(STOPPED):
             gone = (f"run {intent['run']} was stopped: {intent[STOPPED]}; the warehouse may "
                     f"hold part of its work; the next run records no failure for it "
                     f"({used} used)")
         else:
             gone = (f"run {intent['run']} (started {intent['since']}) ended during "
-                    f"{interrupted_stage(pipeline, settings, day)} without recording its outcome; the "
-                    f"warehouse may hold part of its work; the next run records it as "
-                    f"failure {used}")
-        if is_blocked(state, day, settings.max_attempts):  # (settled: that failure counted)
-            return {"state": DateState.BLOCKED, "label": "needs re-run",
-                    "reason": f"{gone}, so the date is blocked: run it with reset_attempts",
+                    f"{interrupted_stage(pipeline, settings, day)} without recording its "
+                    f"outcome; the warehouse may hold part of its work; the next run records "
+                    f"it as failure {used}")
+        if found is DateState.BLOCKED:  # (settled: that failure counted)
+            return {**words, "reason": f"{gone}, so the date is blocked: run it with "
+                                       "reset_attempts",
                     "unblock": unblock_hint(day, pipeline.run_command)}
-        return {"state": DateState.NEEDS_RERUN, "label": "needs re-run",
-                "reason": f"{gone}; {later}"}
-    if entry.get("needs_rerun") and not is_blocked(state, day, settings.max_attempts):
-        return {"state": DateState.NEEDS_RERUN, "label": "needs re-run",
-                "reason": f"{display_text(settings, entry.get('error', ''))}; no failure is "
-                          f"counted ({used} used); {later}"}
-    if inputs is not None and (nothing := inputs.no_input(day)):
+        return {**words, "reason": f"{gone}; {later()}"}
+    if found is DateState.NEEDS_RERUN:
+        return {**words, "reason": f"{display_text(settings, entry.get('error', ''))}; no "
+                                   f"failure is counted ({used} used); {later()}"}
+    if found is DateState.NO_INPUT:
+        nothing = inputs.no_input(day) if inputs is not None else ""
         if entry.get("gold"):
             nothing += (f"; the report {entry['gold']} an earlier build published for it "
                         "stays: remove it by hand if no one may read it")
-        return {"state": DateState.NO_INPUT, "label": "no input", "reason": nothing}
-    if state.has_success(day) and inputs is not None:
-        return _done_from_upstream(pipeline, inputs, entry, day, state.attempts(day), due)
-    if state.has_success(day):
-        done = f"succeeded (attempt {state.attempts(day)})"
-        if change := look(day):
-            if due and not change.gone:  # on_raw_change: reprocess
-                return {"state": DateState.DUE, "label": "due (raw changed)",
-                        "raw_change": str(change),
-                        "reason": f"{done}; {change}: on_raw_change=reprocess: on Airflow "
-                                  "the sweep DAG runs it again; a plain run of the date "
-                                  "reprocesses it too "
-                                  f"({pipeline.command_line('run', '--date', str(day))}, "
-                                  f"or a trigger of partition key {day})"}
-            then = "its results stay" if change.gone else \
-                "a forced run (Clear in Airflow) reprocesses it"
-            return {"state": DateState.DONE, "label": "done (changed)",
-                    "raw_change": str(change), "reason": f"{done}; {change}: {then}"}
-        return {"state": DateState.DONE, "label": "done", "reason": done}
-    decision = decide(state, day, max_attempts=settings.max_attempts,
-                      command=pipeline.run_command)
-    last = f"; last error ({entry.get('failed_stage') or '?'}): " \
-           f"{display_text(settings, entry['error'])}" if entry.get("error") else ""
-    if decision.action is Action.BLOCKED:
-        return {"state": DateState.BLOCKED, "label": f"blocked {used}",
-                "reason": f"blocked after {used} failures since the last success{last}",
+        return {**words, "reason": nothing}
+    if found in (DateState.DONE, DateState.DUE) and state.has_success(day):
+        if inputs is not None:
+            return {**words, **_done_from_upstream(pipeline, inputs, entry, day,
+                                                   state.attempts(day), found)}
+        return {**words, **_done_from_raw(pipeline, day, state.attempts(day), look(day), found)}
+    if found is DateState.BLOCKED:
+        return {**words, "reason": f"blocked after {used} failures since the last success{last}",
                 "unblock": unblock_hint(day, pipeline.run_command)}
-    if entry.get("status") == FAILED:
-        return {"state": DateState.FAILED, "label": f"failed {used}",
-                "reason": f"failed with attempts left ({used} used); {later}{last}"}
-    if due:
+    if found is DateState.FAILED:
+        return {**words, "reason": f"failed with attempts left ({used} used); {later()}{last}"}
+    if found is DateState.DUE:
         there = "its inputs are settled" if inputs is not None else "the partition is there"
-        return {"state": DateState.DUE, "label": "due",
-                "reason": f"{there}: {who}"}
-    if inputs is not None and not present:
-        return {"state": DateState.WAITING, "label": "waiting for days",
-                "reason": inputs.waiting_message(day)}
-    if present:
-        if outside_lookback(day, now, settings.lookback_days, settings.timezone):
-            return {"state": DateState.NOT_PROCESSED, "label": "not processed",
-                    "reason": f"older than lookback_days={settings.lookback_days}: only a "
-                              "backfill or a manual run processes it"}
-        return {"state": DateState.NOT_PROCESSED, "label": "not processed",
-                "reason": "its inputs are settled; no run has built it yet" if inputs
-                is not None else "the partition is there; no run has processed it yet"}
-    fire = _scheduled_fire(pipeline, settings, day)
-    if fire is not None and still_waiting(scheduled=True, fire_time=fire, now=now,
-                                          wait_window=wait_window):
-        until = wait_deadline(fire, wait_window).astimezone(settings.tz).isoformat(
+        return {**words,
+                "reason": f"{there}: {_who_runs_it(pipeline, settings, now, day, has_run)}"}
+    if found is DateState.WAITING:
+        if inputs is not None:
+            return {**words, "reason": inputs.waiting_message(day)}
+        assert facts.fire is not None  # (a scheduled run waits for it)
+        until = wait_deadline(facts.fire, facts.wait_window).astimezone(settings.tz).isoformat(
             timespec="minutes")
-        return {"state": DateState.WAITING, "label": "waiting for file",
-                "reason": f"no partition yet; its scheduled run waits for it until {until}"}
-    return {"state": DateState.MISSING, "label": "missing",
-            "reason": "no partition file (or an empty one): nothing is attempted"}
+        return {**words, "reason": f"no partition yet; its scheduled run waits for it until "
+                                   f"{until}"}
+    if found is DateState.NOT_PROCESSED:
+        if outside_lookback(day, now, settings.lookback_days, settings.timezone):
+            return {**words, "reason": f"older than lookback_days={settings.lookback_days}: "
+                                       "only a backfill or a manual run processes it"}
+        return {**words, "reason": "its inputs are settled; no run has built it yet"
+                if inputs is not None else "the partition is there; no run has processed it yet"}
+    return {**words, "reason": "no partition file (or an empty one): nothing is attempted"}
 
 
-def _done_from_upstream(pipeline: Pipeline, inputs, entry: dict[str, Any], day: date,
-                        attempt: int, due: bool) -> dict[str, Any]:
-    """The state of a done partition built from another pipeline's results: due again when
-    one of them changed, with which dates reprocessed to the same results, and which dates
-    hold it now (a rebuild waits for them)."""
+def _done_from_raw(pipeline: Pipeline, day: date, attempt: int, change: RawChange | None,
+                   decided: DateState) -> dict[str, Any]:
+    """The words of a done partition of a raw file (`decided`: done, or due again when its
+    file changed under on_raw_change: reprocess), with its file's `change` since its
+    success."""
+    done = f"succeeded (attempt {attempt})"
+    if change is None:
+        return {"reason": done}
+    if decided is DateState.DUE:
+        return {"raw_change": str(change),
+                "reason": f"{done}; {change}: on_raw_change=reprocess: on Airflow the sweep DAG "
+                          "runs it again; a plain run of the date reprocesses it too "
+                          f"({pipeline.command_line('run', '--date', str(day))}, or a trigger "
+                          f"of partition key {day})"}
+    then = "its results stay" if change.gone else "a forced run (Clear in Airflow) reprocesses it"
+    return {"raw_change": str(change), "reason": f"{done}; {change}: {then}"}
+
+
+def _done_from_upstream(pipeline: Pipeline, inputs: UpstreamInputs, entry: dict[str, Any],
+                        day: date, attempt: int, decided: DateState) -> dict[str, Any]:
+    """The words of a done partition built from another pipeline's results (`decided`: done,
+    or due again when one of them changed): which of them changed, which dates reprocessed
+    to the same results, and which dates hold it now (a rebuild waits for them)."""
     done = f"succeeded (attempt {attempt})"
     changed, unchanged = inputs.compare(day, entry)
     notes = [*changed, *unchanged]
@@ -434,15 +448,12 @@ def _done_from_upstream(pipeline: Pipeline, inputs, entry: dict[str, Any], day: 
         notes.append(f"built without {', '.join(without)} (missing)")
     if not inputs.settled(day):
         notes.append(f"a rebuild waits for {inputs.holding(day)}")
-    if due and changed:
-        return {"state": DateState.DUE, "label": "due (changed)",
-                "inputs_change": "; ".join(changed),
+    if decided is DateState.DUE:
+        return {"inputs_change": "; ".join(changed),
                 "reason": f"{done}; {'; '.join(notes)}: on Airflow the sweep DAG builds it "
                           "again; a plain run does too "
                           f"({pipeline.command_line('run', '--date', str(day))})"}
-    return {"state": DateState.DONE, "label": "done",
-            "inputs_change": "; ".join(notes),
-            "reason": "; ".join([done, *notes])}
+    return {"inputs_change": "; ".join(notes), "reason": "; ".join([done, *notes])}
 
 
 def warehouse_problem(pipeline: Pipeline, settings: Settings) -> str | None:
