@@ -105,6 +105,34 @@ class Column:
 
 
 @dataclass(frozen=True)
+class Chart:
+    """The chart on a pipeline's status page: a bar per partition and up to two lines across
+    them, each series a column of the pipeline's `columns`, named by its key:
+
+    - `bars`: a count, the bars (left axis);
+    - `share`: a share, a line from 0 to 100 % (right axis); "" for none;
+    - `money`: a money amount, a line scaled to its maximum; "" for none.
+
+    The heading and the legend call a series by its column's label, or by its words in
+    `labels` (key -> words)."""
+
+    bars: str
+    share: str = ""
+    money: str = ""
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+    def check(self, pipeline: str, columns: tuple[Column, ...]) -> None:
+        """A ConfigError naming `pipeline` when a series is no column of `columns` of its
+        kind."""
+        kinds = {column.key: column.kind for column in columns}
+        for series, kind in (("bars", "count"), ("share", "share"), ("money", "money")):
+            key = getattr(self, series)
+            if (key or series == "bars") and kinds.get(key) != kind:
+                raise ConfigError(f"pipeline {pipeline!r}: its chart's {series} {key!r} is no "
+                                  f"{kind} column of its `columns`")
+
+
+@dataclass(frozen=True)
 class Upstream:
     """A pipeline's input: the settled partitions of another pipeline (`pipeline`), a
     partition of this one being made of the upstream dates it spans. `checksum(day)` names
@@ -156,6 +184,8 @@ class Pipeline:
     done_line: Callable[[Mapping[str, Any]], str] | None = None
     #: the counts, amounts and shares of its status rows the status page shows, in order
     columns: tuple[Column, ...] = ()
+    #: the chart on its status page, of some of its `columns`; None: no chart
+    chart: Chart | None = None
     #: the counts of its success's `rows` the command line's `status` prints, in order, each
     #: with its column's width
     status_counts: tuple[tuple[str, int], ...] = (("extracted", 9),)
@@ -195,6 +225,8 @@ class Pipeline:
             raise ConfigError(f"pipeline {self.name!r}: a {self.upstream.pipeline.grain.name} "
                               f"partition of its upstream {self.upstream.pipeline.name!r} does "
                               f"not lie inside one {self.grain.name} partition")
+        if self.chart is not None:
+            self.chart.check(self.name, self.columns)
         if self.settings is None:
             object.__setattr__(self, "settings",
                                RawInputSettings if self.raw is not None else PipelineSettings)
