@@ -164,13 +164,15 @@ def load_settings(config_path=None, **sources):
 
 
 @cache
-def _section_fields() -> frozenset[str]:
-    """The settings a pipeline's section may hold: those of the section of every package's
-    and installed pipeline (the installed ones are looked for only when asked: a section
-    holding a setting that is not the runner's)."""
+def _section_fields(declarations: str) -> frozenset[str]:
+    """The settings a pipeline's section may hold: those of the section of every package's,
+    installed and declared (`declarations`) pipeline (looked for only when asked: a section
+    holding a setting that is not the runner's, the declared ones only when neither the
+    package's nor the installed ones have it)."""
     from tokokita_etl.settings.sources import section_fields
 
-    return frozenset(name for pipeline in (*PIPELINES.values(), *installed())
+    return frozenset(name for pipeline in (*PIPELINES.values(), *installed(),
+                                           *declared(declarations))
                      for name in section_fields(pipeline.settings))
 
 
