@@ -287,7 +287,7 @@ def _reconcile(pipeline: Pipeline, settings: Settings) -> None:
         print(f"{say} needs re-run: {iso}")
     if done.rerun:
         first, last = done.rerun[0], done.rerun[-1]
-        after = f" once the {pipeline.upstream.pipeline.name} dates they are built from are " \
+        after = f" once the {pipeline.upstream.name} dates they are built from are " \
             "done again" if pipeline.upstream is not None else ""
         print(f"{say} reload them{after}: `{pipeline.command_line('run', '--date', 'D')}` for "
               f"each, or on Airflow a backfill of {pipeline.dag_id} over {first} .. {last} "

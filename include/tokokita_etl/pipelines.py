@@ -24,6 +24,10 @@ PIPELINES: dict[str, Pipeline] = {pipeline.name: pipeline
                                   for pipeline in (ORDERS, WEEKLY_CITY_REPORT, MONTHLY_CITY_REPORT)}
 
 
+#: the pipelines the `declarations` setting has named so far, by name (an upstream may name one)
+_DECLARED: dict[str, Pipeline] = {}
+
+
 @cache
 def installed() -> tuple[Pipeline, ...]:
     """The pipelines installed packages register (`ENTRY_POINTS`), in the order of their
@@ -59,7 +63,16 @@ def declared(declarations: str) -> tuple[Pipeline, ...]:
             raise ConfigError(f"declarations: cannot import {entry!r}: {exc}") from None
         found.append(_checked(value, f"declarations: {entry!r}",
                               (*PIPELINES.values(), *installed(), *found)))
+    _DECLARED.update((pipeline.name, pipeline) for pipeline in found)
     return tuple(found)
+
+
+def upstream_pipeline(name: str) -> Pipeline | None:
+    """The pipeline an upstream names (`runner.declaration.Upstream`), or None: the
+    package's, else an installed one (looked for only then) or one declared so far."""
+    if name in PIPELINES:
+        return PIPELINES[name]
+    return next((p for p in (*installed(), *_DECLARED.values()) if p.name == name), None)
 
 
 def _checked(value: object, where: str, known: tuple[Pipeline, ...]) -> Pipeline:
@@ -88,8 +101,8 @@ def upstream_first(pipelines: Iterable[Pipeline]) -> list[Pipeline]:
     def place(pipeline: Pipeline) -> None:
         if pipeline.name in ordered:
             return
-        if pipeline.upstream is not None and pipeline.upstream.pipeline.name in names:
-            place(next(p for p in given if p.name == pipeline.upstream.pipeline.name))
+        if pipeline.upstream is not None and pipeline.upstream.name in names:
+            place(next(p for p in given if p.name == pipeline.upstream.name))
         ordered[pipeline.name] = pipeline
 
     for pipeline in given:
@@ -151,13 +164,15 @@ def load_settings(config_path=None, **sources):
 
 
 @cache
-def _section_fields() -> frozenset[str]:
-    """The settings a pipeline's section may hold: those of the section of every package's
-    and installed pipeline (the installed ones are looked for only when asked: a section
-    holding a setting that is not the runner's)."""
+def _section_fields(declarations: str) -> frozenset[str]:
+    """The settings a pipeline's section may hold: those of the section of every package's,
+    installed and declared (`declarations`) pipeline (looked for only when asked: a section
+    holding a setting that is not the runner's, the declared ones only when neither the
+    package's nor the installed ones have it)."""
     from tokokita_etl.settings.sources import section_fields
 
-    return frozenset(name for pipeline in (*PIPELINES.values(), *installed())
+    return frozenset(name for pipeline in (*PIPELINES.values(), *installed(),
+                                           *declared(declarations))
                      for name in section_fields(pipeline.settings))
 
 

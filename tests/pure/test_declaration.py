@@ -12,9 +12,16 @@ from tokokita_etl import cli
 from tokokita_etl.errors import ConfigError
 from tokokita_etl.monthly.pipeline import MONTHLY_CITY_REPORT
 from tokokita_etl.orders.pipeline import ORDERS, success_fields
-from tokokita_etl.pipelines import DEFAULT, PIPELINES, by_dag_id, by_name
+from tokokita_etl.pipelines import (
+    DEFAULT,
+    PIPELINES,
+    by_dag_id,
+    by_name,
+    declared,
+    upstream_first,
+)
 from tokokita_etl.runner.declaration import Column, Pipeline, RawFiles, Stage, Upstream
-from tokokita_etl.runner.schedule import MONTHLY
+from tokokita_etl.runner.schedule import MONTHLY, WEEKLY
 from tokokita_etl.weekly.pipeline import WEEKLY_CITY_REPORT
 
 STOCK_FILES = RawFiles("raw_dir", lambda day: f"stok_{day.isoformat()}.csv")
@@ -70,6 +77,50 @@ def test_a_pipeline_declares_exactly_one_input_and_an_upstream_whose_partitions_
     monthly = Pipeline("monthly", "monthly_dag", "", (stage("a"),), outcome=dict,
                        grain=MONTHLY, upstream=Upstream(ORDERS, checksum=str))
     assert monthly.upstream.pipeline is ORDERS
+
+
+def test_an_upstream_named_by_name_is_the_registered_pipeline_looked_up_when_first_asked_for():
+    from tokokita_etl.city_report.inputs import DAILY_SUMMARIES
+
+    assert DAILY_SUMMARIES.source == "orders"  # the city reports import no orders module
+    assert WEEKLY_CITY_REPORT.upstream.source == MONTHLY_CITY_REPORT.upstream.source == "orders"
+    assert MONTHLY_CITY_REPORT.upstream.pipeline is ORDERS
+    weekly = Pipeline("weekly", "weekly_dag", "", (stage("a"),), outcome=dict,
+                      grain=WEEKLY, upstream=Upstream("orders", checksum=str))
+    assert weekly.upstream.name == "orders" and weekly.upstream.pipeline is ORDERS
+
+
+def test_an_upstream_name_no_pipeline_has_or_whose_partitions_do_not_nest_is_refused_on_lookup():
+    """Declaring it does not look the name up (the registry imports the packages that name
+    it); asking for its declaration does, naming the pipeline and its upstream."""
+    unknown = Pipeline("bad", "bad_dag", "", (stage("a"),), outcome=dict,
+                       upstream=Upstream("nowhere", checksum=str))
+    assert unknown.upstream.name == "nowhere"
+    with pytest.raises(ConfigError, match="pipeline 'bad': its upstream 'nowhere' is no "
+                                          "registered pipeline"):
+        _ = unknown.upstream.pipeline
+    finer = Pipeline("bad", "bad_dag", "", (stage("a"),), outcome=dict,
+                     upstream=Upstream("weekly_city_report", checksum=str))
+    with pytest.raises(ConfigError, match="pipeline 'bad': a weekly partition of its upstream "
+                                          "'weekly_city_report' does not lie inside one daily"):
+        _ = finer.upstream.pipeline
+
+
+def test_a_declared_pipeline_may_name_another_declared_one_as_its_upstream(tmp_path,
+                                                                          monkeypatch):
+    (tmp_path / "shelves.py").write_text(
+        "from tokokita_etl.runner.declaration import Pipeline, RawFiles, Stage, Upstream\n"
+        "from tokokita_etl.runner.schedule import WEEKLY\n"
+        "STAGES = (Stage('a', lambda settings, day: {}, lambda record, day: []),)\n"
+        "SHELF = Pipeline('shelf', 'shelf_dag', '', STAGES, outcome=dict,\n"
+        "                 raw=RawFiles('raw_dir', lambda day: f'shelf_{day}.csv'))\n"
+        "SHELF_WEEKLY = Pipeline('shelf_weekly', 'shelf_weekly_dag', '', STAGES, outcome=dict,\n"
+        "                        grain=WEEKLY, upstream=Upstream('shelf', checksum=str))\n",
+        encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    shelf, weekly = declared("shelves:SHELF,shelves:SHELF_WEEKLY")
+    assert weekly.upstream.pipeline is shelf
+    assert [p.name for p in upstream_first([weekly, shelf])] == ["shelf", "shelf_weekly"]
 
 
 def test_a_run_that_ends_before_the_first_stage_that_changes_a_store_left_every_store_alone():

@@ -9,7 +9,8 @@ ones), each the package of the module that declares its `Pipeline`:
   references): warehouse, settings and shared, never a pipeline's package;
 - each pipeline's package (`orders/`, `weekly/`, `monthly/`, the stock test pipeline): the
   runner and everything below it, and the libraries the pipelines share, never another
-  pipeline's package (an upstream is another pipeline's declaration);
+  pipeline's package (an upstream is named by its pipeline's name, looked up in the
+  registry);
 - the libraries pipelines share (`city_report/`: the city reports' table, sums, stages,
   lineage): the runner and below;
 - the composition (`cli`, `pipelines`, `__main__`): anything.
@@ -17,9 +18,8 @@ ones), each the package of the module that declares its `Pipeline`:
 The Airflow adapters (`plugins/`) serve any pipeline, so they never import a pipeline's
 package or a library of them.
 
-Read statically, as the cycle test reads imports (lazy and type-checking imports count). An
-import that crosses a layer is listed by name below, and the test fails on a new crossing
-and on a listed one that is gone, so the list only shrinks.
+Read statically, as the cycle test reads imports (lazy and type-checking imports count). No
+import crosses a layer: the test fails on any, naming it.
 """
 
 from __future__ import annotations
@@ -44,13 +44,6 @@ GENERIC = {
     "runner": BELOW_RUNNER,
     "plugins": BELOW_RUNNER | {"composition"},
 }
-
-#: crossings not yet removed (importer, imported module): the city reports name their
-#: upstream by the orders' declaration object, not by its name through the registry
-KNOWN_CROSSINGS: set[tuple[str, str]] = {
-    ("tokokita_etl.city_report.inputs", "tokokita_etl.orders.pipeline"),
-}
-
 
 def _declaring_module(pipeline) -> str:
     """The module that declares `pipeline` (assigns it at its top level), not one that
@@ -156,13 +149,9 @@ def test_every_module_of_the_package_imports_only_its_own_layer_and_those_below(
     graph = import_graph(ROOT, PACKAGE)
     assert {"tokokita_etl.runner.policy", "tokokita_etl.orders.extract",
             "tokokita_etl.warehouse.database"} <= set(graph)
-    found = crossings(graph) | plugin_crossings(REPO)
-    new = sorted(found - KNOWN_CROSSINGS)
-    gone = sorted(KNOWN_CROSSINGS - found)
-    assert new == [], "imports against the layers (see this test's docstring):\n" + "\n".join(
-        f"{a} -> {b}" for a, b in new)
-    assert gone == [], "listed crossings that are gone: take them off KNOWN_CROSSINGS\n" + "\n".join(
-        f"{a} -> {b}" for a, b in gone)
+    found = sorted(crossings(graph) | plugin_crossings(REPO))
+    assert found == [], "imports against the layers (see this test's docstring):\n" + "\n".join(
+        f"{a} -> {b}" for a, b in found)
 
 
 def test_a_runner_module_importing_a_domain_is_a_crossing_even_inside_a_function(tmp_path):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
 from datetime import date
 from pathlib import Path
 
@@ -191,3 +192,79 @@ def test_a_field_a_pipelines_class_lacks_in_its_section_is_refused_naming_file_a
         settings_of(by_name("weekly_city_report"), config_path=config, env={}, cwd=tmp_path)
     # the orders, reading the same file, leave the weekly report's section to it
     assert settings_of(by_name("orders"), config_path=config, env={}, cwd=tmp_path).cron
+
+
+def _shelf_module(tmp_path: Path, monkeypatch, module: str = "shelf_pipeline") -> str:
+    """A module `module` in `tmp_path` declaring the pipeline `shelf` with a settings field
+    of its own (`shelf_min`); its `declarations` entry."""
+    (tmp_path / f"{module}.py").write_text(
+        "from tokokita_etl.runner.declaration import Pipeline, RawFiles, Stage\n"
+        "from tokokita_etl.runner.settings import RawInputSettings\n\n\n"
+        "class ShelfSettings(RawInputSettings):\n"
+        "    shelf_min: int = 1\n\n\n"
+        "SHELF = Pipeline('shelf', 'shelf_dag', 'a shelf count',\n"
+        "                 (Stage('count', lambda settings, day: {}, lambda record, day: []),),\n"
+        "                 outcome=dict, raw=RawFiles('raw_dir', lambda day: f'shelf_{day}.csv'),\n"
+        "                 settings=ShelfSettings)\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return f"{module}:SHELF"
+
+
+def test_a_declared_pipelines_own_setting_in_its_section_is_known_to_every_pipelines_settings(
+        tmp_path, monkeypatch):
+    """The bug: the settings a section of another pipeline may hold were the package's and
+    the installed pipelines' only, so the orders' settings refused the section of a pipeline
+    the `declarations` setting names as holding an unknown setting."""
+    entry = _shelf_module(tmp_path, monkeypatch)
+    config = _yaml(tmp_path, f"declarations: '{entry}'\nlookback_days: 9\n"
+                             "pipelines:\n  shelf:\n    shelf_min: 5\n    lookback_days: 2\n")
+    orders = load_settings(config, env={}, cwd=tmp_path)
+    shelf = settings_of(by_name("shelf", orders.declarations), config_path=config, env={},
+                        cwd=tmp_path)
+    weekly = settings_of(by_name("weekly_city_report"), config_path=config, env={},
+                         cwd=tmp_path)
+
+    assert orders.lookback_days == 9 and not hasattr(orders, "shelf_min")
+    assert (shelf.shelf_min, shelf.lookback_days) == (5, 2)
+    assert shelf.source("shelf_min") == f"{config} (pipelines.shelf)"
+    assert weekly.lookback_days == 35
+    # declared through the environment, the same
+    env = {"TOKOKITA_DECLARATIONS": entry}
+    config = _yaml(tmp_path, "pipelines:\n  shelf:\n    shelf_min: 5\n")
+    assert load_settings(config, env=env, cwd=tmp_path).declarations == entry
+
+
+def test_an_unknown_setting_in_a_declared_pipelines_section_is_still_refused_naming_file_and_key(
+        tmp_path, monkeypatch):
+    entry = _shelf_module(tmp_path, monkeypatch)
+    config = _yaml(tmp_path, f"declarations: '{entry}'\n"
+                             "pipelines:\n  shelf:\n    shelf_mn: 5\n")
+    with pytest.raises(ConfigError, match=rf"{config}: pipelines\.shelf: unknown setting "
+                                          r"'shelf_mn'; the settings of any pipeline: .*"
+                                          r"'shelf_min'"):
+        load_settings(config, env={}, cwd=tmp_path)
+    with pytest.raises(ConfigError, match=rf"{config}: pipelines\.shelf: unknown setting "
+                                          r"'shelf_mn'; the settings of pipeline 'shelf'"):
+        settings_of(by_name("shelf", entry), config_path=config, env={}, cwd=tmp_path)
+    # without the declaration the section's setting is no pipeline's
+    config = _yaml(tmp_path, "pipelines:\n  shelf:\n    shelf_min: 5\n")
+    with pytest.raises(ConfigError, match=rf"{config}: pipelines\.shelf: unknown setting "
+                                          r"'shelf_min'"):
+        load_settings(config, env={}, cwd=tmp_path)
+
+
+def test_the_declared_modules_are_imported_only_for_a_setting_no_other_pipeline_has(
+        tmp_path, monkeypatch):
+    entry = _shelf_module(tmp_path, monkeypatch, "shelf_never_imported")
+    config = _yaml(tmp_path, f"declarations: '{entry}'\npipelines:\n  shelf:\n"
+                             "    lookback_days: 2\n  orders:\n    volume_check: fail\n")
+    weekly = settings_of(by_name("weekly_city_report"), config_path=config, env={},
+                         cwd=tmp_path)
+    assert weekly.declarations == entry and "shelf_never_imported" not in sys.modules
+    # a declaration that cannot be imported is not imported for those sections either
+    env = {"TOKOKITA_DECLARATIONS": "not_installed_anywhere:PIPELINE"}
+    assert load_settings(config, env=env, cwd=tmp_path).cron
+    config = _yaml(tmp_path, "pipelines:\n  shelf:\n    shelf_min: 5\n")
+    with pytest.raises(ConfigError, match="declarations: cannot import "
+                                          "'not_installed_anywhere:PIPELINE'"):
+        load_settings(config, env=env, cwd=tmp_path)

@@ -21,7 +21,7 @@ from tokokita_etl.orders.stages import (
     validate_lines,
     validate_stage,
 )
-from tokokita_etl.runner.declaration import Column, Gold, Pipeline, RawFiles, Stage
+from tokokita_etl.runner.declaration import Chart, Column, Gold, Pipeline, RawFiles, Stage
 from tokokita_etl.runner.inputs import RAW, RAW_LINES
 from tokokita_etl.runner.policy import RUN_COMMAND
 from tokokita_etl.storage import is_url
@@ -106,6 +106,8 @@ ORDERS = Pipeline(
              Column("quarantine_share", "quarantine", "share",
                     share_of=("karantina", "extracted")),
              Column("bruto", "bruto", "money"), Column("bersih", "bersih", "money")),
+    chart=Chart(bars="fact", share="quarantine_share", money="bersih",
+                labels={"fact": "valid rows"}),
     status_counts=(("extracted", 9), ("karantina", 9), ("duplikat", 8), ("fact", 8),
                    ("summary", 7)),
     schema="tokokita_etl.orders.schema",

@@ -10,6 +10,7 @@ they run.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import date
@@ -105,14 +106,95 @@ class Column:
 
 
 @dataclass(frozen=True)
-class Upstream:
-    """A pipeline's input: the settled partitions of another pipeline (`pipeline`), a
-    partition of this one being made of the upstream dates it spans. `checksum(day)` names
-    the checksum of an upstream success this pipeline is built from (`summary_<day>`): when
-    it changes, the partition is due again."""
+class Chart:
+    """The chart on a pipeline's status page: a bar per partition and up to two lines across
+    them, each series a column of the pipeline's `columns`, named by its key:
 
-    pipeline: Pipeline
+    - `bars`: a count, the bars (left axis);
+    - `share`: a share, a line from 0 to 100 % (right axis); "" for none;
+    - `money`: a money amount, a line scaled to its maximum; "" for none.
+
+    The heading and the legend call a series by its column's label, or by its words in
+    `labels` (key -> words)."""
+
+    bars: str
+    share: str = ""
+    money: str = ""
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+    def check(self, pipeline: str, columns: tuple[Column, ...]) -> None:
+        """A ConfigError naming `pipeline` when a series is no column of `columns` of its
+        kind."""
+        kinds = {column.key: column.kind for column in columns}
+        for series, kind in (("bars", "count"), ("share", "share"), ("money", "money")):
+            key = getattr(self, series)
+            if (key or series == "bars") and kinds.get(key) != kind:
+                raise ConfigError(f"pipeline {pipeline!r}: its chart's {series} {key!r} is no "
+                                  f"{kind} column of its `columns`")
+
+
+#: the registry of pipelines (`upstream_pipeline(name)`), imported by its name when an upstream
+#: named by name is first looked up: the runner cannot import it where it is declared, as the
+#: registry imports every pipeline's package, each of which imports the runner
+REGISTRY = "tokokita_etl.pipelines"
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """A pipeline's input: the settled partitions of another pipeline, named by its name
+    (`source`: a domain package imports no other pipeline's) or given as its declaration. A
+    partition of this one is made of the upstream dates it spans. `checksum(day)` names the
+    checksum of an upstream success this pipeline is built from (`summary_<day>`): when it
+    changes, the partition is due again.
+
+    A name is looked up in the registry when the upstream's declaration is first asked for
+    (`pipeline`), not when it is declared: the registry imports the packages that name it."""
+
+    source: Pipeline | str
     checksum: Callable[[date], str]
+    #: (name, grain) of the pipeline built from it, set by its declaration (`of`)
+    _downstream: tuple[str, Grain] | None = field(default=None, init=False, repr=False,
+                                                  compare=False)
+    _found: Pipeline | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def name(self) -> str:
+        """The upstream pipeline's name."""
+        return self.source if isinstance(self.source, str) else self.source.name
+
+    @property
+    def pipeline(self) -> Pipeline:
+        """The upstream's declaration: the one given, or the registry's pipeline of its name;
+        a ConfigError names the pipeline built from it and the upstream when no pipeline has
+        that name or its partitions do not each lie inside one of the downstream's."""
+        if self._found is None:
+            found = self.source if isinstance(self.source, Pipeline) else self._looked_up()
+            if self._downstream is not None:
+                name, grain = self._downstream
+                if not found.grain.nests_in(grain):
+                    raise ConfigError(f"pipeline {name!r}: a {found.grain.name} partition of "
+                                      f"its upstream {found.name!r} does not lie inside one "
+                                      f"{grain.name} partition")
+            object.__setattr__(self, "_found", found)
+        return self._found
+
+    def _looked_up(self) -> Pipeline:
+        found = importlib.import_module(REGISTRY).upstream_pipeline(self.name)
+        if found is None:
+            who = f"pipeline {self._downstream[0]!r}: its upstream" if self._downstream \
+                else "the upstream"
+            raise ConfigError(f"{who} {self.source!r} is no registered pipeline (the "
+                              "package's, an installed one or one `declarations` names)")
+        return found
+
+    def of(self, downstream: Pipeline) -> Upstream:
+        """This upstream as `downstream`'s input (its errors name it); a declaration given as
+        such is checked at once, a name when it is first looked up."""
+        bound = Upstream(self.source, self.checksum)
+        object.__setattr__(bound, "_downstream", (downstream.name, downstream.grain))
+        if isinstance(self.source, Pipeline):
+            _ = bound.pipeline  # checks that its partitions nest in the downstream's
+        return bound
 
 
 @dataclass(frozen=True)
@@ -156,6 +238,8 @@ class Pipeline:
     done_line: Callable[[Mapping[str, Any]], str] | None = None
     #: the counts, amounts and shares of its status rows the status page shows, in order
     columns: tuple[Column, ...] = ()
+    #: the chart on its status page, of some of its `columns`; None: no chart
+    chart: Chart | None = None
     #: the counts of its success's `rows` the command line's `status` prints, in order, each
     #: with its column's width
     status_counts: tuple[tuple[str, int], ...] = (("extracted", 9),)
@@ -191,10 +275,10 @@ class Pipeline:
         if (self.raw is None) == (self.upstream is None):
             raise ConfigError(f"pipeline {self.name!r}: declare one input, raw files (`raw`) "
                               "or another pipeline's results (`upstream`)")
-        if self.upstream is not None and not self.upstream.pipeline.grain.nests_in(self.grain):
-            raise ConfigError(f"pipeline {self.name!r}: a {self.upstream.pipeline.grain.name} "
-                              f"partition of its upstream {self.upstream.pipeline.name!r} does "
-                              f"not lie inside one {self.grain.name} partition")
+        if self.upstream is not None:
+            object.__setattr__(self, "upstream", self.upstream.of(self))
+        if self.chart is not None:
+            self.chart.check(self.name, self.columns)
         if self.settings is None:
             object.__setattr__(self, "settings",
                                RawInputSettings if self.raw is not None else PipelineSettings)
@@ -209,8 +293,6 @@ class Pipeline:
     def declare_tables(self) -> None:
         """Import the module that declares its warehouse tables (`schema`), if any."""
         if self.schema:
-            import importlib
-
             importlib.import_module(self.schema)
 
     def command_line(self, words: str, *options: str) -> str:

@@ -92,14 +92,14 @@ class UpstreamInputs:
         found = self.of(key)
         if not found or any(date_.state != MISSING for date_ in found):
             return ""
-        return (f"{key} has no input: all {len(found)} of its {self.upstream.pipeline.name} "
+        return (f"{key} has no input: all {len(found)} of its {self.upstream.name} "
                 f"dates ({found[0].day} to {found[-1].day}) are missing (no file after their "
                 "wait window); nothing is built and no report is published; it is built once "
                 "one of them arrives and is done")
 
     def waiting_message(self, key: date) -> str:
         """Why `key` waits (its holding dates), for logs, manifests and the status rows."""
-        return (f"{key} waits for its {self.upstream.pipeline.name} dates to settle (done, or "
+        return (f"{key} waits for its {self.upstream.name} dates to settle (done, or "
                 f"missing after their wait window): {self.holding(key)}")
 
     def built_from(self, key: date) -> dict[str, dict[str, Any]]:

@@ -107,7 +107,7 @@ def load_settings(
     pipeline_defaults: Mapping[str, Any] | None = None,
     default_pipeline: bool = False,
     top_level: Collection[str] | None = None,
-    known_fields: Callable[[], Collection[str]] = tuple,
+    known_fields: Callable[[str], Collection[str]] = lambda declarations: (),
 ) -> SharedSettings:
     """The settings from the explicit `overrides` (None: not given), the environment `env`
     (default: os.environ), the stack's variables `stack` (the command line's
@@ -129,9 +129,11 @@ def load_settings(
     another's.
 
     `top_level`: the settings beyond the shared ones the top level may hold (the default
-    pipeline's fields); None: they are not looked at. `known_fields()`: the settings a
-    section of another pipeline may hold beside the runner's (that pipeline's own are checked
-    when its settings are read), asked only when such a section holds another setting."""
+    pipeline's fields); None: they are not looked at. `known_fields(declarations)`: the
+    settings a section of another pipeline may hold beside the runner's (that pipeline's own
+    are checked when its settings are read), the pipelines the loaded `declarations` setting
+    names among them; asked only when such a section holds another setting, once the
+    settings are validated."""
     env = os.environ if env is None else env
     cwd = Path.cwd() if cwd is None else Path(cwd)
     explicit = config_path or env.get(CONFIG_VAR) or (stack or {}).get(CONFIG_VAR)
@@ -149,7 +151,7 @@ def load_settings(
     if top_level is not None or default_pipeline:
         _check_top_level(path, from_file, {*(top_level or ()), *top_names})
     own = section_fields(model) if pipeline is not None else ()
-    _check_sections(path, sections, pipeline, own, known_fields)
+    others = _check_sections(path, sections, pipeline, own)
 
     stack_file = cwd / STACK_SETTINGS_FILE
     layers: list[Layer] = []
@@ -183,6 +185,8 @@ def load_settings(
     with loading(Load(layers=tuple(layers), origins=origins, in_airflow=in_airflow,
                       model=model)):
         settings = validated(lambda: model(**given))
+    if others:
+        _check_other_sections(path, others, own, known_fields, settings.declarations)
     if default_pipeline and pipeline is not None:
         _note_older_spellings(pipeline, model, origins, path)
     resolved = {name: _absolute(getattr(settings, name), cwd) for name in path_settings(model)}
@@ -276,27 +280,49 @@ def _read_yaml(path: Path) -> dict[str, Any]:
 
 
 def _check_sections(path: Path, sections: Mapping[str, Any], pipeline: str | None,
-                    own: Collection[str], known: Callable[[], Collection[str]]) -> None:
+                    own: Collection[str]) -> dict[str, list[str]]:
     """`pipelines:` maps pipeline names to their settings: the section of `pipeline` holds
-    its fields (`own`), another's the runner's or those of `known()`; a shared setting, the
-    watermark's name or an unknown name there is an error naming the file and the key."""
+    its fields (`own`), another's the runner's or another pipeline's; a shared setting, the
+    watermark's name or an unknown name in the section of `pipeline` is an error naming the
+    file and the key. Returns the settings of other sections that are neither `own` nor the
+    runner's (section -> names), for `_check_other_sections`."""
+    others: dict[str, list[str]] = {}
     for name, section in sections.items():
         where = f"{path}: {PIPELINES_KEY}.{name}"
         if not isinstance(section, dict):
             raise ConfigError(f"{where} must be a mapping of settings")
         allowed = set(own) if name == pipeline else {*own, *RUNNER_NAMES}
-        if name != pipeline and not set(section) <= allowed:
-            allowed |= set(known())
         for key in section:
             if key in SHARED_SETTINGS:
                 raise ConfigError(f"{where}.{key}: {key} is shared by every pipeline; set it "
                                   "at the top level")
             if key == WATERMARK_NAME:
                 raise ConfigError(f"{where}.{key}: a pipeline's watermark is named after it")
+            if key in allowed:
+                continue
+            if name == pipeline:
+                raise ConfigError(f"{where}: unknown setting {key!r}; the settings of "
+                                  f"pipeline {name!r}: {sorted(allowed)}")
+            others.setdefault(name, []).append(key)
+    return others
+
+
+def _check_other_sections(path: Path, others: Mapping[str, list[str]], own: Collection[str],
+                          known: Callable[[str], Collection[str]], declarations: str) -> None:
+    """Each setting of `others` (section -> names) is a setting of some pipeline: of
+    `known("")` (the pipelines the runner has without `declarations`), else of
+    `known(declarations)` (asked only then: it imports the declared modules); else an error
+    naming the file and the key."""
+    allowed = {*own, *RUNNER_NAMES}
+    for among in dict.fromkeys(("", declarations)):
+        if all(key in allowed for keys in others.values() for key in keys):
+            return
+        allowed |= set(known(among))
+    for name, keys in others.items():
+        for key in keys:
             if key not in allowed:
-                whose = f"of pipeline {name!r}" if name == pipeline else "of any pipeline"
-                raise ConfigError(f"{where}: unknown setting {key!r}; the settings {whose}: "
-                                  f"{sorted(set(allowed))}")
+                raise ConfigError(f"{path}: {PIPELINES_KEY}.{name}: unknown setting {key!r}; "
+                                  f"the settings of any pipeline: {sorted(allowed)}")
 
 
 @cache

@@ -88,50 +88,78 @@ def render(template: str, **context: Any) -> str:
     return ENV.get_template(template).render(**context)
 
 
-def chart(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The chart's geometry: bars of valid (fact) rows per date; lines of the quarantine share
-    (0-100 %, right axis) and of bersih (scaled to its maximum); under them a legend, one line
-    per series. The SVG is as wide and tall as its labels and legend need. None without rows,
-    or when no row has valid rows (a pipeline that records no daily orders: the weekly city
-    report's bruto and bersih are in its table)."""
-    facts = [(r["rows"] or {}).get("fact") for r in rows]
-    bersih = [_float(r.get("bersih")) for r in rows]
-    if not any(isinstance(f, int | float) for f in facts):
+def unit(pipeline: Any) -> str:
+    """What the page calls one partition of `pipeline`: a `date`, else its grain's unit (a
+    partition is named by its first date: a week by its Monday)."""
+    return "date" if pipeline.grain.unit == "day" else pipeline.grain.unit
+
+
+def chart(rows: list[dict[str, Any]], pipeline: Any) -> dict[str, Any] | None:
+    """The chart `pipeline` declares (`Pipeline.chart`): bars of a count per partition; lines
+    of a share (0-100 %, right axis) and of a money amount (scaled to its maximum), each when
+    declared; under them a legend, one line per series. A series is called by its column's
+    label (or the chart's own words for it). The SVG is as wide and tall as its labels and
+    legend need. None when the pipeline declares no chart, without rows, or when no row has
+    a count for the bars (no success yet)."""
+    declared = pipeline.chart
+    if declared is None or not rows:
         return None
-    top_fact = max([f for f in facts if isinstance(f, int | float)] or [1]) or 1
-    top_bersih = max([b for b in bersih if b is not None] or [1]) or 1
-    left = max(60, round(_text_width(fmt(top_fact)) + 10))
+    columns = {column.key: column for column in pipeline.columns}
+    words = {key: columns[key].label for key in (declared.bars, declared.share, declared.money)
+             if key} | dict(declared.labels)
+    per = unit(pipeline)
+    bars = [(r["rows"] or {}).get(declared.bars) for r in rows]
+    money = [_float(r.get(declared.money)) if declared.money else None for r in rows]
+    if not any(isinstance(b, int | float) for b in bars):
+        return None
+    top_bar = max([b for b in bars if isinstance(b, int | float)] or [1]) or 1
+    top_money = max([m for m in money if m is not None] or [1]) or 1
+    left = max(60, round(_text_width(fmt(top_bar)) + 10))
     top, plot_w, plot_h = 10, max(len(rows) * 21, 300), 160
     step = plot_w / len(rows)
     # the first and last date, and each first of a month at least two bars from them
     last = len(rows) - 1
     labelled = {0, last} | {i for i, r in enumerate(rows)
                             if r["date"].endswith("-01") and 2 <= i <= last - 2}
-    dates, share_pts, bersih_pts = [], [], []  # per date: its bar and its axis label, if any
+    dates, share_pts, money_pts = [], [], []  # per date: its bar and its axis label, if any
     for i, r in enumerate(rows):
         x = left + i * step
         cx = x + step / 2
         bar = None
-        if isinstance(facts[i], int | float):
-            h = plot_h * facts[i] / top_fact
+        if isinstance(bars[i], int | float):
+            h = plot_h * bars[i] / top_bar
             bar = {"x": x + 2, "y": top + plot_h - h, "width": step - 4, "height": h,
-                   "fact": facts[i]}
+                   "value": bars[i]}
         dates.append({"date": r["date"], "bar": bar, "label_x": cx if i in labelled else None})
-        if r.get("quarantine_share") is not None:
-            share_pts.append((cx, top + plot_h * (1 - r["quarantine_share"])))
-        if bersih[i] is not None:
-            bersih_pts.append((cx, top + plot_h * (1 - bersih[i] / top_bersih)))
+        if declared.share and r.get(declared.share) is not None:
+            share_pts.append((cx, top + plot_h * (1 - r[declared.share])))
+        if money[i] is not None:
+            money_pts.append((cx, top + plot_h * (1 - money[i] / top_money)))
+    # the share line's class is `share`, the bars' and the money line's their keys
     series = [{"cls": cls, "colour": colour, "points": pts} for cls, pts, colour in
-              (("share", share_pts, "#c62828"), ("bersih", bersih_pts, "#2e7d32")) if pts]
-    keys = (("bar", "#90a4ae", f"valid rows per date (bars, left axis, max {fmt(top_fact)})"),
-            ("line", "#c62828", "quarantine share of the extracted rows (right axis)"),
-            ("line", "#2e7d32", f"bersih per date (scaled to its maximum, {fmt(top_bersih)})"))
+              (("share", share_pts, "#c62828"), (declared.money, money_pts, "#2e7d32")) if pts]
+    keys = [("bar", "#90a4ae",
+             f"{words[declared.bars]} per {per} (bars, left axis, max {fmt(top_bar)})")]
+    named = [words[declared.bars]]
+    if declared.share:
+        whole = columns[declared.share].share_of[1]
+        whole = columns[whole].label if whole in columns else whole
+        keys.append(("line", "#c62828", f"{words[declared.share]} share of the {whole} rows "
+                                        "(right axis)"))
+        named.append(f"{words[declared.share]} share")
+    if declared.money:
+        keys.append(("line", "#2e7d32", f"{words[declared.money]} per {per} (scaled to its "
+                                        f"maximum, {fmt(top_money)})"))
+        named.append(words[declared.money])
+    title = f"{pipeline.grain.name} " + (" and ".join(named) if len(named) < 3
+                                          else f"{', '.join(named[:-1])} and {named[-1]}")
     line_h = CHART_FONT_PX + 6
     legend_top = top + plot_h + CHART_FONT_PX + 14
     legend = [{"kind": kind, "colour": colour, "label": label, "y": legend_top + n * line_h}
               for n, (kind, colour, label) in enumerate(keys)]
     width = max(left + plot_w + 50, left + 22 + max(_text_width(k[2]) for k in keys) + 10)
     return {"left": left, "top": top, "plot_w": plot_w, "plot_h": plot_h,
-            "top_fact": top_fact, "dates": dates, "series": series,
-            "legend": legend, "font_px": CHART_FONT_PX, "width": width,
+            "top_bar": top_bar, "bars": declared.bars, "bar_words": words[declared.bars],
+            "right_axis": bool(declared.share), "title": title, "dates": dates,
+            "series": series, "legend": legend, "font_px": CHART_FONT_PX, "width": width,
             "height": legend_top + len(keys) * line_h}

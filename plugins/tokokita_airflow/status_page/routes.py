@@ -83,9 +83,7 @@ def status_page(request: Request, user: UserDep, pipeline: PipelineDep,
     window = f"{rows[0]['date']} .. {rows[-1]['date']}" if rows else ""
     return _html(request, "page.html", pipeline, title=f"TokoKita {pipeline.name} status",
                  rows=rows, window=window, counts=Counter(r["state"] for r in rows),
-                 # a partition is named by its first date: a week by its Monday
-                 unit="date" if pipeline.grain.unit == "day" else pipeline.grain.unit,
-                 chart=render.chart(rows) if rows else None,
+                 unit=render.unit(pipeline), chart=render.chart(rows, pipeline),
                  problem=data.warehouse_problem(pipeline),
                  tabs=[_about(p) for p in auth.readable(user)],
                  user=user.get_name(), may_act=auth.may_act(user, pipeline.dag_id))
