@@ -150,7 +150,7 @@ class EphemeralStack:
                  tokokita_env: dict[str, str] | None = None,
                  extra_users: dict[str, str] | None = None, celery: bool = False,
                  connections: str = "metadata", warehouse_server: str | None = None,
-                 retry_delay_s: int = 1) -> None:
+                 retry_delay_s: int = 1, sample_memory: bool = False) -> None:
         self.root = root
         self.id = uuid.uuid4().hex[:10]
         self.metadata_db = f"airflow_e2e_{self.id}"
@@ -217,6 +217,9 @@ class EphemeralStack:
         self.stack = LocalStack(self.target, names=names)
         self.helpers: list[Proc] = []  # redis and the object store (celery profile)
         self.api = AirflowApi(self.target.api_url, USERNAME, PASSWORD)
+        #: sample the stack's memory every second (`peak_memory`); off unless asked: reading
+        #: each process's PSS costs the test process about 3 CPU-s a minute
+        self.sample_memory = sample_memory
         self.sampler: MemorySampler | None = None
         self.timings: dict[str, float] = {}
         self._created_dbs: list[tuple[str, str]] = []  # (server URL, database)
@@ -345,8 +348,9 @@ class EphemeralStack:
             self.stack.start(tuple(n for n in self.stack.names if n != "airflow-apiserver"))
         else:
             self.stack.start()
-        self.sampler = MemorySampler(self.stack)
-        self.sampler.start()
+        if self.sample_memory:
+            self.sampler = MemorySampler(self.stack)
+            self.sampler.start()
         self.stack.wait_healthy(timeout)
         self.timings["healthy_s"] = time.monotonic() - started
 

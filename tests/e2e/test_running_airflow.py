@@ -177,7 +177,8 @@ def e2e(tmp_path_factory, request):
     # scale-out one
     stack = EphemeralStack(tmp_path_factory.mktemp(f"e2e-{request.param}"),
                            start_date=plan.start_date, end_date=plan.end_date, celery=celery,
-                           connections="rest" if celery else "metadata")
+                           connections="rest" if celery else "metadata",
+                           sample_memory=True)  # the peak the e2e report records
     key = "celery_" if celery else ""
     try:
         stack.prepare()
