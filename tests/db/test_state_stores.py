@@ -424,3 +424,93 @@ def test_the_last_outcome_and_the_claim_of_many_dates_are_read_at_once(settings)
     claim_date(settings, DAYS[2], "run-c", NOW, never_finished)
     claims = store.claims(DAYS)
     assert list(claims) == [DAYS[2]] and claims[DAYS[2]] == read_claim(settings, DAYS[2])
+
+
+def _as_a_new_process() -> None:
+    """Forget the documents this process has read or written (a process of its own)."""
+    from tokokita_etl.runner.stores import files
+
+    files._SEEN.clear()
+
+
+def test_a_new_process_reads_one_date_of_a_year_of_dates_without_parsing_the_others(
+        tmp_path, pipeline):
+    """Regression: the file store's gate took 2.46 times as long after a year of dates as
+    after ten (bench/bench_history.py): every process parsed and checked all of
+    `state.json`, and the warehouse check counted every entry. The index beside it gives a
+    new process the entry it reads and the summary of all of them, the same as a whole parse
+    gives, and nothing else is parsed."""
+    from tokokita_etl.runner.stores import files
+    from tokokita_etl.runner.watermark import Summary
+
+    settings = make_settings(tmp_path, "file", pipeline)
+    store = state_store(settings)
+    days = [date(2025, 1, 1) + timedelta(days=n) for n in range(365)]
+    store.import_entries({"pipeline": pipeline, "runs": {
+        str(day): {"attempt": 1, "failures": 0, "status": SUCCESS, "rows": {"fact": n},
+                   "warehouse": {"id": "w1", "revision": n + 1}}
+        for n, day in enumerate(days)}})
+    store.record(days[100], FAILED, {"error": "boom é", "failed_stage": "load"}, NOW)
+    store.begin(days[-1], "run-z", "extract", NOW)
+    expected = Summary(364, {"w1": 365}, (str(days[100]), str(days[-1])))
+
+    _as_a_new_process()
+    watermark = store.read()
+    assert watermark.entry(days[200])["rows"] == {"fact": 200}
+    assert watermark.intent(days[-1])["run"] == "run-z"
+    assert watermark.summary() == expected
+    assert list(files._SEEN[settings.state_file].values) == [str(days[200]), str(days[-1])]
+    _as_a_new_process()
+    assert store.export() == json.loads(settings.state_file.read_text(encoding="utf-8"))
+
+    settings.state_file.with_name("state.json.index").unlink()
+    _as_a_new_process()
+    whole = store.read()
+    assert len(files._SEEN[settings.state_file].values) == 365  # parsed whole
+    assert whole.summary() == expected
+    assert dict(whole.runs) == dict(watermark.runs)
+
+
+def test_an_index_of_other_bytes_is_not_read_and_the_next_write_writes_it_again(
+        tmp_path, pipeline):
+    """A copy of `state.json` put back by hand, and a damaged index, leave an index that
+    does not describe the file's bytes (as would a crash between the two writes): the file
+    is read whole, as it says, and the next write writes the index of its own bytes."""
+    import hashlib
+
+    settings = make_settings(tmp_path, "file", pipeline)
+    store = state_store(settings)
+    index = settings.state_file.with_name("state.json.index")
+    store.record(DAYS[0], SUCCESS, {"warehouse": {"id": "w1", "revision": 1}}, NOW)
+    restored = settings.state_file.read_bytes()
+    store.record(DAYS[1], FAILED, {"error": "boom"}, NOW)
+    settings.state_file.write_bytes(restored)
+    _as_a_new_process()
+    assert list(store.read().runs) == [str(DAYS[0])]
+    assert store.read().summary().unsettled == ()
+
+    index.write_text('{"sha256": "damaged\n', encoding="utf-8")
+    _as_a_new_process()
+    assert store.read().attempts(DAYS[0]) == 1
+    store.record(DAYS[2], SUCCESS, {"warehouse": {"id": "w1", "revision": 2}}, NOW)
+    first = json.loads(index.read_bytes().split(b"\n")[0])
+    assert first["sha256"] == hashlib.sha256(settings.state_file.read_bytes()).hexdigest()
+    _as_a_new_process()
+    assert store.read().summary().revisions == {"w1": 2}
+    assert [p.name for p in settings.state_file.parent.iterdir() if p.name.endswith(".tmp")] \
+        == []
+
+
+def test_the_gates_writability_check_leaves_state_json_as_it_is(tmp_path, pipeline):
+    """The check before any stage takes the room a rewrite of `state.json` takes without
+    rewriting it: its cost does not grow with the watermark."""
+    from tokokita_etl.runner.claims import check_writable
+
+    settings = make_settings(tmp_path, "file", pipeline)
+    state_store(settings).record(DAYS[0], SUCCESS, {}, NOW)
+    stat = settings.state_file.stat()
+    check_writable(settings)
+    after = settings.state_file.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (stat.st_ino, stat.st_mtime_ns)
+    assert sorted(p.name for p in settings.state_file.parent.iterdir()) == [
+        "runs", "state.json", "state.json.index", "state.json.lock"]

@@ -69,8 +69,8 @@ CASES = {
     # room for the extracted rows but not for everything transform writes after them
     "staging_in_transform": Case("staging", 0, ("transform",)),
     "state": Case("state_dir", 0, (), exit_code=2),
-    # room for the gate's check (a copy of state.json) and the claim, not for the state.json
-    # that holds the run's intent (its free room is measured on the folder)
+    # room for the gate's check (a file of state.json's size) and the claim, not for the
+    # state.json that holds the run's intent (its free room is measured on the folder)
     "state_room_for_the_claim_only": Case("state_dir", 0, (), exit_code=2),
 }
 
@@ -147,9 +147,9 @@ def _transform_room(ws: Workspace) -> int:
 
 
 def _state_file_room(ws: Workspace) -> int:
-    """The pages of state.json: the gate's check rewrites it (a temporary copy, then a
-    rename that frees the old one) and the claim takes one page, so the state.json with the
-    intent (the old one is there until its rename) no longer fits."""
+    """The pages of state.json: the gate's check takes as many (a temporary file of its
+    size, then removed) and the claim takes one page, so the state.json with the intent (the
+    old one is there until its rename) no longer fits."""
     return -(-ws.state_file.stat().st_size // PAGE) * PAGE
 
 

@@ -151,10 +151,11 @@ def settled_watermark(settings: Settings, now: datetime,
     only: `due`, `status` and the page agree with what the next run does."""
     store = state_store(settings)
     state = store.read()
-    # a copy of the document whose changed entries are copies: the store's stay as read
-    data = {**state.data, "runs": dict(state.runs)}
+    # the changed entries are copies: the store's stay as read
+    changed = {}
     ended = set()
-    for iso, entry in state.runs.items():
+    for iso in state.summary().unsettled:  # (every entry with an intent is among them)
+        entry = state.entry(iso)
         intent = entry.get(IN_PROGRESS)
         if intent is None:
             continue
@@ -162,9 +163,9 @@ def settled_watermark(settings: Settings, now: datetime,
                             holder_finished):
             ended.add(intent["run"])
             if not intent.get(STOPPED):  # a stopped run is recorded without a failure
-                data["runs"][iso] = {**copy.deepcopy(entry),
-                                     "failures": failures_since_success(entry) + 1}
-    return Watermark(data, frozenset(ended))
+                changed[iso] = {**copy.deepcopy(entry),
+                                "failures": failures_since_success(entry) + 1}
+    return state.with_entries(changed, frozenset(ended))
 
 
 def claim_to_change(pipeline: Pipeline, settings: Settings, day: date, owner: str, stage: str,

@@ -30,12 +30,10 @@ from sqlalchemy import text
 
 from tokokita_etl.errors import StateError, WarehouseError
 from tokokita_etl.runner.declaration import Pipeline
-from tokokita_etl.runner.watermark import IN_PROGRESS, SUCCESS, Watermark
+from tokokita_etl.runner.watermark import IN_PROGRESS, SUCCESS, WAREHOUSE, Watermark
 from tokokita_etl.settings.model import Settings
 from tokokita_etl.warehouse.database import Warehouse
 
-#: the entry field naming the warehouse a date's recorded outcome describes
-WAREHOUSE = "warehouse"
 #: the stage a date marked by `reconcile` names as where it needs its re-run from
 RECONCILED = "reconcile"
 #: the warehouse's table holding its identity row
@@ -112,15 +110,10 @@ class Recorded:
 
 
 def recorded(watermark: Watermark) -> Recorded:
-    """The warehouse `watermark` describes."""
-    revisions: dict[str, int] = {}
-    done = 0
-    for entry in watermark.runs.values():  # (each entry's fields checked when it was read)
-        if named := entry.get(WAREHOUSE):
-            revisions[named["id"]] = max(revisions.get(named["id"], 0), named["revision"])
-        if entry.get("status") == SUCCESS:
-            done += 1
-    return Recorded(revisions, done)
+    """The warehouse `watermark` describes (from its `Summary`: the file store keeps it, so
+    a year of dates is not read for it)."""
+    summary = watermark.summary()
+    return Recorded(dict(summary.revisions), summary.done)
 
 
 def partition_tables(pipelines: Iterable[Pipeline]) -> tuple[str, ...]:

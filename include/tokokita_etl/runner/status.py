@@ -41,7 +41,7 @@ from tokokita_etl.runner.policy import (
 from tokokita_etl.runner.schedule import DAILY, Grain, fire_time_for_partition, local_today
 from tokokita_etl.runner.stores import state_store
 from tokokita_etl.runner.upstream import UpstreamInputs, missing_from, upstream_dates
-from tokokita_etl.runner.watermark import IN_PROGRESS, STOPPED, Claim, Watermark
+from tokokita_etl.runner.watermark import STOPPED, Claim, Watermark
 from tokokita_etl.settings.layout import catchup_bound
 from tokokita_etl.settings.model import PATH_SETTINGS, Settings
 
@@ -178,8 +178,7 @@ def _scheduled_fire(pipeline: Pipeline, settings: Settings, day: date) -> dateti
 def _unsettled(state: Watermark) -> set[date]:
     """The dates of the watermark whose last outcome is not a success still describing the
     warehouse (failed, blocked, needs re-run), or with a run's intent on them."""
-    return {date.fromisoformat(key) for key, entry in state.runs.items()
-            if entry.get(IN_PROGRESS) is not None or not state.has_success(key)}
+    return set(map(date.fromisoformat, state.summary().unsettled))
 
 
 def _recent(settings: Settings, state: Watermark, now: datetime, days: int | None) -> set[date]:

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Mapping
+from collections import ChainMap
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
@@ -47,6 +48,8 @@ IN_PROGRESS = "in_progress"
 STOPPED, STOPPED_CLEARS = "stopped", "stopped_clears"
 #: in a stopped run's intent record: the stage that was running when it was stopped
 STOPPED_STAGE = "stopped_stage"
+#: the entry field naming the warehouse a date's recorded outcome describes
+WAREHOUSE = "warehouse"
 
 
 def _is_count(value: Any) -> bool:
@@ -118,22 +121,77 @@ _FIELD_RULES["warehouse"] = lambda v: None if isinstance(v, dict) and isinstance
     "must be an object with 'id' (a string) and 'revision' (a count)"
 
 
+#: what `Summary` takes from one entry: whether it is a success, whether it is unsettled (not a
+#: success, or a run's intent on it), and the warehouse it names (id, revision) or (None, 0)
+EntryFacts = tuple[bool, bool, str | None, int]
+
+
+def entry_facts(entry: Mapping[str, Any]) -> EntryFacts:
+    """What `Summary` counts of a (checked) entry."""
+    success = entry.get("status") == SUCCESS
+    named = entry.get(WAREHOUSE)
+    return (success, not success or entry.get(IN_PROGRESS) is not None,
+            named["id"] if named else None, named["revision"] if named else 0)
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What the readers of every date of a watermark need from it: the done dates (a
+    success recorded) counted, the highest revision recorded of each warehouse id, and the
+    dates that are unsettled (not a success, or a run's intent on them), in the document's
+    order."""
+
+    done: int
+    revisions: dict[str, int]
+    unsettled: tuple[str, ...]
+
+    @classmethod
+    def of(cls, facts: Iterable[tuple[str, EntryFacts]]) -> Summary:
+        """The summary of the entries' facts (`entry_facts`), by date."""
+        done, revisions, unsettled = 0, {}, []
+        for key, (success, unsettled_one, wid, revision) in facts:
+            done += success
+            if unsettled_one:
+                unsettled.append(key)
+            if wid is not None:
+                revisions[wid] = max(revisions.get(wid, 0), revision)
+        return cls(done, revisions, tuple(unsettled))
+
+
 class Watermark:
     """A read-only snapshot of the watermark document.
 
     `ended_runs` names runs known to have ended without recording their outcome (their
     intent record stands but they hold no live claim: `intent_run_ended`); `runs.
-    settled_watermark` reads the claims to fill it in.
+    settled_watermark` reads the claims to fill it in. `summary`: the entries' `Summary`,
+    when the store already has it (the file store keeps it beside `state.json`), else it is
+    counted from the entries when asked.
     """
 
-    def __init__(self, data: dict[str, Any], ended_runs: frozenset[str] = frozenset()) -> None:
+    def __init__(self, data: dict[str, Any], ended_runs: frozenset[str] = frozenset(),
+                 summary: Summary | None = None) -> None:
         self.data = data
         self.ended_runs = ended_runs
+        self._summary = summary
 
     @property
-    def runs(self) -> dict[str, dict[str, Any]]:
+    def runs(self) -> Mapping[str, dict[str, Any]]:
         """Entries by ISO date."""
         return self.data["runs"]
+
+    def summary(self) -> Summary:
+        """The done dates, the warehouses and the unsettled dates of every entry."""
+        if self._summary is None:
+            self._summary = Summary.of((key, entry_facts(entry))
+                                       for key, entry in self.runs.items())
+        return self._summary
+
+    def with_entries(self, changed: dict[str, dict[str, Any]],
+                     ended_runs: frozenset[str]) -> Watermark:
+        """This watermark with the entries of `changed` in place of its own (none copied),
+        each with the `entry_facts` of the one it replaces (the summary is kept)."""
+        return Watermark({**self.data, "runs": ChainMap(changed, self.runs)}, ended_runs,
+                         self._summary)
 
     def entry(self, day: date | str) -> dict[str, Any]:
         """The entry for `day` (empty when unknown)."""

@@ -1,16 +1,26 @@
 """The file state store: `state.json` under an exclusive lock, one claim file per date and one
 manifest file per run, all beside the watermark.
+
+Beside `state.json`, its index (`state.json.index`, written after each of the store's writes)
+says where each entry's text is in the file and what `Summary` every entry sums up to, for
+the SHA-256 of the file's bytes: a process that finds the index of the bytes it read parses
+only the entries it reads (a gate reads one date's, and the summary), so a year of dates
+adds to it only the reading and hashing of the file's bytes. Any other bytes (a hand edit, a
+restored copy, a crash between the two writes) are parsed and checked whole, as they always
+were, and the next write writes the index again; the index is never read for bytes it does
+not describe.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
+import errno
+import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -22,29 +32,21 @@ from tokokita_etl.runner.watermark import (
     FORMER_NAMES,
     SUCCESS,
     Claim,
+    EntryFacts,
+    Summary,
     Watermark,
     WatermarkRules,
     check_document,
+    check_entry,
+    entry_facts,
     note_renamed,
     parse_claim,
 )
 
-
-@dataclass
-class _Seen:
-    """A watermark document as this process last read or wrote it: the file's bytes, the
-    checked document (never changed in place: readers share it) and the text of each entry
-    as the file holds it, filled as entries are serialised."""
-
-    raw: bytes
-    data: dict[str, Any]
-    texts: dict[str, str] = field(default_factory=dict)
-    #: the former name the file holds (`FORMER_NAMES`), read as the watermark's name
-    former_name: str | None = None
-
-
-#: by watermark file
-_SEEN: dict[Path, _Seen] = {}
+#: the index's name: the watermark file's name and this
+INDEX_SUFFIX = ".index"
+#: what stands for the entries in a document's fields (`_Document.head`)
+RUNS = "runs"
 
 
 def _json(value: Any, indent: str) -> str:
@@ -52,25 +54,168 @@ def _json(value: Any, indent: str) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False).replace("\n", "\n" + indent)
 
 
-def _document_text(data: dict[str, Any], texts: dict[str, str]) -> str:
-    """`json.dumps(data, indent=2, ensure_ascii=False) + "\n"`, byte for byte, with each
-    entry's text taken from `texts` when there (and added to it when not)."""
-    if not data["runs"]:
-        return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
-    parts = []
-    for name, value in data.items():
-        if name != "runs":
-            parts.append(f"  {json.dumps(name, ensure_ascii=False)}: {_json(value, '  ')}")
+def _entry_prefix(key: str) -> str:
+    return f"    {json.dumps(key, ensure_ascii=False)}: "
+
+
+def _entry_text(key: str, entry: dict[str, Any]) -> bytes:
+    """An entry as `json.dumps(document, indent=2)` writes it, indentation included, in
+    UTF-8."""
+    return (_entry_prefix(key) + _json(entry, "    ")).encode("utf-8")
+
+
+def _render(head: dict[str, Any], entries: list[tuple[str, bytes]]
+            ) -> tuple[bytes, tuple[int, int], dict[str, tuple[int, int]]]:
+    """`json.dumps(document, indent=2, ensure_ascii=False) + "\n"` in UTF-8, byte for byte,
+    of the document of `head`'s fields with `entries` (each date with its `_entry_text`) as
+    its "runs"; and where they are in it: the bytes inside the braces of "runs", and each
+    entry's text."""
+    if not entries:
+        raw = (json.dumps({**head, RUNS: {}}, indent=2, ensure_ascii=False) + "\n").encode()
+        at = raw.index(b'\n  "runs": {') + len(b'\n  "runs": {')
+        return raw, (at, at), {}
+    pieces = [b"{\n"]
+    pos = 2
+    region = (0, 0)
+    spans: dict[str, tuple[int, int]] = {}
+    for n, (name, value) in enumerate(head.items()):
+        if n:
+            pieces.append(b",\n")
+            pos += 2
+        if name != RUNS:
+            piece = f"  {json.dumps(name, ensure_ascii=False)}: {_json(value, '  ')}".encode()
+            pieces.append(piece)
+            pos += len(piece)
             continue
-        entries = []
-        for key, entry in value.items():
-            text = texts.get(key)
-            if text is None:
-                text = texts[key] = \
-                    f"    {json.dumps(key, ensure_ascii=False)}: {_json(entry, '    ')}"
-            entries.append(text)
-        parts.append('  "runs": {\n' + ",\n".join(entries) + "\n  }")
-    return "{\n" + ",\n".join(parts) + "\n}\n"
+        pieces.append(b'  "runs": {')
+        pos += len(b'  "runs": {')
+        first = pos
+        for i, (key, text) in enumerate(entries):
+            pieces.append(b",\n" if i else b"\n")
+            pos += 1 + bool(i)
+            pieces.append(text)
+            spans[key] = (pos, pos + len(text))
+            pos += len(text)
+        pieces.append(b"\n  }")
+        region = (first, pos + 3)
+        pos += 4
+    pieces.append(b"\n}\n")
+    return b"".join(pieces), region, spans
+
+
+class _Document:
+    """A watermark document as this process last read or wrote it: the file's bytes, its
+    fields (`head`, in their order, "runs" standing for the entries) and its entries, each
+    parsed and checked when first asked for (`values`: shared by every reader, never changed
+    in place), from its text at its span in `raw` when the store knows it (a file whose
+    index it read, or that it wrote), else all of them when the file was read whole."""
+
+    def __init__(self, where: str, raw: bytes, head: dict[str, Any],
+                 values: dict[str, dict[str, Any]], *,
+                 spans: dict[str, Any] | None = None, summary: Summary | None = None,
+                 facts: dict[str, EntryFacts] | None = None, facts_line: bytes = b"",
+                 index: str = "") -> None:
+        self.where = where
+        self.raw = raw
+        self.head = head
+        self.values = values
+        self.spans = spans
+        self._summary = summary
+        self._facts = facts
+        self._facts_line = facts_line
+        self._index = index
+        #: the former name the file holds (`FORMER_NAMES`), read as the watermark's name
+        self.former_name: str | None = None
+
+    def dates(self) -> Mapping[str, Any]:
+        """The entries' dates, in the file's order."""
+        return self.spans if self.spans is not None else self.values
+
+    def entry(self, key: str) -> dict[str, Any] | None:
+        """The entry of `key`, parsed and checked (None: there is none)."""
+        value = self.values.get(key)
+        if value is not None or self.spans is None or key not in self.spans:
+            return value
+        start, end = self.spans[key]
+        text, prefix = self.raw[start:end], _entry_prefix(key).encode("utf-8")
+        try:
+            if not text.startswith(prefix):
+                raise ValueError(f"no entry for {key} at byte {start}")
+            value = json.loads(text[len(prefix):])
+        except (ValueError, TypeError) as exc:  # (the index of these bytes, written wrong)
+            raise StateError(f"{self._index}: does not describe {self.where} ({exc}); delete "
+                             "it (the next write writes it again)") from None
+        check_entry(self.where, key, value)
+        self.values[key] = value
+        return value
+
+    def text_of(self, key: str) -> bytes:
+        """The entry's `_entry_text`."""
+        if self.spans is not None:
+            start, end = self.spans[key]
+            return self.raw[start:end]
+        return _entry_text(key, self.values[key])
+
+    def facts(self, key: str) -> EntryFacts:
+        """The entry's `entry_facts`: the index's, else its own."""
+        if self._facts is None and self._facts_line:
+            self._facts, self._facts_line = _read_facts(self._facts_line), b""
+        if self._facts is not None and key in self._facts:
+            return self._facts[key]
+        return entry_facts(self.entry(key) or {})
+
+    def summary(self) -> Summary:
+        if self._summary is None:
+            self._summary = Summary.of((key, self.facts(key)) for key in self.dates())
+        return self._summary
+
+    def watermark(self) -> Watermark:
+        """A reader's watermark of this document (sharing its entries)."""
+        return Watermark(
+            {name: _Entries(self) if name == RUNS else value for name, value in self.head.items()},
+            summary=self.summary())
+
+    def document(self) -> dict[str, Any]:
+        """The document, the caller's own to change."""
+        runs = {key: copy.deepcopy(self.entry(key)) for key in self.dates()}
+        return {name: runs if name == RUNS else copy.deepcopy(value)
+                for name, value in self.head.items()}
+
+
+def _read_facts(line: bytes) -> dict[str, EntryFacts] | None:
+    """The index's facts by date, or None when they are not as the store writes them."""
+    try:
+        facts = json.loads(line)
+        return {key: (bool(success), bool(unsettled), wid, int(revision))
+                for key, (success, unsettled, wid, revision) in facts.items()}
+    except (ValueError, TypeError, AttributeError):
+        return None
+
+
+class _Entries(Mapping[str, dict[str, Any]]):
+    """A document's entries by date, each parsed and checked when first read."""
+
+    def __init__(self, document: _Document) -> None:
+        self._document = document
+
+    def __getitem__(self, key: str) -> dict[str, Any]:
+        value = self._document.entry(key)
+        if value is None:
+            raise KeyError(key)
+        return value
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._document.dates()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._document.dates())
+
+    def __len__(self) -> int:
+        return len(self._document.dates())
+
+
+#: by watermark file
+_SEEN: dict[Path, _Document] = {}
 
 
 class StateStore(WatermarkRules):
@@ -81,6 +226,7 @@ class StateStore(WatermarkRules):
     def __init__(self, path: Path, pipeline: str) -> None:
         self.path = Path(path)
         self.lock_path = self.path.with_name(self.path.name + ".lock")
+        self.index_path = self.path.with_name(self.path.name + INDEX_SUFFIX)
         self.pipeline = pipeline
         self.claims_dir = self.path.parent / "claims"
         self.runs_dir = self.path.parent / "runs"
@@ -92,29 +238,40 @@ class StateStore(WatermarkRules):
 
     def read(self) -> Watermark:
         """Load the current watermark (an empty one when the file does not exist yet)."""
-        data = self._shared()
-        return Watermark({**data, "runs": dict(data["runs"])})
+        return self._shared().watermark()
 
     def _locked(self) -> contextlib.AbstractContextManager[None]:
         return locked(self.lock_path)
 
     def _load(self) -> dict[str, Any]:
         """The document, the caller's own to change."""
-        return copy.deepcopy(self._shared())
+        return self._shared().document()
 
-    def _shared(self) -> dict[str, Any]:
-        """The document, checked, shared with this process's other readers: never changed
-        in place. Parsed and checked again only when the file's bytes are not the ones this
-        process last read or wrote."""
+    def _shared(self) -> _Document:
+        """The document, shared with this process's other readers: never changed in place.
+        Read again only when the file's bytes are not the ones this process last read or
+        wrote: through the index of these bytes when there is one, else parsed and checked
+        whole."""
         try:
             raw = self.path.read_bytes()
         except FileNotFoundError:
-            return {"pipeline": self.pipeline, "runs": {}}
+            return _Document(str(self.path), b"", {"pipeline": self.pipeline, RUNS: None}, {})
         except OSError as exc:
             raise StateError(f"{self.path}: cannot read the watermark: {exc}") from None
         seen = _SEEN.get(self.path)
         if seen is not None and seen.raw == raw:
-            return seen.data
+            return seen
+        document = self._indexed(raw) or self._parsed(raw)
+        former = FORMER_NAMES.get(self.pipeline)
+        if former is not None and document.head.get("pipeline") == former:
+            # read as the new name: the next write saves it so (`_save`)
+            document.head = {**document.head, "pipeline": self.pipeline}
+            document.former_name = former
+        _SEEN[self.path] = document
+        return document
+
+    def _parsed(self, raw: bytes) -> _Document:
+        """The document of `raw`, parsed and checked whole."""
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -128,40 +285,56 @@ class StateStore(WatermarkRules):
                 "it is never reset automatically"
             ) from None
         check_document(str(self.path), data)
-        former = FORMER_NAMES.get(self.pipeline)
-        if former is not None and data.get("pipeline") == former:
-            # read as the new name: the next write saves it so (`_write`)
-            data = {**data, "pipeline": self.pipeline}
-        else:
-            former = None
-        _SEEN[self.path] = _Seen(raw, data, former_name=former)
-        return data
+        return _Document(str(self.path), raw, {**data, RUNS: None}, data[RUNS])
+
+    def _indexed(self, raw: bytes) -> _Document | None:
+        """The document of `raw` as its index tells it (nothing parsed but its fields), or
+        None when there is no index of these bytes."""
+        try:
+            lines = self.index_path.read_bytes().split(b"\n")
+        except OSError:
+            return None
+        try:
+            known = json.loads(lines[0])
+            if known["sha256"] != hashlib.sha256(raw).hexdigest():
+                return None
+            first, last = known["runs"]
+            head = json.loads(raw[:first] + raw[last:])
+            spans = json.loads(lines[1])
+            unsettled = known["unsettled"]
+            summary = Summary(int(known["done"]), {str(wid): int(revision) for wid, revision
+                                                   in known["revisions"].items()},
+                              tuple(map(str, unsettled)))
+            if head.get(RUNS) != {} or not isinstance(spans, dict) \
+                    or not isinstance(unsettled, list):
+                return None
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+            return None
+        return _Document(str(self.path), raw, {**head, RUNS: None}, {}, spans=spans,
+                         summary=summary, facts_line=lines[2] if len(lines) > 2 else b"",
+                         index=str(self.index_path))
 
     def check_writable(self) -> None:
-        """StateError unless the watermark and the manifests folder can be written now: an
-        existing watermark is rewritten with the same bytes (temporary file, fsync, rename:
-        what `update` does), a missing one and the manifests folder are probed with a
-        temporary file. Run before any stage, so a full or read-only state folder stops the
-        run before anything is loaded or published."""
+        """StateError unless the watermark and the manifests folder can be written now: a
+        temporary file in the watermark's folder takes the room a rewrite of `state.json`
+        takes (its size, allocated and fsynced, as `update` writes its new copy beside the
+        old one), then is removed; the manifests folder is probed the same way. Run before
+        any stage, so a full or read-only state folder stops the run before anything is
+        loaded or published, at the same cost whatever the watermark's length."""
         try:
             with self._locked():
                 try:
-                    current = self.path.read_bytes()
+                    size = self.path.stat().st_size
                 except FileNotFoundError:
-                    current = None
-                if current is not None:
-                    with atomic_writer(self.path, mode="wb") as handle:
-                        handle.write(current)
-                else:
-                    _probe(self.path.parent, self.path.name,
-                           json.dumps({"pipeline": self.pipeline, "runs": {}}).encode())
+                    size = len(json.dumps({"pipeline": self.pipeline, RUNS: {}}))
+                _probe(self.path.parent, self.path.name, size)
         except OSError as exc:
             raise StateError(
                 f"{self.path}: the watermark cannot be written ({exc.strerror or exc}); "
                 "nothing was run: free space or fix the permissions, then run again") from None
         try:
             self.runs_dir.mkdir(parents=True, exist_ok=True)
-            _probe(self.runs_dir, "probe", b"{}\n")
+            _probe(self.runs_dir, "probe", 3)
         except OSError as exc:
             raise StateError(f"{self.runs_dir}: the run manifests folder cannot be written "
                              f"({exc.strerror or exc}); nothing was run") from None
@@ -169,39 +342,43 @@ class StateStore(WatermarkRules):
     def update(self, mutate: Callable[[dict[str, Any]], Any]) -> Any:
         """Apply `mutate` to the document under the lock and save it atomically."""
         with self._locked():
-            data = self._load()
+            document = self._shared()
+            data = document.document()
             before = copy.deepcopy(data)
             result = mutate(data)
             if data != before:
-                self._write(data, {})
+                check_document(str(self.path), data)
+                self._save(document, {**data, RUNS: None}, list(data[RUNS]), data[RUNS])
             return result
 
     def update_entry(self, day: date, mutate: Callable[[dict[str, Any]], Any]) -> Any:
         """Apply `mutate` to a copy of `day`'s entry under the lock and save the document
-        atomically when it changed (the other entries' texts as this process last saw
-        them)."""
+        atomically when it changed (the other entries' texts as the file holds them, none
+        of them parsed)."""
         key = day.isoformat()
         with self._locked():
-            data = self._shared()
-            current = data["runs"].get(key, {})
+            document = self._shared()
+            current = document.entry(key) or {}
             entry = copy.deepcopy(current)
             result = mutate(entry)
             if entry == current:
                 return result
-            runs = {name: value for name, value in data["runs"].items() if name != key}
+            keys = set(document.dates())
             if entry:
-                runs[key] = entry
-            seen = _SEEN.get(self.path)
-            texts = {} if seen is None or seen.data is not data else \
-                {name: text for name, text in seen.texts.items() if name != key}
-            self._write({**data, "runs": dict(sorted(runs.items()))}, texts)
+                keys.add(key)
+            else:
+                keys.discard(key)
+            self._save(document, document.head, sorted(keys), {key: entry} if entry else {})
             return result
 
-    def _write(self, data: dict[str, Any], texts: dict[str, str]) -> None:
-        """Save `data` atomically (`texts`: entries' texts known to be theirs)."""
-        raw = _document_text(data, texts).encode("utf-8")
-        seen = _SEEN.get(self.path)  # (the file as read under the lock held)
-        former = seen.former_name if seen is not None else None
+    def _save(self, document: _Document, head: dict[str, Any], keys: list[str],
+              changed: dict[str, dict[str, Any]]) -> None:
+        """Save the document of `head`'s fields and the entries of `keys` atomically: those
+        of `changed` as they are now, the others as `document` (the file read under the lock
+        held) has them; then its index."""
+        raw, region, spans = _render(head, [
+            (key, _entry_text(key, changed[key]) if key in changed else document.text_of(key))
+            for key in keys])
         try:
             with atomic_writer(self.path, mode="wb") as handle:
                 handle.write(raw)
@@ -211,9 +388,34 @@ class StateStore(WatermarkRules):
                 f"{self.path}: the watermark cannot be written "
                 f"({exc.strerror or exc}); it is unchanged: free space or fix the "
                 "permissions, then run again") from None
-        _SEEN[self.path] = _Seen(raw, data, texts)
-        if former is not None:
-            note_renamed(str(self.path), former, self.pipeline)
+        facts = {key: entry_facts(changed[key]) if key in changed else document.facts(key)
+                 for key in keys}
+        values = {key: value for key, value in document.values.items()
+                  if key in spans and key not in changed}
+        saved = _Document(str(self.path), raw, head, {**values, **changed}, spans=spans,
+                          summary=Summary.of(facts.items()), facts=facts,
+                          index=str(self.index_path))
+        _SEEN[self.path] = saved
+        self._write_index(saved, region, facts)
+        if document.former_name is not None:
+            note_renamed(str(self.path), document.former_name, self.pipeline)
+
+    def _write_index(self, document: _Document, region: tuple[int, int],
+                     facts: dict[str, EntryFacts]) -> None:
+        """Write the index of `document`'s bytes, just written, as `state.json` is written
+        (temporary file, fsync, rename). One that cannot be written is left as it was: it
+        describes other bytes, so it is not read (the file is parsed whole until the next
+        write writes the index)."""
+        summary = document.summary()
+        compact = {"ensure_ascii": False, "separators": (",", ":")}
+        text = "\n".join((
+            json.dumps({"sha256": hashlib.sha256(document.raw).hexdigest(), "runs": region,
+                        "done": summary.done, "revisions": summary.revisions,
+                        "unsettled": summary.unsettled}, **compact),
+            json.dumps(document.spans, **compact),
+            json.dumps(facts, **compact))) + "\n"
+        with contextlib.suppress(OSError), atomic_writer(self.index_path) as handle:
+            handle.write(text)
 
     def export(self) -> dict[str, Any]:
         """The watermark document (`state.json`'s format)."""
@@ -222,6 +424,8 @@ class StateStore(WatermarkRules):
     def import_entries(self, data: dict[str, Any]) -> list[str]:
         """Add the entries of a watermark document; StateError naming the dates that already
         have an entry here (nothing is imported then). Returns the imported dates."""
+
+        check_document("import", data)
 
         def add(current: dict[str, Any]) -> list[str]:
             clash = sorted(set(current["runs"]) & set(data["runs"]))
@@ -344,11 +548,17 @@ def _bodies(paths: Iterable[Path]) -> Iterator[dict[str, Any]]:
             yield body
 
 
-def _probe(folder: Path, name: str, content: bytes) -> None:
-    """Write, fsync and remove a temporary file in `folder` (OSError when it cannot)."""
+def _probe(folder: Path, name: str, size: int) -> None:
+    """Make a temporary file of `size` bytes in `folder` (allocated, fsynced) and remove it
+    (OSError when it cannot be made)."""
     fd, probe = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=folder)
     try:
-        os.write(fd, content)
+        try:
+            os.posix_fallocate(fd, 0, size)
+        except OSError as exc:  # (a file system that cannot allocate ahead: written)
+            if exc.errno not in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
+                raise
+            os.write(fd, bytes(size))
         os.fsync(fd)
     finally:
         os.close(fd)
