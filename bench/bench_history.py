@@ -14,9 +14,10 @@ SQLite warehouse, in this process:
 3. the ledger of nights 11 to `history - 6` is written the same way, and the last six nights
    run for real (timed);
 4. `tokokita-etl status` and `tokokita-etl due` (each a process of its own, as a person runs
-   them), the gate of a scheduled run of a done date (night 7's, the last night's) and the
-   rows the status page shows
-   (`date_states`) are timed on the copy after 10 nights (at the clock of night 11) and on
+   them), the gate of a scheduled run of a done date (night 7's, the last night's), the
+   rows the status page shows (`date_states`) and the sweep's look for changed raw files
+   (`propagation.sweep` with `on_raw_change: reprocess`: every done date of the lookback
+   compared with its file) are timed on the copy after 10 nights (at the clock of night 11) and on
    the year (at the clock after its last night), alternately, nothing of the watermark held
    in this process from before.
 
@@ -26,7 +27,8 @@ Ratios are the year's figure over the 10 nights': the least seconds of the six n
 each side (and of `repeat` repetitions of each look), as the machine's other work only ever
 adds time; `night_median_ratio` gives the medians' ratio beside it.
 The last line of `--json` output is one JSON object: per store `night_ratio`,
-`status_ratio`, `due_ratio`, `gate_ratio`, `page_ratio` and the seconds behind them.
+`status_ratio`, `due_ratio`, `gate_ratio`, `page_ratio`, `sweep_ratio` and the seconds behind
+them.
 """
 
 from __future__ import annotations
@@ -136,12 +138,14 @@ def _cli_env(settings) -> dict[str, str]:
 def _looks(settings, work: Path, day_after: date, done: date) -> dict[str, Callable[[], object]]:
     """`status` and `due` (the commands, each a process of its own), the gate of a scheduled
     run of `done` (a date a real night processed: it skips) and the page's rows (in this
-    process) at the clock after the night of `day_after - 1`."""
+    process) and the sweep's look at the clock after the night of `day_after - 1`."""
     from tokokita_etl.orders.pipeline import ORDERS
     from tokokita_etl.runner.sequence import gate
     from tokokita_etl.runner.status import date_states
 
     now = _clock(settings, day_after - timedelta(days=1))
+    # the sweep looks only with `on_raw_change: reprocess` (otherwise it reads nothing)
+    reprocess = settings.model_copy(update={"on_raw_change": "reprocess"})
     import tokokita_etl
 
     # the package this process imported (this checkout's, or `--project-src`'s)
@@ -155,10 +159,15 @@ def _looks(settings, work: Path, day_after: date, done: date) -> dict[str, Calla
         if result.returncode != 0:
             raise SystemExit(f"tokokita-etl {' '.join(args)} failed: {result.stderr}")
 
-    return {"status": lambda: cli("status"), "due": lambda: cli("due"),
-            "gate": lambda: gate(ORDERS, settings, done, force=False, reset_attempts=False,
-                                 now=now, by="bench", run_type="scheduled"),
-            "page": lambda: date_states(ORDERS, settings, now)}
+    looks = {"status": lambda: cli("status"), "due": lambda: cli("due"),
+             "gate": lambda: gate(ORDERS, settings, done, force=False, reset_attempts=False,
+                                  now=now, by="bench", run_type="scheduled"),
+             "page": lambda: date_states(ORDERS, settings, now)}
+    try:
+        from tokokita_etl.runner.propagation import sweep
+    except ImportError:  # `--project-src` of a checkout from before the sweep
+        return looks
+    return {**looks, "sweep": lambda: sweep(ORDERS, reprocess, now)}
 
 
 def _timed_side_by_side(few: dict, year: dict, repeat: int) -> dict[str, tuple[float, float]]:

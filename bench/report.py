@@ -141,8 +141,9 @@ def history_section(history: dict) -> list[str]:
         f"{history['rows']:,} rows on an SQLite warehouse, nights 2-7 and "
         f"{n - 5}-{n} run for real, the ledger between them written directly; `status` and "
         "`due` are the commands (a process each), the gate a scheduled run's on a done date, "
-        "the page the rows the status page shows, with nothing of the watermark held from "
-        "before. Seconds are the least of the six nights, and of "
+        "the page the rows the status page shows, the sweep its look for changed raw files "
+        "(`on_raw_change: reprocess`), with nothing of the watermark held from before. "
+        "Seconds are the least of the six nights, and of "
         f"{history['repeat']} repetitions of each look (the machine's other work only adds "
         "time); the median nights' ratio beside it. Measured "
         f"{history.get('measured', '')}, commit {history.get('commit', '')}, load average "
@@ -158,7 +159,9 @@ def history_section(history: dict) -> list[str]:
             continue
         night = (f"{min(figures['nights_early_s']):.3f} | {min(figures['nights_late_s']):.3f} | "
                  f"{figures['night_ratio']} ({figures['night_median_ratio']})")
-        for look in ("status", "due", "gate", "page"):
+        for look in ("status", "due", "gate", "page", "sweep"):
+            if f"{look}_ratio" not in figures:  # a run from before the sweep was timed
+                continue
             out.append(f"| {name} | {night} | {look} | {figures[f'{look}_{few}_s']:.4f} | "
                        f"{figures[f'{look}_{n}_s']:.4f} | {figures[f'{look}_ratio']} |")
             name, night = "", " | | "

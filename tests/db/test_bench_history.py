@@ -18,7 +18,7 @@ pytestmark = pytest.mark.postgres
 
 STORES = ("files", "postgresql")
 FIGURES = ("night_ratio", "night_median_ratio", "status_ratio", "due_ratio", "gate_ratio",
-           "page_ratio")
+           "page_ratio", "sweep_ratio")
 
 
 def test_the_history_benchmark_prints_one_json_line_with_every_ratio_per_store(tmp_path: Path):
