@@ -144,8 +144,6 @@ def _looks(settings, work: Path, day_after: date, done: date) -> dict[str, Calla
     from tokokita_etl.runner.status import date_states
 
     now = _clock(settings, day_after - timedelta(days=1))
-    # the sweep looks only with `on_raw_change: reprocess` (otherwise it reads nothing)
-    reprocess = settings.model_copy(update={"on_raw_change": "reprocess"})
     import tokokita_etl
 
     # the package this process imported (this checkout's, or `--project-src`'s)
@@ -167,6 +165,8 @@ def _looks(settings, work: Path, day_after: date, done: date) -> dict[str, Calla
         from tokokita_etl.runner.propagation import sweep
     except ImportError:  # `--project-src` of a checkout from before the sweep
         return looks
+    # the sweep looks only with `on_raw_change: reprocess` (otherwise it reads nothing)
+    reprocess = settings.model_copy(update={"on_raw_change": "reprocess"})
     return {**looks, "sweep": lambda: sweep(ORDERS, reprocess, now)}
 
 
